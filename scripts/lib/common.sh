@@ -1,0 +1,30 @@
+# Shared helpers for the provisioning and service scripts. Sourced, not run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+LOCAL="$ROOT/.local"
+BUN_VERSION="1.4.5"
+KAFKA_PORT="${LOCAL_KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${LOCAL_KAFKA_CONTROLLER_PORT:-9093}"
+CH_HTTP_PORT="${LOCAL_CLICKHOUSE_HTTP_PORT:-8123}"
+CH_TCP_PORT="${LOCAL_CLICKHOUSE_TCP_PORT:-9000}"
+
+log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# wait_for <seconds> <description> <command...>: polls the command every 0.2 s.
+wait_for() {
+  local limit=$1 what=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+  log "$what is ready"
+}
+
+# pid_alive <pidfile>: the process recorded in the file still runs.
+pid_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs what cdr-worker needs on a fresh Debian machine of this kind, and nothing twice:
+# Debian packages, Bun (from the npm registry), the Kafka broker jars (Maven Central), node_modules.
+# Every step checks first and says "ok" when there is nothing to do.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+APT_PACKAGES=(librdkafka1 librdkafka-dev kcat clickhouse-server clickhouse-client)
+# The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
+KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
+
+provision_apt() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then log "ok: Debian packages"; return; fi
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # The clickhouse-server package tries to start a system service; policy-rc.d on these machines
+  # refuses, which is what we want: services.sh runs a project-local server instead.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+provision_bun() {
+  if command -v bun >/dev/null && [[ "$(bun --version)" == "$BUN_VERSION" ]]; then
+    log "ok: bun $BUN_VERSION"; return
+  fi
+  log "installing bun@$BUN_VERSION from the npm registry"
+  npm install -g --allow-scripts=bun "bun@$BUN_VERSION" >/dev/null 2>&1 \
+    || npm install -g "bun@$BUN_VERSION" >/dev/null
+  hash -r
+  [[ "$(bun --version)" == "$BUN_VERSION" ]] || die "bun $BUN_VERSION did not install (found $(bun --version 2>&1))"
+}
+
+provision_kafka() {
+  local dir="$LOCAL/kafka/libs" stamp="$LOCAL/kafka/libs/.pom-sha"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$KAFKA_POM_SHA" ]]; then log "ok: Kafka jars"; return; fi
+  log "resolving the Apache Kafka broker jars from Maven Central (scripts/kafka/pom.xml)"
+  rm -rf "$dir"; mkdir -p "$dir"
+  mvn -q -B -f "$ROOT/scripts/kafka/pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$dir" -DincludeScope=runtime -Dstyle.color=never >"$LOCAL/kafka/mvn.log" 2>&1 \
+    || die "mvn failed; see $LOCAL/kafka/mvn.log"
+  ls "$dir"/kafka_2.13-*.jar >/dev/null || die "kafka_2.13 jar missing after mvn"
+  echo "$KAFKA_POM_SHA" >"$stamp"
+}
+
+provision_node_modules() {
+  local stamp="$ROOT/node_modules/.bun.lock.sha"
+  local want; want="$(sha256sum "$ROOT/bun.lock" "$ROOT/package.json" | sha256sum | cut -c1-64)"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then log "ok: node_modules"; return; fi
+  log "installing node_modules (frozen lockfile)"
+  (cd "$ROOT" && bun install --frozen-lockfile >/dev/null)
+  echo "$want" >"$stamp"
+}
+
+provision_apt
+provision_bun
+provision_kafka
+provision_node_modules
+log "provisioned"

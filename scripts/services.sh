@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Starts, stops and reports the local Kafka (KRaft, one node) and ClickHouse that development and
+# tests use. State lives in .local/; `stop` only stops processes whose pid files this script wrote.
+#   scripts/services.sh start|stop|status|restart [kafka|clickhouse]
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+KAFKA_HOME="$LOCAL/kafka"
+CH_HOME="$LOCAL/clickhouse"
+
+kafka_answers() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 2 >/dev/null 2>&1; }
+clickhouse_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$CH_HTTP_PORT/ping" 2>/dev/null)" == "Ok." ]]; }
+
+render() { # render <template> <output> <sed expressions...>
+  local src=$1 dst=$2; shift 2
+  local args=(); for e in "$@"; do args+=(-e "$e"); done
+  sed "${args[@]}" "$src" >"$dst.tmp" && mv "$dst.tmp" "$dst"
+}
+
+start_kafka() {
+  local pidfile="$KAFKA_HOME/kafka.pid"
+  if pid_alive "$pidfile"; then
+    wait_for 60 "Kafka (pid $(cat "$pidfile"))" kafka_answers || die "Kafka pid $(cat "$pidfile") runs but does not answer; see $KAFKA_HOME/kafka.log"
+    return
+  fi
+  if port_open "$KAFKA_PORT"; then
+    kafka_answers || die "127.0.0.1:$KAFKA_PORT is taken by something that is not a Kafka broker; stop it or set LOCAL_KAFKA_PORT"
+    log "a Kafka broker not started by this project already answers on 127.0.0.1:$KAFKA_PORT; using it"
+    return
+  fi
+  [[ -f "$KAFKA_HOME/libs/.pom-sha" ]] || die "Kafka jars missing; run scripts/provision.sh first"
+  mkdir -p "$KAFKA_HOME/data"
+  render "$ROOT/scripts/kafka/server.properties" "$KAFKA_HOME/server.properties" \
+    "s:KAFKA_HOME:$KAFKA_HOME:g" "s:KAFKA_CONTROLLER_PORT:$KAFKA_CONTROLLER_PORT:g" "s:KAFKA_PORT:$KAFKA_PORT:g"
+  local cp="$KAFKA_HOME/libs/*"
+  if [[ ! -f "$KAFKA_HOME/data/meta.properties" ]]; then
+    log "formatting Kafka storage in $KAFKA_HOME/data"
+    java -cp "$cp" -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.yaml" kafka.tools.StorageTool format \
+      -t "$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null)" \
+      -c "$KAFKA_HOME/server.properties" >"$KAFKA_HOME/format.log" 2>&1 \
+      || die "Kafka storage format failed; see $KAFKA_HOME/format.log"
+  fi
+  log "starting Kafka on 127.0.0.1:$KAFKA_PORT"
+  # Heap capped: a single development broker needs little, and the machine also runs ClickHouse.
+  setsid nohup java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.yaml" \
+    -cp "$cp" kafka.Kafka "$KAFKA_HOME/server.properties" >"$KAFKA_HOME/kafka.log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+  wait_for 90 "Kafka" kafka_answers || die "Kafka did not answer within 90 s; see $KAFKA_HOME/kafka.log"
+}
+
+start_clickhouse() {
+  local pidfile="$CH_HOME/clickhouse.pid"
+  if pid_alive "$pidfile"; then
+    wait_for 60 "ClickHouse (pid $(cat "$pidfile"))" clickhouse_answers || die "ClickHouse pid $(cat "$pidfile") runs but does not answer /ping; see $CH_HOME/log"
+    return
+  fi
+  if port_open "$CH_HTTP_PORT"; then
+    clickhouse_answers || die "127.0.0.1:$CH_HTTP_PORT is taken by something that is not ClickHouse; stop it or set LOCAL_CLICKHOUSE_HTTP_PORT"
+    log "a ClickHouse not started by this project already answers on 127.0.0.1:$CH_HTTP_PORT; using it"
+    return
+  fi
+  port_open "$CH_TCP_PORT" && die "127.0.0.1:$CH_TCP_PORT (ClickHouse native port) is taken; set LOCAL_CLICKHOUSE_TCP_PORT"
+  mkdir -p "$CH_HOME"/{data,tmp,user_files,format_schemas,log}
+  render "$ROOT/scripts/clickhouse/config.xml" "$CH_HOME/config.xml" \
+    "s:CH_HOME:$CH_HOME:g" "s:CH_HTTP_PORT:$CH_HTTP_PORT:g" "s:CH_TCP_PORT:$CH_TCP_PORT:g"
+  cp "$ROOT/scripts/clickhouse/users.xml" "$CH_HOME/users.xml"
+  log "starting ClickHouse on 127.0.0.1:$CH_HTTP_PORT"
+  (cd "$CH_HOME" && setsid nohup clickhouse-server --config-file="$CH_HOME/config.xml" \
+    >"$CH_HOME/log/stdout.log" 2>&1 </dev/null &
+    echo $! >"$pidfile")
+  wait_for 60 "ClickHouse" clickhouse_answers || die "ClickHouse did not answer /ping within 60 s; see $CH_HOME/log"
+}
+
+stop_one() { # stop_one <name> <pidfile>
+  local name=$1 pidfile=$2
+  if ! pid_alive "$pidfile"; then log "$name: not running (started by this project)"; rm -f "$pidfile"; return; fi
+  local pid; pid="$(cat "$pidfile")"
+  log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + 30))
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then log "$name did not stop in 30 s; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -f "$pidfile"
+}
+
+status_one() { # status_one <name> <pidfile> <probe>
+  if pid_alive "$2"; then
+    if $3; then echo "$1: running (pid $(cat "$2")), answering"; else echo "$1: running (pid $(cat "$2")), not answering"; fi
+  elif $3; then echo "$1: answering, not started by this project"
+  else echo "$1: stopped"; fi
+}
+
+cmd=${1:-status}; which=${2:-all}
+case "$cmd" in
+  start)
+    [[ $which == all || $which == kafka ]] && start_kafka
+    [[ $which == all || $which == clickhouse ]] && start_clickhouse
+    status_one kafka "$KAFKA_HOME/kafka.pid" kafka_answers >&2
+    status_one clickhouse "$CH_HOME/clickhouse.pid" clickhouse_answers >&2 ;;
+  stop)
+    [[ $which == all || $which == kafka ]] && stop_one kafka "$KAFKA_HOME/kafka.pid"
+    [[ $which == all || $which == clickhouse ]] && stop_one clickhouse "$CH_HOME/clickhouse.pid"
+    true ;;
+  restart) "$0" stop "$which"; "$0" start "$which" ;;
+  status)
+    status_one "kafka      127.0.0.1:$KAFKA_PORT" "$KAFKA_HOME/kafka.pid" kafka_answers
+    status_one "clickhouse 127.0.0.1:$CH_HTTP_PORT" "$CH_HOME/clickhouse.pid" clickhouse_answers ;;
+  *) die "usage: scripts/services.sh start|stop|status|restart [kafka|clickhouse]" ;;
+esac

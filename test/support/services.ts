@@ -1,0 +1,34 @@
+/** Where the real services that scripts/services.sh started live, and unique names per test. */
+import { createClient, type ClickHouseClient } from "@clickhouse/client";
+
+export const KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
+export const CLICKHOUSE_URL = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
+export const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+
+/** A name no other test (or earlier run) uses: tests never share topics, groups or tables. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export function clickhouse(database = "default"): ClickHouseClient {
+  return createClient({ url: CLICKHOUSE_URL, database });
+}
+
+/** Runs a command to completion; rejects with its stderr when it exits nonzero. */
+export async function run(cmd: string[], input?: string): Promise<string> {
+  const proc = Bun.spawn(cmd, { stdin: input === undefined ? "ignore" : new Blob([input]), stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0) throw new Error(`${cmd.join(" ")} exited ${code}: ${err}`);
+  return out;
+}
+
+/** Polls `probe` until it returns a value other than undefined, or throws after `ms`. */
+export async function waitFor<T>(probe: () => Promise<T | undefined> | T | undefined, ms = 20_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await Bun.sleep(25);
+  }
+}
