@@ -1,0 +1,61 @@
+/**
+ * The process's own failures (invalid records are values, not exceptions: see src/cdr/).
+ * Every error carries a code from a closed list and whether retrying can help.
+ */
+export type ErrorCode =
+  | "CONFIG_INVALID"
+  | "LIBRARY_UNAVAILABLE"
+  | "KAFKA_CONFIG"
+  | "KAFKA_CLIENT"
+  | "KAFKA_DELIVERY"
+  | "KAFKA_COMMIT"
+  | "KAFKA_ADMIN"
+  | "TOPOLOGY"
+  | "CLICKHOUSE_INSERT"
+  | "CLICKHOUSE_SCHEMA"
+  | "SHUTDOWN_TIMEOUT";
+
+export class CdrWorkerError extends Error {
+  override name = "CdrWorkerError";
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly retryable = false,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A librdkafka failure; `kafkaCode` is librdkafka's numeric error and `kafkaName` its name (e.g. `_MSG_TIMED_OUT`). */
+export class KafkaError extends CdrWorkerError {
+  override name = "KafkaError";
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly kafkaCode?: number,
+    readonly kafkaName?: string,
+    retryable = false,
+  ) {
+    super(code, message, retryable);
+  }
+}
+
+/** A configuration problem: one per variable, so all of them can be reported at once. */
+export interface ConfigProblem {
+  variable: string;
+  value: string | undefined;
+  expected: string;
+}
+
+export class ConfigError extends CdrWorkerError {
+  override name = "ConfigError";
+  constructor(readonly problems: ConfigProblem[]) {
+    super("CONFIG_INVALID", problems.map(formatProblem).join("\n"));
+  }
+}
+
+export function formatProblem(p: ConfigProblem): string {
+  const shown = p.value === undefined ? "(unset)" : JSON.stringify(p.value);
+  return `config error: ${p.variable}=${shown}: ${p.expected}`;
+}

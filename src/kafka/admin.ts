@@ -1,0 +1,223 @@
+/**
+ * Topic administration: create, delete, describe and alter configs, partition counts.
+ * Admin results come back on a private queue polled without blocking; metadata is a bounded
+ * blocking call, used only by commands and at start-up.
+ */
+import { CString, read, type Pointer } from "bun:ffi";
+import { KafkaError } from "../errors.ts";
+import { pollQueue } from "./consumer.ts";
+import { createHandle, destroyHandle, errName, kafkaError, type Handle, type KafkaProps } from "./handle.ts";
+import { cstr, rdk } from "./native.ts";
+import { METADATA, METADATA_TOPIC, RD } from "./structs.ts";
+
+export interface TopicSpec {
+  name: string;
+  partitions: number;
+  replicationFactor: number;
+  configs: Record<string, string>;
+}
+
+export interface ConfigValue {
+  value: string | null;
+  isDefault: boolean;
+}
+
+/** Per-topic outcome of a create/delete: err 0 on success. */
+export interface TopicResult {
+  name: string;
+  err: number;
+  errName: string;
+  message: string;
+}
+
+const ERRSTR = 512;
+
+export class Admin {
+  readonly #h: Handle;
+  readonly #queue: Pointer;
+  readonly #timeoutMs: number;
+
+  constructor(props: KafkaProps, timeoutMs = 15_000) {
+    this.#h = createHandle(RD.PRODUCER, props);
+    this.#queue = rdk().rd_kafka_queue_new(this.#h.rk)!;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  async createTopics(specs: readonly TopicSpec[]): Promise<TopicResult[]> {
+    const lib = rdk();
+    const errstr = Buffer.alloc(ERRSTR);
+    const handles = specs.map((s) => {
+      const t = lib.rd_kafka_NewTopic_new(cstr(s.name), s.partitions, s.replicationFactor, errstr, ERRSTR);
+      if (!t) throw new KafkaError("KAFKA_ADMIN", `topic ${s.name}: ${errstr.toString("utf8").replace(/\0.*$/s, "")}`);
+      for (const [k, v] of Object.entries(s.configs)) lib.rd_kafka_NewTopic_set_config(t, cstr(k), cstr(v));
+      return t;
+    });
+    try {
+      const arr = pointerArray(handles);
+      const opts = this.#options();
+      lib.rd_kafka_CreateTopics(this.#h.rk, arr, handles.length, opts, this.#queue);
+      lib.rd_kafka_AdminOptions_destroy(opts);
+      return await this.#topicResults(RD.EVENT_CREATETOPICS_RESULT, "rd_kafka_event_CreateTopics_result", "rd_kafka_CreateTopics_result_topics");
+    } finally {
+      for (const t of handles) lib.rd_kafka_NewTopic_destroy(t);
+    }
+  }
+
+  async deleteTopics(names: readonly string[]): Promise<TopicResult[]> {
+    const lib = rdk();
+    const handles = names.map((n) => lib.rd_kafka_DeleteTopic_new(cstr(n))!);
+    try {
+      const opts = this.#options();
+      lib.rd_kafka_DeleteTopics(this.#h.rk, pointerArray(handles), handles.length, opts, this.#queue);
+      lib.rd_kafka_AdminOptions_destroy(opts);
+      return await this.#topicResults(RD.EVENT_DELETETOPICS_RESULT, "rd_kafka_event_DeleteTopics_result", "rd_kafka_DeleteTopics_result_topics");
+    } finally {
+      for (const t of handles) lib.rd_kafka_DeleteTopic_destroy(t);
+    }
+  }
+
+  /** All configs of a topic as the broker reports them. */
+  async describeConfigs(topic: string): Promise<Record<string, ConfigValue>> {
+    const lib = rdk();
+    const res = lib.rd_kafka_ConfigResource_new(RD.RESOURCE_TOPIC, cstr(topic))!;
+    try {
+      const opts = this.#options();
+      lib.rd_kafka_DescribeConfigs(this.#h.rk, pointerArray([res]), 1, opts, this.#queue);
+      lib.rd_kafka_AdminOptions_destroy(opts);
+      const ev = await this.#awaitEvent(RD.EVENT_DESCRIBECONFIGS_RESULT);
+      try {
+        const result = lib.rd_kafka_event_DescribeConfigs_result(ev)!;
+        const [resource] = readPointers((cnt) => lib.rd_kafka_DescribeConfigs_result_resources(result, cnt));
+        if (!resource) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: empty result`);
+        const rerr = lib.rd_kafka_ConfigResource_error(resource);
+        if (rerr !== 0) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(resource)}`, rerr, errName(rerr));
+        const out: Record<string, ConfigValue> = {};
+        for (const entry of readPointers((cnt) => lib.rd_kafka_ConfigResource_configs(resource, cnt))) {
+          const v = lib.rd_kafka_ConfigEntry_value(entry);
+          out[String(lib.rd_kafka_ConfigEntry_name(entry))] = {
+            value: v ? String(new CString(v)) : null,
+            isDefault: lib.rd_kafka_ConfigEntry_is_default(entry) === 1,
+          };
+        }
+        return out;
+      } finally {
+        lib.rd_kafka_event_destroy(ev);
+      }
+    } finally {
+      lib.rd_kafka_ConfigResource_destroy(res);
+    }
+  }
+
+  /**
+   * Sets a topic's dynamic configs. The legacy AlterConfigs API (librdkafka 2.0 has no
+   * incremental one) replaces the whole set, so `configs` must hold every override to keep.
+   */
+  async alterConfigs(topic: string, configs: Record<string, string>): Promise<void> {
+    const lib = rdk();
+    const res = lib.rd_kafka_ConfigResource_new(RD.RESOURCE_TOPIC, cstr(topic))!;
+    try {
+      for (const [k, v] of Object.entries(configs)) lib.rd_kafka_ConfigResource_set_config(res, cstr(k), cstr(v));
+      const opts = this.#options();
+      lib.rd_kafka_AlterConfigs(this.#h.rk, pointerArray([res]), 1, opts, this.#queue);
+      lib.rd_kafka_AdminOptions_destroy(opts);
+      const ev = await this.#awaitEvent(RD.EVENT_ALTERCONFIGS_RESULT);
+      try {
+        const result = lib.rd_kafka_event_AlterConfigs_result(ev)!;
+        for (const r of readPointers((cnt) => lib.rd_kafka_AlterConfigs_result_resources(result, cnt))) {
+          const rerr = lib.rd_kafka_ConfigResource_error(r);
+          if (rerr !== 0) throw new KafkaError("KAFKA_ADMIN", `alter ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(r)}`, rerr, errName(rerr));
+        }
+      } finally {
+        lib.rd_kafka_event_destroy(ev);
+      }
+    } finally {
+      lib.rd_kafka_ConfigResource_destroy(res);
+    }
+  }
+
+  /** Partition count of each named topic; null for a topic the cluster does not have. */
+  partitionCounts(topics: readonly string[], timeoutMs = 10_000): Map<string, number | null> {
+    const lib = rdk();
+    const out = new BigUint64Array(1);
+    const err = lib.rd_kafka_metadata(this.#h.rk, 1, null, out, timeoutMs);
+    if (err !== 0) throw kafkaError("KAFKA_ADMIN", "metadata", err, true);
+    const md = Number(out[0]) as Pointer;
+    try {
+      const found = new Map<string, number | null>(topics.map((t) => [t, null]));
+      const cnt = read.i32(md, METADATA.topic_cnt);
+      const arr = read.ptr(md, METADATA.topics) as Pointer;
+      for (let i = 0; i < cnt; i++) {
+        const base = i * METADATA_TOPIC.size;
+        const name = String(new CString(read.ptr(arr, base + METADATA_TOPIC.topic) as Pointer));
+        if (found.has(name) && read.i32(arr, base + METADATA_TOPIC.err) === 0) found.set(name, read.i32(arr, base + METADATA_TOPIC.partition_cnt));
+      }
+      return found;
+    } finally {
+      lib.rd_kafka_metadata_destroy(md);
+    }
+  }
+
+  close(): void {
+    rdk().rd_kafka_queue_destroy(this.#queue);
+    destroyHandle(this.#h);
+  }
+
+  #options(): Pointer {
+    const lib = rdk();
+    const opts = lib.rd_kafka_AdminOptions_new(this.#h.rk, RD.ADMIN_OP_ANY)!;
+    const errstr = Buffer.alloc(ERRSTR);
+    lib.rd_kafka_AdminOptions_set_request_timeout(opts, this.#timeoutMs, errstr, ERRSTR);
+    lib.rd_kafka_AdminOptions_set_operation_timeout(opts, this.#timeoutMs, errstr, ERRSTR);
+    return opts;
+  }
+
+  async #awaitEvent(type: number): Promise<Pointer> {
+    const lib = rdk();
+    const ev = await pollQueue(this.#queue, this.#timeoutMs + 5_000);
+    const got = lib.rd_kafka_event_type(ev);
+    if (got !== type) {
+      const e = lib.rd_kafka_event_error(ev);
+      lib.rd_kafka_event_destroy(ev);
+      throw new KafkaError("KAFKA_ADMIN", `unexpected admin event ${got}${e ? `: ${errName(e)}` : ""}`, e || undefined);
+    }
+    const e = lib.rd_kafka_event_error(ev);
+    if (e !== 0) {
+      const msg = String(lib.rd_kafka_event_error_string(ev));
+      lib.rd_kafka_event_destroy(ev);
+      throw new KafkaError("KAFKA_ADMIN", `admin request failed: ${errName(e)}: ${msg}`, e, errName(e), true);
+    }
+    return ev;
+  }
+
+  async #topicResults(
+    type: number,
+    getResult: "rd_kafka_event_CreateTopics_result" | "rd_kafka_event_DeleteTopics_result",
+    getTopics: "rd_kafka_CreateTopics_result_topics" | "rd_kafka_DeleteTopics_result_topics",
+  ): Promise<TopicResult[]> {
+    const lib = rdk();
+    const ev = await this.#awaitEvent(type);
+    try {
+      const result = lib[getResult](ev)!;
+      return readPointers((cnt) => lib[getTopics](result, cnt)).map((t) => {
+        const err = lib.rd_kafka_topic_result_error(t);
+        return { name: String(lib.rd_kafka_topic_result_name(t)), err, errName: err ? errName(err) : "", message: err ? String(lib.rd_kafka_topic_result_error_string(t)) : "" };
+      });
+    } finally {
+      lib.rd_kafka_event_destroy(ev);
+    }
+  }
+}
+
+function pointerArray(ptrs: readonly Pointer[]): BigUint64Array {
+  return BigUint64Array.from(ptrs, (p) => BigInt(p));
+}
+
+/** Calls a `T **fn(..., size_t *cntp)` accessor and returns its array of pointers. */
+function readPointers(fn: (cnt: BigUint64Array) => Pointer | null): Pointer[] {
+  const cnt = new BigUint64Array(1);
+  const arr = fn(cnt);
+  const n = Number(cnt[0]);
+  const out: Pointer[] = [];
+  for (let i = 0; i < n && arr; i++) out.push(read.ptr(arr, i * 8) as Pointer);
+  return out;
+}

@@ -1,0 +1,277 @@
+/**
+ * Group consumer over librdkafka: batched, never blocking the event loop, offsets stored and
+ * committed only when the caller says so.
+ *
+ * - Fetch: rd_kafka_consume_batch_queue with timeout 0, so a poll returns at once; the caller
+ *   paces itself (see Consumer#poll).
+ * - Rebalance: librdkafka calls rebalance_cb inside consume_batch_queue on the JS thread. An
+ *   assignment is applied at once; a revocation is only recorded and the call yields, so the
+ *   caller can flush and commit the revoked partitions (async work) before `completeRevoke()`.
+ * - Commit: rd_kafka_commit_queue onto a private queue, polled without blocking; the promise
+ *   settles with per-partition results.
+ */
+import { JSCallback, ptr, read, type Pointer } from "bun:ffi";
+import { KafkaError } from "../errors.ts";
+import { log } from "../log.ts";
+import { createHandle, destroyHandle, errName, kafkaError, takeError, type Handle, type KafkaProps } from "./handle.ts";
+import { copyBytes, readExactI64, readHeaders, type Message } from "./message.ts";
+import { cstr, rdk } from "./native.ts";
+import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
+import { MESSAGE, RD } from "./structs.ts";
+
+export interface ConsumerOptions {
+  /** librdkafka properties; must include bootstrap.servers and group.id. */
+  props: KafkaProps;
+  topics: string[];
+  /** Most messages one poll returns. */
+  maxBatch?: number;
+  /** Copy message headers too (costs FFI calls per header). */
+  readHeaders?: boolean;
+}
+
+export type RebalanceEvent = { kind: "assign" | "revoke"; partitions: TopicPartition[] };
+
+export class Consumer {
+  readonly #h: Handle;
+  readonly #queue: Pointer;
+  readonly #commitQueue: Pointer;
+  readonly #slots: BigUint64Array;
+  readonly #slotsPtr: Pointer;
+  readonly #readHeaders: boolean;
+  readonly #topicNames = new Map<number, string>();
+  readonly #cooperative: boolean;
+  #assignment: TopicPartition[] = [];
+  #pendingRevoke: TopicPartition[] | null = null;
+  #events: RebalanceEvent[] = [];
+  #closing = false;
+  #closed = false;
+  #commitChain: Promise<unknown> = Promise.resolve();
+
+  constructor(opts: ConsumerOptions) {
+    const lib = rdk();
+    const props: KafkaProps = {
+      "enable.auto.commit": "false",
+      // Offsets are committed explicitly from what is durable, never from what was handed out.
+      "enable.auto.offset.store": "false",
+      "auto.offset.reset": "earliest",
+      ...opts.props,
+    };
+    this.#h = createHandle(RD.CONSUMER, props, (conf, callbacks) => {
+      const cb = new JSCallback(
+        (rk: Pointer, err: number, partitions: Pointer) => this.#onRebalance(rk, err, partitions),
+        { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
+      );
+      callbacks.push(cb);
+      lib.rd_kafka_conf_set_rebalance_cb(conf, cb.ptr);
+    });
+    const rk = this.#h.rk;
+    lib.rd_kafka_poll_set_consumer(rk);
+    this.#queue = lib.rd_kafka_queue_get_consumer(rk)!;
+    this.#commitQueue = lib.rd_kafka_queue_new(rk)!;
+    this.#cooperative = String(lib.rd_kafka_rebalance_protocol(rk)) === "COOPERATIVE";
+    this.#readHeaders = opts.readHeaders ?? false;
+    this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
+    this.#slotsPtr = ptr(this.#slots);
+    const err = withNativeList(opts.topics.map((topic) => ({ topic, partition: -1 })), (list) => lib.rd_kafka_subscribe(rk, list));
+    if (err !== 0) {
+      this.#destroy();
+      throw kafkaError("KAFKA_CLIENT", `subscribe to ${opts.topics.join(",")}`, err);
+    }
+  }
+
+  /** Partitions currently assigned to this member. */
+  get assignment(): readonly TopicPartition[] {
+    return this.#assignment;
+  }
+
+  /** A revocation waiting for the caller to commit and call completeRevoke(). */
+  get pendingRevoke(): readonly TopicPartition[] | null {
+    return this.#pendingRevoke;
+  }
+
+  /** Rebalance events since the last call, oldest first. */
+  takeRebalanceEvents(): RebalanceEvent[] {
+    const e = this.#events;
+    this.#events = [];
+    return e;
+  }
+
+  /**
+   * Returns at once with up to maxBatch messages (possibly none). Serves rebalance, log and error
+   * callbacks. Returns nothing while a revocation is pending.
+   */
+  poll(): Message[] {
+    if (this.#closed || this.#pendingRevoke) return [];
+    const lib = rdk();
+    const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, this.#slots.length));
+    if (n < 0) throw new KafkaError("KAFKA_CLIENT", "rd_kafka_consume_batch_queue failed");
+    const out: Message[] = [];
+    for (let i = 0; i < n; i++) {
+      const m = Number(this.#slots[i]) as Pointer;
+      const err = read.i32(m, MESSAGE.err);
+      if (err !== 0) {
+        // Per-partition consumer errors (e.g. topic deleted); the message carries no record.
+        if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition: read.i32(m, MESSAGE.partition) });
+        lib.rd_kafka_message_destroy(m);
+        continue;
+      }
+      const rkt = read.ptr(m, MESSAGE.rkt);
+      let topic = this.#topicNames.get(rkt);
+      if (topic === undefined) {
+        topic = String(lib.rd_kafka_topic_name(rkt as Pointer));
+        this.#topicNames.set(rkt, topic);
+      }
+      out.push({
+        topic,
+        partition: read.i32(m, MESSAGE.partition),
+        offset: readExactI64(m, MESSAGE.offset),
+        timestamp: Number(lib.rd_kafka_message_timestamp(m, null)),
+        value: copyBytes(read.ptr(m, MESSAGE.payload) as Pointer, Number(read.u64(m, MESSAGE.len))),
+        key: copyBytes(read.ptr(m, MESSAGE.key) as Pointer, Number(read.u64(m, MESSAGE.key_len))),
+        headers: this.#readHeaders ? readHeaders(m) : undefined,
+      });
+      lib.rd_kafka_message_destroy(m);
+    }
+    return out;
+  }
+
+  /**
+   * Commits (topic, partition, next offset) synchronously with respect to the broker but without
+   * blocking the event loop. Resolves with per-partition results; rejects when any partition failed.
+   */
+  commit(offsets: readonly TopicPartition[]): Promise<TopicPartition[]> {
+    const run = async () => {
+      if (offsets.length === 0) return [];
+      const lib = rdk();
+      const err = withNativeList(offsets, (list) => lib.rd_kafka_commit_queue(this.#h.rk, list, this.#commitQueue, null, null));
+      if (err !== 0) throw kafkaError("KAFKA_COMMIT", "commit", err);
+      const ev = await pollQueue(this.#commitQueue);
+      try {
+        const results = fromNativeList(lib.rd_kafka_event_topic_partition_list(ev));
+        const top = lib.rd_kafka_event_error(ev);
+        const bad = results.filter((r) => r.err);
+        if (top !== 0 && top !== -168 /* _NO_OFFSET: nothing new to commit */) throw kafkaError("KAFKA_COMMIT", "commit", top);
+        if (bad.length) {
+          throw new KafkaError("KAFKA_COMMIT", `commit failed for ${bad.map((b) => `${b.topic}[${b.partition}]: ${errName(b.err!)}`).join(", ")}`, bad[0]!.err, errName(bad[0]!.err!));
+        }
+        return results;
+      } finally {
+        lib.rd_kafka_event_destroy(ev);
+      }
+    };
+    // One commit at a time, in call order, so a later commit can never be overtaken.
+    const p = this.#commitChain.then(run, run);
+    this.#commitChain = p.catch(() => {});
+    return p;
+  }
+
+  pause(partitions: readonly TopicPartition[]): void {
+    this.#pauseResume("rd_kafka_pause_partitions", partitions);
+  }
+
+  resume(partitions: readonly TopicPartition[]): void {
+    this.#pauseResume("rd_kafka_resume_partitions", partitions);
+  }
+
+  /** Gives up the pending revoked partitions; call after their offsets are committed. */
+  completeRevoke(): void {
+    const revoked = this.#pendingRevoke;
+    if (!revoked) return;
+    this.#pendingRevoke = null;
+    this.#unassign(revoked);
+  }
+
+  /** Committed offsets as the broker has them (blocking up to timeoutMs: for tools and tests). */
+  committed(partitions: readonly TopicPartition[], timeoutMs = 5000): TopicPartition[] {
+    return withNativeList(partitions, (list) => {
+      const err = rdk().rd_kafka_committed(this.#h.rk, list, timeoutMs);
+      if (err !== 0) throw kafkaError("KAFKA_CLIENT", "committed", err);
+      return fromNativeList(list);
+    });
+  }
+
+  /** Low and high watermark last seen by the fetcher (cached, no network round trip). */
+  watermarks(topic: string, partition: number): { low: number; high: number } | null {
+    const low = new BigInt64Array(1);
+    const high = new BigInt64Array(1);
+    if (rdk().rd_kafka_get_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high) !== 0) return null;
+    return { low: Number(low[0]), high: Number(high[0]) };
+  }
+
+  /** Leaves the group cleanly. The caller commits first: close() gives partitions up without committing. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closing = true;
+    if (this.#pendingRevoke) this.completeRevoke();
+    const err = rdk().rd_kafka_consumer_close(this.#h.rk);
+    if (err !== 0) log.warn("consumer close", { code: errName(err) });
+    this.#destroy();
+  }
+
+  #destroy(): void {
+    this.#closed = true;
+    const lib = rdk();
+    lib.rd_kafka_queue_destroy(this.#queue);
+    lib.rd_kafka_queue_destroy(this.#commitQueue);
+    destroyHandle(this.#h);
+  }
+
+  #pauseResume(fn: "rd_kafka_pause_partitions" | "rd_kafka_resume_partitions", partitions: readonly TopicPartition[]): void {
+    if (partitions.length === 0 || this.#closed) return;
+    const err = withNativeList(partitions, (list) => rdk()[fn](this.#h.rk, list));
+    if (err !== 0) throw kafkaError("KAFKA_CLIENT", fn, err);
+  }
+
+  #onRebalance(rk: Pointer, err: number, list: Pointer): void {
+    const lib = rdk();
+    // The list belongs to librdkafka and dies after this callback: copy it out.
+    const partitions = fromNativeList(list).map(({ topic, partition }) => ({ topic, partition }));
+    if (err === RD.ERR__ASSIGN_PARTITIONS) {
+      const e = this.#cooperative ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list)) : codeError(lib.rd_kafka_assign(rk, list));
+      if (e) log.error("assign failed", { err: e });
+      this.#assignment = this.#cooperative ? [...this.#assignment, ...partitions] : partitions;
+      this.#events.push({ kind: "assign", partitions });
+      log.info("partitions assigned", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });
+      return;
+    }
+    if (err === RD.ERR__REVOKE_PARTITIONS && !this.#closing) {
+      this.#pendingRevoke = partitions;
+      this.#events.push({ kind: "revoke", partitions });
+      log.info("partitions revoked; committing before release", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });
+      lib.rd_kafka_yield(rk);
+      return;
+    }
+    if (err !== RD.ERR__REVOKE_PARTITIONS) log.warn("rebalance error", { code: errName(err) });
+    this.#unassign(partitions);
+  }
+
+  #unassign(partitions: TopicPartition[]): void {
+    const lib = rdk();
+    if (this.#cooperative) {
+      const e = withNativeList(partitions, (list) => takeError("KAFKA_CLIENT", "incremental_unassign", lib.rd_kafka_incremental_unassign(this.#h.rk, list)));
+      if (e) log.error("unassign failed", { err: e });
+      const gone = new Set(partitions.map((p) => `${p.topic}\0${p.partition}`));
+      this.#assignment = this.#assignment.filter((p) => !gone.has(`${p.topic}\0${p.partition}`));
+    } else {
+      const e = codeError(lib.rd_kafka_assign(this.#h.rk, null));
+      if (e) log.error("unassign failed", { err: e });
+      this.#assignment = [];
+    }
+  }
+}
+
+function codeError(err: number): KafkaError | null {
+  return err === 0 ? null : kafkaError("KAFKA_CLIENT", "assign", err);
+}
+
+/** Waits for the next event on a private queue, polling without blocking the event loop. */
+export async function pollQueue(queue: Pointer, timeoutMs = 60_000): Promise<Pointer> {
+  const lib = rdk();
+  const deadline = Date.now() + timeoutMs;
+  for (let wait = 1; ; wait = Math.min(wait * 2, 20)) {
+    const ev = lib.rd_kafka_queue_poll(queue, 0);
+    if (ev) return ev;
+    if (Date.now() > deadline) throw new KafkaError("KAFKA_CLIENT", `no answer from Kafka within ${timeoutMs} ms`, RD.ERR__TIMED_OUT, "_TIMED_OUT", true);
+    await Bun.sleep(wait);
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Creating a librdkafka handle: properties set by name, log and error callbacks that run on the
+ * JS thread, and the error helpers every other kafka/ module uses.
+ *
+ * Why callbacks are safe here: with `log.queue=true` and rd_kafka_set_log_queue(), librdkafka
+ * forwards logs and errors to a queue that it serves only inside the poll/consume call the JS
+ * thread makes; no callback ever runs on one of librdkafka's own threads.
+ */
+import { CString, JSCallback, type Pointer } from "bun:ffi";
+import { KafkaError, type ErrorCode } from "../errors.ts";
+import { log } from "../log.ts";
+import { cstr, rdk } from "./native.ts";
+import { RD } from "./structs.ts";
+
+export type KafkaProps = Record<string, string>;
+
+export function errName(code: number): string {
+  return String(rdk().rd_kafka_err2name(code));
+}
+
+export function kafkaError(code: ErrorCode, what: string, err: number, retryable = false): KafkaError {
+  return new KafkaError(code, `${what}: ${errName(err)}: ${rdk().rd_kafka_err2str(err)}`, err, errName(err), retryable);
+}
+
+/** Reads an rd_kafka_error_t*, destroys it, and returns it as a KafkaError (null pointer → null). */
+export function takeError(code: ErrorCode, what: string, error: Pointer | null): KafkaError | null {
+  if (!error) return null;
+  const lib = rdk();
+  const num = lib.rd_kafka_error_code(error);
+  const e = new KafkaError(code, `${what}: ${errName(num)}: ${lib.rd_kafka_error_string(error)}`, num, errName(num));
+  lib.rd_kafka_error_destroy(error);
+  return e;
+}
+
+const ERRSTR_SIZE = 512;
+
+/** The handle plus the callbacks that must live as long as it does. */
+export interface Handle {
+  rk: Pointer;
+  callbacks: JSCallback[];
+}
+
+/**
+ * Builds an rd_kafka_conf_t from properties (each rejected one is a KAFKA_CONFIG error naming it),
+ * lets `extend` add callbacks or events, and creates the handle.
+ */
+export function createHandle(type: 0 | 1, props: KafkaProps, extend?: (conf: Pointer, callbacks: JSCallback[]) => void): Handle {
+  const lib = rdk();
+  const conf = lib.rd_kafka_conf_new()!;
+  const errstr = Buffer.alloc(ERRSTR_SIZE);
+  const all: KafkaProps = { "log.queue": "true", ...props };
+  for (const [name, value] of Object.entries(all)) {
+    if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr, ERRSTR_SIZE) !== RD.CONF_OK) {
+      lib.rd_kafka_conf_destroy(conf);
+      throw new KafkaError("KAFKA_CONFIG", `librdkafka property ${name}: ${cString(errstr)}`);
+    }
+  }
+  const callbacks: JSCallback[] = [];
+  const logCb = new JSCallback(
+    (_rk: Pointer, level: number, fac: Pointer, buf: Pointer) => {
+      // syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
+      const ctx = { component: "librdkafka", facility: String(new CString(fac)) };
+      const msg = String(new CString(buf));
+      if (level <= 3) log.error(msg, ctx);
+      else if (level === 4) log.warn(msg, ctx);
+      else if (level <= 6) log.info(msg, ctx);
+      else log.debug(msg, ctx);
+    },
+    { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
+  );
+  const errorCb = new JSCallback(
+    (_rk: Pointer, err: number, reason: Pointer) => {
+      log.warn("kafka client error", { component: "librdkafka", code: errName(err), reason: String(new CString(reason)) });
+    },
+    { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
+  );
+  callbacks.push(logCb, errorCb);
+  lib.rd_kafka_conf_set_log_cb(conf, logCb.ptr);
+  lib.rd_kafka_conf_set_error_cb(conf, errorCb.ptr);
+  extend?.(conf, callbacks);
+  const rk = lib.rd_kafka_new(type, conf, errstr, ERRSTR_SIZE);
+  if (!rk) {
+    // rd_kafka_new frees conf only on success.
+    lib.rd_kafka_conf_destroy(conf);
+    for (const cb of callbacks) cb.close();
+    throw new KafkaError("KAFKA_CONFIG", `cannot create Kafka client: ${cString(errstr)}`);
+  }
+  lib.rd_kafka_set_log_queue(rk, null);
+  return { rk, callbacks };
+}
+
+export function destroyHandle(h: Handle): void {
+  rdk().rd_kafka_destroy(h.rk);
+  for (const cb of h.callbacks) cb.close();
+  h.callbacks.length = 0;
+}
+
+function cString(buf: Buffer): string {
+  const end = buf.indexOf(0);
+  return buf.subarray(0, end < 0 ? buf.length : end).toString("utf8");
+}

@@ -1,0 +1,55 @@
+/** Copying rd_kafka_message_t out of native memory before it is destroyed. */
+import { CString, read, toArrayBuffer, type Pointer } from "bun:ffi";
+import { KafkaError } from "../errors.ts";
+import { rdk } from "./native.ts";
+import { MESSAGE } from "./structs.ts";
+
+export interface Message {
+  topic: string;
+  partition: number;
+  /** Exact: offsets are read as two 32-bit halves and refused above 2^53 rather than rounded. */
+  offset: number;
+  /** Broker or producer timestamp, ms since the epoch; -1 when absent. */
+  timestamp: number;
+  /** The payload bytes (a view into the batch's own copy); null for a tombstone. */
+  value: Uint8Array | null;
+  key: Uint8Array | null;
+  headers?: Array<[string, Uint8Array]>;
+}
+
+/** Reads a signed 64-bit field exactly as a number; throws past 2^53 instead of rounding. */
+export function readExactI64(p: Pointer, offset: number): number {
+  const lo = read.u32(p, offset);
+  const hi = read.i32(p, offset + 4);
+  if (hi >= 0x200000 || hi < -0x200000) throw new KafkaError("KAFKA_CLIENT", `64-bit value at +${offset} exceeds 2^53`);
+  return hi * 0x1_0000_0000 + lo;
+}
+
+/** Copies `len` bytes at `src` into a fresh array (the native buffer dies with its message). */
+export function copyBytes(src: Pointer | null, len: number): Uint8Array | null {
+  if (!src) return null;
+  if (len === 0) return new Uint8Array(0);
+  return new Uint8Array(toArrayBuffer(src, 0, len).slice(0));
+}
+
+const headerName = new BigUint64Array(1);
+const headerValue = new BigUint64Array(1);
+const headerSize = new BigUint64Array(1);
+const headersOut = new BigUint64Array(1);
+
+/** Reads all headers of a message (only when asked: it costs a few FFI calls per header). */
+export function readHeaders(msg: Pointer): Array<[string, Uint8Array]> {
+  const lib = rdk();
+  if (lib.rd_kafka_message_headers(msg, headersOut) !== 0) return [];
+  const hdrs = Number(headersOut[0]) as Pointer;
+  const out: Array<[string, Uint8Array]> = [];
+  for (let i = 0; lib.rd_kafka_header_get_all(hdrs, i, headerName, headerValue, headerSize) === 0; i++) {
+    const name = String(new CString(Number(headerName[0]) as Pointer));
+    out.push([name, copyBytes(Number(headerValue[0]) as Pointer, Number(headerSize[0])) ?? new Uint8Array(0)]);
+  }
+  return out;
+}
+
+export function messageError(msg: Pointer): number {
+  return read.i32(msg, MESSAGE.err);
+}

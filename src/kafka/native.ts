@@ -1,0 +1,172 @@
+/**
+ * The librdkafka C API as bun:ffi symbols: the only place that names a C function.
+ *
+ * Library resolution, first that exists wins: `LIBRDKAFKA_PATH`, the copy embedded by
+ * `scripts/build.ts` into the compiled binary, then Debian's `librdkafka.so.1`.
+ */
+import { dlopen, FFIType, type Pointer } from "bun:ffi";
+import { existsSync } from "node:fs";
+import { KafkaError } from "../errors.ts";
+
+const DEBIAN_PATH = "/usr/lib/x86_64-linux-gnu/librdkafka.so.1";
+
+// Returns a number instead of a BigInt when the value fits: no allocation per call. The type
+// names "i64" so TypeScript accepts it; callers wrap the result in Number().
+const I64_FAST = FFIType.i64_fast as unknown as "i64";
+
+const symbols = {
+  rd_kafka_version_str: { args: [], returns: "cstring" },
+  rd_kafka_err2name: { args: ["i32"], returns: "cstring" },
+  rd_kafka_err2str: { args: ["i32"], returns: "cstring" },
+  rd_kafka_mem_free: { args: ["ptr", "ptr"], returns: "void" },
+
+  // rd_kafka_conf_t
+  rd_kafka_conf_new: { args: [], returns: "ptr" },
+  rd_kafka_conf_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_conf_set: { args: ["ptr", "ptr", "ptr", "ptr", "usize"], returns: "i32" },
+  rd_kafka_conf_set_events: { args: ["ptr", "i32"], returns: "void" },
+  rd_kafka_conf_set_rebalance_cb: { args: ["ptr", "ptr"], returns: "void" },
+  rd_kafka_conf_set_error_cb: { args: ["ptr", "ptr"], returns: "void" },
+  rd_kafka_conf_set_log_cb: { args: ["ptr", "ptr"], returns: "void" },
+
+  // rd_kafka_t
+  rd_kafka_new: { args: ["i32", "ptr", "ptr", "usize"], returns: "ptr" },
+  rd_kafka_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_name: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_poll: { args: ["ptr", "i32"], returns: "i32" },
+  rd_kafka_set_log_queue: { args: ["ptr", "ptr"], returns: "i32" },
+
+  // queues and events
+  rd_kafka_queue_new: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_queue_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_queue_get_main: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_queue_get_consumer: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_queue_poll: { args: ["ptr", "i32"], returns: "ptr" },
+  rd_kafka_event_type: { args: ["ptr"], returns: "i32" },
+  rd_kafka_event_error: { args: ["ptr"], returns: "i32" },
+  rd_kafka_event_error_string: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_event_message_array: { args: ["ptr", "ptr", "usize"], returns: "usize" },
+  rd_kafka_event_destroy: { args: ["ptr"], returns: "void" },
+
+  // topic partition lists
+  rd_kafka_topic_partition_list_new: { args: ["i32"], returns: "ptr" },
+  rd_kafka_topic_partition_list_add: { args: ["ptr", "ptr", "i32"], returns: "ptr" },
+  rd_kafka_topic_partition_list_destroy: { args: ["ptr"], returns: "void" },
+
+  // consumer
+  rd_kafka_poll_set_consumer: { args: ["ptr"], returns: "i32" },
+  rd_kafka_subscribe: { args: ["ptr", "ptr"], returns: "i32" },
+  rd_kafka_consume_batch_queue: { args: ["ptr", "i32", "ptr", "usize"], returns: "i64" },
+  rd_kafka_message_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_message_timestamp: { args: ["ptr", "ptr"], returns: I64_FAST },
+  rd_kafka_message_headers: { args: ["ptr", "ptr"], returns: "i32" },
+  rd_kafka_header_get_all: { args: ["ptr", "usize", "ptr", "ptr", "ptr"], returns: "i32" },
+  rd_kafka_topic_name: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_assign: { args: ["ptr", "ptr"], returns: "i32" },
+  rd_kafka_incremental_assign: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_incremental_unassign: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_rebalance_protocol: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_commit: { args: ["ptr", "ptr", "i32"], returns: "i32" },
+  rd_kafka_commit_queue: { args: ["ptr", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
+  rd_kafka_event_topic_partition_list: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_yield: { args: ["ptr"], returns: "void" },
+  rd_kafka_committed: { args: ["ptr", "ptr", "i32"], returns: "i32" },
+  rd_kafka_pause_partitions: { args: ["ptr", "ptr"], returns: "i32" },
+  rd_kafka_resume_partitions: { args: ["ptr", "ptr"], returns: "i32" },
+  rd_kafka_get_watermark_offsets: { args: ["ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
+  rd_kafka_query_watermark_offsets: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "i32"], returns: "i32" },
+  rd_kafka_consumer_close: { args: ["ptr"], returns: "i32" },
+
+  // producer
+  rd_kafka_topic_new: { args: ["ptr", "ptr", "ptr"], returns: "ptr" },
+  rd_kafka_topic_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_produceva: { args: ["ptr", "ptr", "usize"], returns: "ptr" },
+  rd_kafka_produce_batch: { args: ["ptr", "i32", "i32", "ptr", "i32"], returns: "i32" },
+  rd_kafka_flush: { args: ["ptr", "i32"], returns: "i32" },
+  rd_kafka_outq_len: { args: ["ptr"], returns: "i32" },
+  rd_kafka_error_code: { args: ["ptr"], returns: "i32" },
+  rd_kafka_error_string: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_error_destroy: { args: ["ptr"], returns: "void" },
+
+  // metadata
+  rd_kafka_metadata: { args: ["ptr", "i32", "ptr", "ptr", "i32"], returns: "i32" },
+  rd_kafka_metadata_destroy: { args: ["ptr"], returns: "void" },
+
+  // admin
+  rd_kafka_AdminOptions_new: { args: ["ptr", "i32"], returns: "ptr" },
+  rd_kafka_AdminOptions_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_AdminOptions_set_operation_timeout: { args: ["ptr", "i32", "ptr", "usize"], returns: "i32" },
+  rd_kafka_AdminOptions_set_request_timeout: { args: ["ptr", "i32", "ptr", "usize"], returns: "i32" },
+  rd_kafka_NewTopic_new: { args: ["ptr", "i32", "i32", "ptr", "usize"], returns: "ptr" },
+  rd_kafka_NewTopic_set_config: { args: ["ptr", "ptr", "ptr"], returns: "i32" },
+  rd_kafka_NewTopic_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_CreateTopics: { args: ["ptr", "ptr", "usize", "ptr", "ptr"], returns: "void" },
+  rd_kafka_event_CreateTopics_result: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_CreateTopics_result_topics: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_DeleteTopic_new: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_DeleteTopic_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_DeleteTopics: { args: ["ptr", "ptr", "usize", "ptr", "ptr"], returns: "void" },
+  rd_kafka_event_DeleteTopics_result: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_DeleteTopics_result_topics: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_topic_result_error: { args: ["ptr"], returns: "i32" },
+  rd_kafka_topic_result_error_string: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_topic_result_name: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_ConfigResource_new: { args: ["i32", "ptr"], returns: "ptr" },
+  rd_kafka_ConfigResource_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_ConfigResource_set_config: { args: ["ptr", "ptr", "ptr"], returns: "i32" },
+  rd_kafka_ConfigResource_configs: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_ConfigResource_error: { args: ["ptr"], returns: "i32" },
+  rd_kafka_ConfigResource_error_string: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_ConfigResource_name: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_ConfigEntry_name: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_ConfigEntry_value: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_ConfigEntry_is_default: { args: ["ptr"], returns: "i32" },
+  rd_kafka_ConfigEntry_source: { args: ["ptr"], returns: "i32" },
+  rd_kafka_DescribeConfigs: { args: ["ptr", "ptr", "usize", "ptr", "ptr"], returns: "void" },
+  rd_kafka_event_DescribeConfigs_result: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_DescribeConfigs_result_resources: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_AlterConfigs: { args: ["ptr", "ptr", "usize", "ptr", "ptr"], returns: "void" },
+  rd_kafka_event_AlterConfigs_result: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_AlterConfigs_result_resources: { args: ["ptr", "ptr"], returns: "ptr" },
+} as const;
+
+function candidates(): string[] {
+  const list: string[] = [];
+  if (process.env.LIBRDKAFKA_PATH) list.push(process.env.LIBRDKAFKA_PATH);
+  const embedded = (globalThis as { __CDR_EMBEDDED_LIBRDKAFKA?: string }).__CDR_EMBEDDED_LIBRDKAFKA;
+  if (embedded) list.push(embedded);
+  list.push(DEBIAN_PATH);
+  return list;
+}
+
+function load() {
+  const tried: string[] = [];
+  for (const path of candidates()) {
+    // Embedded files live in Bun's virtual filesystem, which existsSync sees too.
+    if (!existsSync(path)) { tried.push(`${path} (absent)`); continue; }
+    try {
+      return dlopen(path, symbols);
+    } catch (cause) {
+      tried.push(`${path} (${(cause as Error).message})`);
+    }
+  }
+  throw new KafkaError("LIBRARY_UNAVAILABLE", `cannot load librdkafka; tried: ${tried.join("; ")}. Install Debian's librdkafka1 or set LIBRDKAFKA_PATH`);
+}
+
+// bun-types declare pointer returns as `Pointer | bigint | null`; on x86_64 user-space addresses
+// fit in 47 bits, so Bun always hands back a number. Narrow the type once here.
+type NarrowPointer<F> = F extends (...args: infer A) => infer R ? (...args: A) => Pointer extends R ? Exclude<R, bigint> : R : F;
+type Symbols = { [K in keyof ReturnType<typeof load>["symbols"]]: NarrowPointer<ReturnType<typeof load>["symbols"][K]> };
+
+let lib: ReturnType<typeof load> | undefined;
+
+/** The loaded symbols; loads the library on first use so `--help` works without it. */
+export function rdk(): Symbols {
+  lib ??= load();
+  return lib.symbols as unknown as Symbols;
+}
+
+/** Encodes a JS string as a NUL-terminated C string for one call. */
+export function cstr(s: string): Buffer {
+  return Buffer.from(s + "\0", "utf8");
+}
