@@ -20,6 +20,8 @@ export interface TopicSpec {
 export interface ConfigValue {
   value: string | null;
   isDefault: boolean;
+  /** True for an override set on the topic itself (CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG). */
+  isTopicOverride: boolean;
 }
 
 /** Per-topic outcome of a create/delete: err 0 on success. */
@@ -97,6 +99,7 @@ export class Admin {
           out[String(lib.rd_kafka_ConfigEntry_name(entry))] = {
             value: v ? String(new CString(v)) : null,
             isDefault: lib.rd_kafka_ConfigEntry_is_default(entry) === 1,
+            isTopicOverride: lib.rd_kafka_ConfigEntry_source(entry) === 1,
           };
         }
         return out;

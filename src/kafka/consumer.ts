@@ -100,10 +100,10 @@ export class Consumer {
    * Returns at once with up to maxBatch messages (possibly none). Serves rebalance, log and error
    * callbacks. Returns nothing while a revocation is pending.
    */
-  poll(): Message[] {
-    if (this.#closed || this.#pendingRevoke) return [];
+  poll(max = this.#slots.length): Message[] {
+    if (this.#closed || this.#pendingRevoke || max <= 0) return [];
     const lib = rdk();
-    const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, this.#slots.length));
+    const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)));
     if (n < 0) throw new KafkaError("KAFKA_CLIENT", "rd_kafka_consume_batch_queue failed");
     const out: Message[] = [];
     for (let i = 0; i < n; i++) {

@@ -1,7 +1,7 @@
 /**
  * The librdkafka C API as bun:ffi symbols: the only place that names a C function.
  *
- * Library resolution, first that exists wins: `LIBRDKAFKA_PATH`, the copy embedded by
+ * Library resolution, first that exists wins: `LIBRDKAFKA_PATH` (via setLibrdkafkaPath), the copy embedded by
  * `scripts/build.ts` into the compiled binary, then Debian's `librdkafka.so.1`.
  */
 import { dlopen, FFIType, type Pointer } from "bun:ffi";
@@ -130,9 +130,16 @@ const symbols = {
   rd_kafka_AlterConfigs_result_resources: { args: ["ptr", "ptr"], returns: "ptr" },
 } as const;
 
+let overridePath = "";
+
+/** LIBRDKAFKA_PATH from the configuration; call before the first rdk(). */
+export function setLibrdkafkaPath(path: string): void {
+  overridePath = path;
+}
+
 function candidates(): string[] {
   const list: string[] = [];
-  if (process.env.LIBRDKAFKA_PATH) list.push(process.env.LIBRDKAFKA_PATH);
+  if (overridePath) list.push(overridePath);
   const embedded = (globalThis as { __CDR_EMBEDDED_LIBRDKAFKA?: string }).__CDR_EMBEDDED_LIBRDKAFKA;
   if (embedded) list.push(embedded);
   list.push(DEBIAN_PATH);

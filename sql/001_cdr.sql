@@ -1,0 +1,29 @@
+-- Normalized CDRs. Applies on ClickHouse 18.16 (Debian) and current releases alike, so it avoids
+-- IPv4, DateTime64 and LowCardinality: source_ip is a UInt32 (query it with IPv4NumToString),
+-- radio_access_type an Enum8 keyed by the vendor's rat code.
+-- ReplacingMergeTree collapses replays of a record (at-least-once delivery) during merges; the
+-- sorting key ends in cdr_id and every other key column is derived from the same raw record, so
+-- replays share the whole key. Count with `FINAL` or `uniqExact(cdr_id)` to see deduplicated rows.
+CREATE DATABASE IF NOT EXISTS {database};
+
+CREATE TABLE IF NOT EXISTS {database}.{table}
+(
+    cdr_id             UUID,
+    raw_id             String,
+    device_id          String,
+    msisdn             String,
+    service_type       String,
+    radio_access_type  Enum8('3G' = 1, 'LTE_4G' = 6, '5G_NR' = 9),
+    cell_id            String,
+    session_start_time DateTime('UTC'),
+    session_end_time   DateTime('UTC'),
+    duration_seconds   UInt32,
+    up_bytes           UInt64,
+    down_bytes         UInt64,
+    total_bytes        UInt64,
+    source_ip          UInt32,
+    ingested_at        DateTime('UTC')
+)
+ENGINE = ReplacingMergeTree(ingested_at)
+PARTITION BY toYYYYMM(session_start_time)
+ORDER BY (session_start_time, msisdn, cell_id, cdr_id);

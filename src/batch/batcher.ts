@@ -1,0 +1,74 @@
+/**
+ * The bounded buffer: one batch filling plus at most `concurrency` sealed batches in flight, in a
+ * fixed pool of (concurrency + 1) batch slots. When the filling batch is full and every slot is in
+ * flight, `room` is 0 and the worker stops polling Kafka: memory stays bounded whatever the input rate.
+ */
+import { Batch } from "./batch.ts";
+
+export class Batcher {
+  readonly size: number;
+  readonly concurrency: number;
+  readonly #free: Batch[] = [];
+  #current: Batch;
+  #inFlight = 0;
+  #inFlightRows = 0;
+  #lastFlushAt: number;
+
+  constructor(size: number, concurrency: number, now = Date.now()) {
+    this.size = size;
+    this.concurrency = concurrency;
+    for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(size));
+    this.#current = new Batch(size);
+    this.#lastFlushAt = now;
+  }
+
+  get current(): Batch {
+    return this.#current;
+  }
+
+  /** Rows that can still be added before the worker must wait for a flush to finish. */
+  get room(): number {
+    const left = this.size - this.#current.count;
+    return left > 0 ? left : this.#free.length > 0 ? this.size : 0;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Rows held in memory: filling plus in flight. */
+  get bufferedRows(): number {
+    return this.#current.count + this.#inFlightRows;
+  }
+
+  /** Whether the filling batch should be sealed now: full, or non-empty and the interval passed. */
+  due(intervalMs: number, now = Date.now()): boolean {
+    if (this.#current.count === 0 || this.#free.length === 0) return false;
+    return this.#current.full || now - this.#lastFlushAt >= intervalMs;
+  }
+
+  /** Takes the filling batch for flushing (requires a free slot) and starts a new one. */
+  seal(now = Date.now()): Batch {
+    const next = this.#free.pop();
+    if (!next) throw new Error("seal() without a free batch slot");
+    const sealed = this.#current;
+    this.#current = next;
+    this.#inFlight++;
+    this.#inFlightRows += sealed.count;
+    this.#lastFlushAt = now;
+    return sealed;
+  }
+
+  /** Returns a flushed (or dead-lettered) batch's slot to the pool. */
+  release(batch: Batch): void {
+    this.#inFlight--;
+    this.#inFlightRows -= batch.count;
+    batch.reset();
+    this.#free.push(batch);
+  }
+
+  /** Restarts the interval (e.g. after a flush triggered by a rebalance). */
+  touch(now = Date.now()): void {
+    this.#lastFlushAt = now;
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * One raw Kafka value → a normalized ClickHouse row, or a rejection naming the reason and field.
+ * Pure: no I/O, never throws for any input. Rules apply in the fixed precedence of DECISIONS.md:
+ * JSON, required fields, types and ranges field by field, RAT, epochs, bytes, phone, IP.
+ */
+import { REQUIRED_FIELDS, RAT_NAMES, UINT64_MAX, reasonForField, type FailureReason, type RadioAccessType } from "./fields.ts";
+import { parseIPv4 } from "./ipv4.ts";
+import { parseRecord } from "./json.ts";
+import type { PhoneNormalizer } from "./phone.ts";
+import { firstTypeIssue } from "./schema.ts";
+
+export interface CdrRow {
+  cdr_id: string;
+  raw_id: string;
+  device_id: string;
+  msisdn: string;
+  service_type: string;
+  radio_access_type: RadioAccessType;
+  /** The raw rat code (1, 6 or 9): what the Enum8 column stores. */
+  rat: number;
+  cell_id: string;
+  /** Seconds since the epoch, UTC. */
+  session_start_time: number;
+  session_end_time: number;
+  duration_seconds: number;
+  /** Exact: a number up to 2^53, a bigint above. */
+  up_bytes: number | bigint;
+  down_bytes: number | bigint;
+  total_bytes: number | bigint;
+  /** IPv4 as an unsigned 32-bit number (0 = 0.0.0.0). */
+  source_ip: number;
+}
+
+export interface Rejection {
+  reason: FailureReason;
+  field: string | null;
+  /** Human-readable cause; travels in a DLQ header, not in the envelope. */
+  detail: string;
+  /** The original payload text. */
+  payload: string;
+  /** True when `payload` is a JSON object (the envelope embeds it as an object). */
+  payloadIsObject: boolean;
+}
+
+export type Decoded = { ok: true; row: CdrRow; payload: string } | { ok: false; rejection: Rejection };
+
+export interface DecodeContext {
+  phone: PhoneNormalizer;
+}
+
+export function decode(value: Uint8Array | string | null, ctx: DecodeContext): Decoded {
+  const parsed = parseRecord(value);
+  if (!parsed.ok) return reject("malformed_json", null, parsed.detail, parsed.text, false);
+  const rec = parsed.record;
+  const text = parsed.text;
+
+  for (const f of REQUIRED_FIELDS) {
+    const v = rec[f];
+    if (v === undefined || v === null || (typeof v === "string" && v.trim().length === 0)) {
+      return reject("missing_required_field", f, `${f} is ${v === undefined ? "absent" : v === null ? "null" : "empty"}`, text, true);
+    }
+  }
+
+  const issue = firstTypeIssue(rec);
+  if (issue) return reject(reasonForField(issue.field), issue.field, `${issue.field} ${issue.message}`, text, true);
+
+  const rat = rec.rat as number;
+  const ratName = RAT_NAMES[rat];
+  if (ratName === undefined) return reject("invalid_rat_value", "rat", `rat ${rat} is not 1, 6 or 9`, text, true);
+
+  const start = rec.epoch_start as number;
+  const end = rec.epoch_end as number;
+  if (start > end) return reject("invalid_epoch", "epoch_start", `epoch_start ${start} is after epoch_end ${end}`, text, true);
+
+  const up = rec.up_bytes as number | bigint;
+  const down = rec.down_bytes as number | bigint;
+  if (up < 0) return reject("normalization_error", "up_bytes", `up_bytes ${up} is negative`, text, true);
+  if (down < 0) return reject("normalization_error", "down_bytes", `down_bytes ${down} is negative`, text, true);
+  const total = sum(up, down);
+  if (total === null) return reject("normalization_error", "total_bytes", `up_bytes + down_bytes exceeds 18446744073709551615 (UInt64)`, text, true);
+
+  const msisdn = ctx.phone.normalize(rec.caller_num as string);
+  if (msisdn === null) return reject("normalization_error", "caller_num", "caller_num is not a valid phone number", text, true);
+
+  const ipText = rec.source_ip as string | null | undefined;
+  let ip = 0;
+  if (ipText !== undefined && ipText !== null && ipText !== "") {
+    ip = parseIPv4(ipText);
+    if (ip < 0) return reject("normalization_error", "source_ip", "source_ip is not a dotted-quad IPv4 address", text, true);
+  }
+
+  const rawId = rec.raw_id as string;
+  return {
+    ok: true,
+    payload: text,
+    row: {
+      cdr_id: Bun.randomUUIDv5(rawId, "dns"),
+      raw_id: rawId,
+      device_id: rec.device_id as string,
+      msisdn,
+      service_type: rec.svc as string,
+      radio_access_type: ratName,
+      rat,
+      cell_id: `${rec.lac}_${rec.ci}`,
+      session_start_time: start,
+      session_end_time: end,
+      duration_seconds: end - start,
+      up_bytes: up,
+      down_bytes: down,
+      total_bytes: total,
+      source_ip: ip,
+    },
+  };
+}
+
+/** up + down exactly, or null above UInt64. Stays in doubles while the sum is exact. */
+function sum(a: number | bigint, b: number | bigint): number | bigint | null {
+  if (typeof a === "number" && typeof b === "number") {
+    const s = a + b;
+    if (Number.isSafeInteger(s)) return s;
+  }
+  const s = BigInt(a) + BigInt(b);
+  return s > UINT64_MAX ? null : s;
+}
+
+function reject(reason: FailureReason, field: string | null, detail: string, payload: string, payloadIsObject: boolean): Decoded {
+  return { ok: false, rejection: { reason, field, detail, payload, payloadIsObject } };
+}

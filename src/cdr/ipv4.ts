@@ -1,0 +1,31 @@
+/** Dotted-quad IPv4 text → the UInt32 ClickHouse stores (18.16 has no IPv4 type). */
+
+/** Returns the address as an unsigned 32-bit number, or -1 when the text is not a strict dotted quad. */
+export function parseIPv4(s: string): number {
+  const len = s.length;
+  if (len < 7 || len > 15) return -1;
+  let value = 0;
+  let octet = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < len; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 46 /* . */) {
+      if (digits === 0 || ++dots > 3) return -1;
+      value = value * 256 + octet;
+      octet = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57) {
+      // A leading zero ("010") is refused: some parsers read it as octal, so its meaning is unclear.
+      if (digits === 1 && octet === 0) return -1;
+      octet = octet * 10 + (c - 48);
+      if (octet > 255 || ++digits > 3) return -1;
+    } else return -1;
+  }
+  if (dots !== 3 || digits === 0) return -1;
+  return value * 256 + octet;
+}
+
+export function formatIPv4(n: number): string {
+  return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+}

@@ -1,0 +1,48 @@
+/** `migrate`, `topics ensure`, `topics describe`: idempotent set-up commands for operators. */
+import { createClickHouse } from "../clickhouse/client.ts";
+import { migrate } from "../clickhouse/migrate.ts";
+import { kafkaProps, type Config } from "../config.ts";
+import { Admin } from "../kafka/admin.ts";
+import { ensureTopics, topologySpec } from "../topics/topology.ts";
+
+export const MIGRATE_HELP = "cdr-worker migrate: create the database and table of sql/ if missing (idempotent).";
+export const TOPICS_HELP = `cdr-worker topics ensure: create missing topics with the spec's settings, repair drifted configs,
+  report (never change) a partition count that differs. Idempotent; deletes nothing.
+cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
+
+export async function migrateCommand(cfg: Config): Promise<number> {
+  const ch = createClickHouse(cfg.clickhouse, "default");
+  try {
+    await migrate(ch, cfg.clickhouse.database, cfg.clickhouse.table);
+    console.log(JSON.stringify({ migrated: `${cfg.clickhouse.database}.${cfg.clickhouse.table}` }));
+    return 0;
+  } finally {
+    await ch.close();
+  }
+}
+
+export async function topicsCommand(cfg: Config, sub: string | undefined): Promise<number> {
+  const admin = new Admin(kafkaProps(cfg));
+  const specs = topologySpec(cfg.kafka.topicRaw, cfg.kafka.topicDlq);
+  try {
+    if (sub === "ensure") {
+      const reports = await ensureTopics(admin, specs);
+      for (const r of reports) console.log(JSON.stringify(r));
+      return 0;
+    }
+    if (sub === "describe") {
+      const counts = admin.partitionCounts(specs.map((s) => s.name));
+      for (const s of specs) {
+        const partitions = counts.get(s.name) ?? null;
+        const configs = partitions === null ? null : await admin.describeConfigs(s.name);
+        const relevant = configs && Object.fromEntries(["retention.ms", "compression.type", "cleanup.policy"].map((k) => [k, configs[k]?.value ?? null]));
+        console.log(JSON.stringify({ topic: s.name, exists: partitions !== null, partitions, configs: relevant, expected: { partitions: s.partitions, configs: s.configs } }));
+      }
+      return 0;
+    }
+    console.error(TOPICS_HELP);
+    return 2;
+  } finally {
+    admin.close();
+  }
+}

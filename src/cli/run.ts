@@ -1,0 +1,119 @@
+/** `cdr-worker run`: wires Kafka, ClickHouse, the worker and the stats server; handles signals. */
+import { PhoneNormalizer } from "../cdr/phone.ts";
+import { createClickHouse } from "../clickhouse/client.ts";
+import { checkSchema } from "../clickhouse/migrate.ts";
+import { ClickHouseWriter } from "../clickhouse/writer.ts";
+import { kafkaProps, type Config } from "../config.ts";
+import { DlqPublisher } from "../dlq/publisher.ts";
+import { Admin } from "../kafka/admin.ts";
+import { Consumer } from "../kafka/consumer.ts";
+import { Producer } from "../kafka/producer.ts";
+import { log } from "../log.ts";
+import { createStatsApp } from "../stats/app.ts";
+import { Counters } from "../stats/counters.ts";
+import { requireTopics } from "../topics/topology.ts";
+import { VERSION } from "../version.ts";
+import { Worker } from "../worker.ts";
+
+export const RUN_HELP = `cdr-worker run: consume ${"`cdr.raw`"}, insert valid rows into ClickHouse, dead-letter the rest.
+Stops cleanly on SIGTERM/SIGINT (flush, commit, exit 0). A second signal, or SHUTDOWN_TIMEOUT_SECONDS
+passing, exits 1 without committing anything that is not durable.`;
+
+const CH_PING_INTERVAL_MS = 5000;
+
+export async function runCommand(cfg: Config): Promise<number> {
+  const admin = new Admin(kafkaProps(cfg));
+  try {
+    requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
+  } finally {
+    admin.close();
+  }
+  const ch = createClickHouse(cfg.clickhouse);
+  await checkSchema(ch, cfg.clickhouse.database, cfg.clickhouse.table);
+
+  const counters = new Counters();
+  const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
+  const producer = new Producer(kafkaProps(cfg, { "client.id": `${cfg.workerInstance}-dlq` }));
+  const consumer = new Consumer({
+    props: kafkaProps(cfg, {
+      "group.id": cfg.kafka.groupId,
+      "client.id": cfg.workerInstance,
+      // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
+      "queued.max.messages.kbytes": "16384",
+    }),
+    topics: [cfg.kafka.topicRaw],
+    maxBatch: cfg.batch.size,
+  });
+  const writer = new ClickHouseWriter(ch, cfg.clickhouse.database, cfg.clickhouse.table);
+  const dlq = new DlqPublisher(producer, { topic: cfg.kafka.topicDlq, workerInstance: cfg.workerInstance, storageFailureReason: cfg.dlq.storageFailureReason });
+  const worker = new Worker(
+    {
+      topic: cfg.kafka.topicRaw,
+      batchSize: cfg.batch.size,
+      flushIntervalMs: cfg.batch.flushIntervalMs,
+      concurrency: cfg.batch.concurrency,
+      retry: cfg.retry,
+      dlqMaxRatio: cfg.dlq.maxRatio,
+      dlqRatioWindow: cfg.dlq.ratioWindow,
+    },
+    { consumer, writer, dlq, phone, counters },
+  );
+
+  let chReachable = await writer.ping();
+  const pinger = setInterval(async () => { chReachable = await writer.ping(); }, CH_PING_INTERVAL_MS);
+  const app = createStatsApp({
+    counters,
+    version: VERSION,
+    workerInstance: cfg.workerInstance,
+    topic: cfg.kafka.topicRaw,
+    state: () => worker.state,
+    bufferedRows: () => worker.bufferedRows,
+    positions: () => worker.positions(),
+    highWatermark: (p) => consumer.watermarks(cfg.kafka.topicRaw, p)?.high ?? null,
+    phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
+    breakerRatio: () => worker.breakerRatio,
+    ready: () => {
+      const reasons: string[] = [];
+      if (!worker.assigned) reasons.push("no Kafka partition assignment yet");
+      if (!chReachable) reasons.push("ClickHouse does not answer ping");
+      if (!worker.clickhouseHealthy) reasons.push("ClickHouse inserts failing (retrying)");
+      if (worker.state === "tripped") reasons.push("DLQ circuit breaker tripped");
+      if (worker.state !== "running" && worker.state !== "tripped") reasons.push(`worker ${worker.state}`);
+      return { ready: reasons.length === 0, reasons };
+    },
+  });
+  const server = Bun.serve({ hostname: cfg.stats.host, port: cfg.stats.port, fetch: app.fetch });
+  log.info("cdr-worker running", { version: VERSION, worker_instance: cfg.workerInstance, topic: cfg.kafka.topicRaw, stats: `http://${server.hostname}:${server.port}/internal/stats` });
+
+  let signals = 0;
+  const onSignal = (sig: string) => {
+    signals++;
+    if (signals > 1) {
+      log.error("second signal: exiting without committing what is not durable", { signal: sig });
+      process.exit(1);
+    }
+    log.info("stopping: flushing and committing", { signal: sig });
+    worker.stop();
+    setTimeout(() => {
+      log.error("shutdown timed out: exiting without committing what is not durable", { timeout_ms: cfg.shutdownTimeoutMs });
+      process.exit(1);
+    }, cfg.shutdownTimeoutMs).unref();
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
+
+  try {
+    await worker.run();
+    await producer.flush(5000).catch(() => {});
+    log.info("stopped cleanly", { total_processed: counters.totalProcessed, total_dlq: counters.durableDlq });
+    return 0;
+  } catch (e) {
+    log.error("worker failed", { err: e as Error });
+    return 1;
+  } finally {
+    clearInterval(pinger);
+    server.stop(true);
+    producer.close();
+    await ch.close();
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * Applies the DDL in sql/ (embedded in the binary) idempotently, and checks at start of `run`
+ * that the table has every column the worker writes.
+ */
+import type { ClickHouseClient } from "@clickhouse/client";
+import ddl from "../../sql/001_cdr.sql" with { type: "text" };
+import { CdrWorkerError } from "../errors.ts";
+import { COLUMNS } from "./row-format.ts";
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** The statements of the DDL with names filled in; comments go first, since they may hold ';'. */
+export function ddlStatements(database: string, table: string): string[] {
+  for (const [what, name] of [["database", database], ["table", table]] as const) {
+    if (!IDENT.test(name)) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
+  }
+  return ddl
+    .split("\n")
+    .filter((l) => !l.trim().startsWith("--"))
+    .join("\n")
+    .split(";")
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => s.replaceAll("{database}", database).replaceAll("{table}", table));
+}
+
+export async function migrate(ch: ClickHouseClient, database: string, table: string): Promise<void> {
+  for (const query of ddlStatements(database, table)) await ch.command({ query });
+}
+
+/** Throws CLICKHOUSE_SCHEMA naming what is missing; the worker refuses to start without it. */
+export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
+  ddlStatements(database, table); // validates both names as plain identifiers
+  // Literal names, not query parameters: ClickHouse 18.16 has no {name:Type} parameters.
+  const rs = await ch.query({
+    query: `SELECT name FROM system.columns WHERE database = '${database}' AND table = '${table}'`,
+    format: "JSONEachRow",
+  });
+  const have = new Set((await rs.json<{ name: string }>()).map((r) => r.name));
+  if (have.size === 0) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${table} does not exist; run \`cdr-worker migrate\``);
+  const missing = COLUMNS.filter((c) => !have.has(c));
+  if (missing.length) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${table} lacks columns ${missing.join(", ")}; run \`cdr-worker migrate\``);
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bun
+/** cdr-worker: CLI and wiring only. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage. */
+import { GENERATE_HELP, generateCommand } from "./cli/generate.ts";
+import { MIGRATE_HELP, TOPICS_HELP, migrateCommand, topicsCommand } from "./cli/admin-commands.ts";
+import { parseArgs } from "./cli/args.ts";
+import { RUN_HELP, runCommand } from "./cli/run.ts";
+import { configHelp, loadConfig } from "./config.ts";
+import { CdrWorkerError, ConfigError } from "./errors.ts";
+import { setLibrdkafkaPath } from "./kafka/native.ts";
+import { log, setLogLevel } from "./log.ts";
+import { VERSION } from "./version.ts";
+
+const USAGE = `cdr-worker ${VERSION}: telecom CDR ingest worker (Kafka → validate/normalize → ClickHouse, bad records → DLQ)
+
+Usage: cdr-worker [command] [--help]
+Commands:
+  run              consume and ingest (default)
+  migrate          create the ClickHouse database and table
+  topics ensure    create/repair the Kafka topics;  topics describe  show them
+  generate         send synthetic CDRs to the raw topic
+  version          print the version
+
+Configuration (environment variables):
+${configHelp()}`;
+
+const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, version: "cdr-worker version: print the version." };
+
+async function main(argv: string[]): Promise<number> {
+  const args = parseArgs(argv);
+  const command = args.positionals[0] ?? "run";
+  if (command === "help" || (args.flags.has("help") && !args.positionals[0])) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (!(command in HELP)) {
+    console.error(`cdr-worker: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
+    return 2;
+  }
+  if (args.flags.has("help")) {
+    console.log(`${HELP[command]}\n\nConfiguration (environment variables):\n${configHelp()}`);
+    return 0;
+  }
+  if (command === "version") {
+    console.log(VERSION);
+    return 0;
+  }
+  const cfg = loadConfig();
+  setLogLevel(cfg.logLevel);
+  setLibrdkafkaPath(cfg.librdkafkaPath);
+  switch (command) {
+    case "run": return runCommand(cfg);
+    case "migrate": return migrateCommand(cfg);
+    case "topics": return topicsCommand(cfg, args.positionals[1]);
+    case "generate": return generateCommand(cfg, args);
+  }
+  return 2;
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (e) {
+  if (e instanceof ConfigError) {
+    console.error(e.message);
+    process.exitCode = 2;
+  } else if (e instanceof CdrWorkerError && e.code === "CONFIG_INVALID") {
+    console.error(`config error: ${e.message}`);
+    process.exitCode = 2;
+  } else {
+    log.error("failed", { err: e as Error, code: (e as CdrWorkerError).code });
+    process.exitCode = 1;
+  }
+}
+// Native handles (librdkafka threads, sockets) must not keep a finished command alive.
+process.exit(process.exitCode);

@@ -1,0 +1,98 @@
+/**
+ * Per-partition commit positions: the committed offset is always one past the highest offset
+ * below which every record is durable (in ClickHouse, or acknowledged by the DLQ).
+ *
+ * Records are tracked in consumption (= offset) order as runs ("holds") of consecutive records
+ * with the same destination: a ClickHouse batch or one DLQ send. A destination marks its holds
+ * done when acknowledged; the position advances over the done holds at the head of the queue.
+ * So an invalid record's offset is committable at once when nothing precedes it, and only after
+ * the preceding valid rows are flushed otherwise (processing-worker spec).
+ */
+
+export interface Hold {
+  /** Highest offset in this run (inclusive). */
+  last: number;
+  done: boolean;
+  owner: object;
+}
+
+interface PartitionState {
+  holds: Hold[];
+  /** Index of the first live hold in `holds` (a head pointer instead of shift()). */
+  head: number;
+  /** Next offset to commit, or -1 before the first durable record. */
+  position: number;
+  /** Position last handed out by `advanced()`. */
+  reported: number;
+  /** Highest offset consumed + 1. */
+  consumed: number;
+  /** First offset ever tracked (the position before anything became durable). */
+  first: number;
+}
+
+export class OffsetTracker {
+  readonly #parts = new Map<number, PartitionState>();
+
+  /**
+   * Registers the next consumed record of a partition. Returns a new hold for the owner to mark
+   * when durable, or null when the record extended the owner's current run on that partition.
+   */
+  track(partition: number, offset: number, owner: object): Hold | null {
+    let p = this.#parts.get(partition);
+    if (!p) {
+      p = { holds: [], head: 0, position: -1, reported: -1, consumed: -1, first: offset };
+      this.#parts.set(partition, p);
+    }
+    p.consumed = offset + 1;
+    const tail = p.holds.length > p.head ? p.holds[p.holds.length - 1]! : undefined;
+    if (tail && tail.owner === owner && !tail.done) {
+      tail.last = offset;
+      return null;
+    }
+    const hold: Hold = { last: offset, done: false, owner };
+    p.holds.push(hold);
+    return hold;
+  }
+
+  /** Positions that moved since the last call: what to commit now. */
+  advanced(): Array<{ partition: number; offset: number }> {
+    const out: Array<{ partition: number; offset: number }> = [];
+    for (const [partition, p] of this.#parts) {
+      while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
+      if (p.head > 1024 && p.head * 2 > p.holds.length) {
+        p.holds = p.holds.slice(p.head);
+        p.head = 0;
+      }
+      if (p.position > p.reported) {
+        p.reported = p.position;
+        out.push({ partition, offset: p.position });
+      }
+    }
+    return out;
+  }
+
+  /** Records consumed and not yet durable on a partition. */
+  pending(partition: number): number {
+    const p = this.#parts.get(partition);
+    if (!p) return 0;
+    return p.consumed - (p.position >= 0 ? p.position : p.first);
+  }
+
+  /** True when every tracked record is durable and its position handed out. */
+  get settled(): boolean {
+    for (const p of this.#parts.values()) if (p.head < p.holds.length || p.position > p.reported) return false;
+    return true;
+  }
+
+  positions(): Map<number, { committed: number; consumed: number }> {
+    const m = new Map<number, { committed: number; consumed: number }>();
+    for (const [partition, p] of this.#parts) m.set(partition, { committed: p.reported, consumed: p.consumed });
+    return m;
+  }
+
+  /** Forgets partitions (after a revocation, or all when none given). */
+  reset(partitions?: readonly number[]): void {
+    if (!partitions) this.#parts.clear();
+    else for (const p of partitions) this.#parts.delete(p);
+  }
+}

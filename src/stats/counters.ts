@@ -1,0 +1,76 @@
+/**
+ * Runtime counters, updated per batch (not per record) by the worker and read by the stats server.
+ *
+ * Definitions:
+ * - consumed: records handed to the worker by Kafka.
+ * - durable_clickhouse / durable_dlq: records whose destination acknowledged them.
+ * - total_processed = durable_clickhouse + durable_dlq (records the worker is done with).
+ * - in_flight: consumed − processed (buffered, being inserted, or awaiting DLQ acknowledgement).
+ * The identity consumed = durable_clickhouse + durable_dlq + in_flight holds per partition.
+ */
+import type { FailureReason } from "../cdr/fields.ts";
+
+export interface PartitionCounters {
+  consumed: number;
+  durableClickhouse: number;
+  durableDlq: number;
+}
+
+export class Counters {
+  readonly startedAt = Date.now();
+  readonly partitions = new Map<number, PartitionCounters>();
+  readonly byService = new Map<string, number>();
+  readonly byRat: Record<string, number> = { "3G": 0, LTE_4G: 0, "5G_NR": 0 };
+  readonly byDlqReason: Record<FailureReason, number> = {
+    missing_required_field: 0, invalid_rat_value: 0, invalid_epoch: 0, malformed_json: 0, normalization_error: 0, ch_insert_failed: 0,
+  };
+  durableClickhouse = 0;
+  durableDlq = 0;
+  consumed = 0;
+  flushes = 0;
+  flushRows = 0;
+  lastFlushAt: number | null = null;
+  lastFlushMs = 0;
+  chRetries = 0;
+  chExhausted = 0;
+  commits = 0;
+  lastCommitAt: number | null = null;
+  /** Histogram buckets (seconds) of flush latency and rows per batch. */
+  readonly flushSeconds = new Histogram([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
+  readonly batchRows = new Histogram([1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000]);
+
+  partition(p: number): PartitionCounters {
+    let c = this.partitions.get(p);
+    if (!c) {
+      c = { consumed: 0, durableClickhouse: 0, durableDlq: 0 };
+      this.partitions.set(p, c);
+    }
+    return c;
+  }
+
+  get totalProcessed(): number {
+    return this.durableClickhouse + this.durableDlq;
+  }
+
+  get inFlight(): number {
+    return this.consumed - this.totalProcessed;
+  }
+}
+
+export class Histogram {
+  readonly bounds: number[];
+  readonly counts: number[];
+  sum = 0;
+  count = 0;
+
+  constructor(bounds: number[]) {
+    this.bounds = bounds;
+    this.counts = new Array(bounds.length).fill(0);
+  }
+
+  observe(v: number): void {
+    this.sum += v;
+    this.count++;
+    for (let i = 0; i < this.bounds.length; i++) if (v <= this.bounds[i]!) this.counts[i]!++;
+  }
+}

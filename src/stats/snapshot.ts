@@ -1,0 +1,70 @@
+/** The JSON of GET /internal/stats, computed from the counters without touching Kafka or ClickHouse. */
+import type { Counters } from "./counters.ts";
+
+export interface StatsSource {
+  counters: Counters;
+  version: string;
+  workerInstance: string;
+  topic: string;
+  state: () => string;
+  bufferedRows: () => number;
+  positions: () => Map<number, { committed: number; consumed: number }>;
+  /** Cached high watermark of a partition (no network call), or null. */
+  highWatermark: (partition: number) => number | null;
+  phoneCache: () => { hits: number; misses: number; size: number };
+  breakerRatio: () => number;
+  ready: () => { ready: boolean; reasons: string[] };
+}
+
+const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
+
+export function statsSnapshot(s: StatsSource) {
+  const c = s.counters;
+  const positions = s.positions();
+  const partitions: Record<string, unknown> = {};
+  const ids = new Set<number>([...c.partitions.keys(), ...positions.keys()]);
+  for (const p of [...ids].sort((a, b) => a - b)) {
+    const pc = c.partition(p);
+    const pos = positions.get(p);
+    const high = s.highWatermark(p);
+    const committed = pos && pos.committed >= 0 ? pos.committed : null;
+    partitions[String(p)] = {
+      consumed: pc.consumed,
+      durable_clickhouse: pc.durableClickhouse,
+      durable_dlq: pc.durableDlq,
+      in_flight: pc.consumed - pc.durableClickhouse - pc.durableDlq,
+      committed_offset: committed,
+      high_watermark: high,
+      lag: high !== null && committed !== null ? Math.max(0, high - committed) : null,
+    };
+  }
+  const phone = s.phoneCache();
+  const lookups = phone.hits + phone.misses;
+  return {
+    worker_instance: s.workerInstance,
+    version: s.version,
+    state: s.state(),
+    uptime_seconds: Math.round((Date.now() - c.startedAt) / 1000),
+    topic: s.topic,
+    total_processed: c.totalProcessed,
+    total_dlq: c.durableDlq,
+    total_clickhouse: c.durableClickhouse,
+    total_consumed: c.consumed,
+    in_flight_buffer: c.inFlight,
+    buffered_rows: s.bufferedRows(),
+    last_flush_at: iso(c.lastFlushAt),
+    last_flush_duration_ms: Math.round(c.lastFlushMs * 10) / 10,
+    flush_count: c.flushes,
+    clickhouse_retries: c.chRetries,
+    clickhouse_exhausted_batches: c.chExhausted,
+    commits: c.commits,
+    last_commit_at: iso(c.lastCommitAt),
+    by_service_type: Object.fromEntries(c.byService),
+    by_rat: { ...c.byRat },
+    by_dlq_reason: { ...c.byDlqReason },
+    phone_cache: { hits: phone.hits, misses: phone.misses, size: phone.size, hit_rate: lookups ? Math.round((phone.hits / lookups) * 1000) / 1000 : null },
+    dlq_ratio_window: Math.round(s.breakerRatio() * 1000) / 1000,
+    partitions,
+    ready: s.ready(),
+  };
+}

@@ -1,0 +1,64 @@
+/**
+ * The topics of message-broker.md, and `topics ensure`: create what is missing, repair drifted
+ * configs, never delete, and report (not fix) a partition count that differs.
+ */
+import type { Admin, TopicSpec } from "../kafka/admin.ts";
+import { CdrWorkerError } from "../errors.ts";
+
+export function topologySpec(rawTopic: string, dlqTopic: string): TopicSpec[] {
+  return [
+    { name: rawTopic, partitions: 3, replicationFactor: 1, configs: { "retention.ms": "86400000", "compression.type": "lz4" } },
+    { name: dlqTopic, partitions: 1, replicationFactor: 1, configs: { "retention.ms": "604800000" } },
+  ];
+}
+
+export interface TopicReport {
+  topic: string;
+  action: "created" | "repaired" | "ok";
+  /** Config keys set by a repair, with their previous values. */
+  repaired: Record<string, string | null>;
+  /** Set when the partition count differs from the spec (left alone: shrinking loses data). */
+  partitionMismatch?: { expected: number; actual: number };
+}
+
+export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): Promise<TopicReport[]> {
+  const counts = admin.partitionCounts(specs.map((s) => s.name));
+  const reports: TopicReport[] = [];
+  const missing = specs.filter((s) => counts.get(s.name) == null);
+  if (missing.length) {
+    for (const r of await admin.createTopics(missing)) {
+      // Another instance may have created it between our look and our create.
+      if (r.err !== 0 && r.errName !== "TOPIC_ALREADY_EXISTS") throw new CdrWorkerError("TOPOLOGY", `create ${r.name}: ${r.errName}: ${r.message}`);
+    }
+  }
+  for (const spec of specs) {
+    if (missing.includes(spec)) {
+      reports.push({ topic: spec.name, action: "created", repaired: {} });
+      continue;
+    }
+    const current = await admin.describeConfigs(spec.name);
+    const repaired: Record<string, string | null> = {};
+    for (const [k, want] of Object.entries(spec.configs)) if (current[k]?.value !== want) repaired[k] = current[k]?.value ?? null;
+    if (Object.keys(repaired).length) {
+      // Legacy AlterConfigs replaces the set: keep every other override the operator made.
+      const keep: Record<string, string> = {};
+      for (const [k, val] of Object.entries(current)) if (val.isTopicOverride && val.value !== null) keep[k] = val.value;
+      await admin.alterConfigs(spec.name, { ...keep, ...spec.configs });
+    }
+    const actual = counts.get(spec.name)!;
+    reports.push({
+      topic: spec.name,
+      action: Object.keys(repaired).length ? "repaired" : "ok",
+      repaired,
+      ...(actual !== spec.partitions ? { partitionMismatch: { expected: spec.partitions, actual } } : {}),
+    });
+  }
+  return reports;
+}
+
+/** Throws TOPOLOGY naming each missing topic; `run` refuses to start without them. */
+export function requireTopics(admin: Admin, topics: readonly string[]): void {
+  const counts = admin.partitionCounts(topics);
+  const missing = topics.filter((t) => counts.get(t) == null);
+  if (missing.length) throw new CdrWorkerError("TOPOLOGY", `topic${missing.length > 1 ? "s" : ""} ${missing.join(", ")} missing; run \`cdr-worker topics ensure\``);
+}
