@@ -72,7 +72,8 @@ export class Consumer {
     this.#readHeaders = opts.readHeaders ?? false;
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
     this.#slotsPtr = ptr(this.#slots);
-    const err = withNativeList(opts.topics.map((topic) => ({ topic, partition: -1 })), (list) => lib.rd_kafka_subscribe(rk, list));
+    // No topics: a group handle for committed() only (tools and tests reading a group's offsets).
+    const err = opts.topics.length === 0 ? 0 : withNativeList(opts.topics.map((topic) => ({ topic, partition: -1 })), (list) => lib.rd_kafka_subscribe(rk, list));
     if (err !== 0) {
       this.#destroy();
       throw kafkaError("KAFKA_CLIENT", `subscribe to ${opts.topics.join(",")}`, err);

@@ -1,0 +1,68 @@
+import { expect, test } from "bun:test";
+import { Batcher } from "../../src/batch/batcher.ts";
+import { DlqBreaker } from "../../src/batch/breaker.ts";
+
+const add = (b: Batcher, n: number) => {
+  for (let i = 0; i < n; i++) b.current.add(`line${i}`, "{}", 0, i, "voice", 6);
+};
+
+test("Batch flushed on count threshold: a full batch is due at once", () => {
+  const b = new Batcher(3, 1, 0);
+  add(b, 2);
+  expect(b.due(60_000, 1)).toBe(false);
+  add(b, 1);
+  expect(b.due(60_000, 1)).toBe(true);
+});
+
+test("Batch flushed on time interval threshold: due after the interval when non-empty, never when empty", () => {
+  const b = new Batcher(1000, 1, 0);
+  expect(b.due(2000, 5000)).toBe(false);
+  add(b, 1);
+  expect(b.due(2000, 1999)).toBe(false);
+  expect(b.due(2000, 2000)).toBe(true);
+});
+
+test("backpressure: with every slot in flight and the filling batch full, room is 0", () => {
+  const b = new Batcher(2, 1, 0);
+  add(b, 2);
+  const sealed = b.seal(0);
+  expect(sealed.count).toBe(2);
+  expect(b.room).toBe(2);
+  add(b, 2);
+  expect(b.room).toBe(0);
+  expect(b.bufferedRows).toBe(4);
+  expect(b.due(0, 10)).toBe(false); // cannot seal without a free slot
+  b.release(sealed);
+  expect(b.room).toBe(2);
+  expect(b.bufferedRows).toBe(2);
+});
+
+test("a released slot is reused clean", () => {
+  const b = new Batcher(2, 1, 0);
+  add(b, 2);
+  const s = b.seal(0);
+  b.release(s);
+  expect(s.count).toBe(0);
+  expect(s.serviceCounts.size).toBe(0);
+  expect(s.holds.length).toBe(0);
+});
+
+test("service counts are capped so hostile svc values cannot grow memory", () => {
+  const b = new Batcher(1000, 1, 0);
+  for (let i = 0; i < 500; i++) b.current.add("l", "{}", 0, i, `svc${i}`, 1);
+  expect(b.current.serviceCounts.size).toBeLessThanOrEqual(65);
+  expect([...b.current.serviceCounts.values()].reduce((a, c) => a + c, 0)).toBe(500);
+});
+
+test("the DLQ breaker trips on 90 % invalid and not on 3 %", () => {
+  const trips = (share: number) => {
+    const br = new DlqBreaker(0.5, 1000);
+    for (let i = 0; i < 5000; i++) if (br.record(i % 100 < share * 100)) return true;
+    return false;
+  };
+  expect(trips(0.9)).toBe(true);
+  expect(trips(0.03)).toBe(false);
+  const off = new DlqBreaker(1, 1000);
+  for (let i = 0; i < 5000; i++) off.record(true);
+  expect(off.tripped).toBe(false);
+});

@@ -1,0 +1,46 @@
+import { expect, test } from "bun:test";
+import { backoffDelay, withRetry } from "../../src/clickhouse/retry.ts";
+import { escapeTsv, formatRow } from "../../src/clickhouse/row-format.ts";
+import { ddlStatements } from "../../src/clickhouse/migrate.ts";
+
+const policy = { maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2 };
+
+test("ClickHouse write retry with exponential backoff: delays 500, 1000 between three attempts", async () => {
+  const delays: number[] = [];
+  let calls = 0;
+  const out = await withRetry(policy, async () => { calls++; throw new Error("down"); }, () => {}, async (ms) => { delays.push(ms); });
+  expect(calls).toBe(3);
+  expect(delays).toEqual([500, 1000]);
+  expect(out.ok).toBe(false);
+  expect(backoffDelay(policy, 3)).toBe(2000);
+});
+
+test("a success after a failure stops retrying and reports the attempt", async () => {
+  let calls = 0;
+  const out = await withRetry(policy, async () => { if (++calls < 2) throw new Error("blip"); }, () => {}, async () => {});
+  expect(out).toEqual({ ok: true, attempts: 2 });
+});
+
+test("TSV escaping keeps tabs, newlines and backslashes inside one field", () => {
+  expect(escapeTsv("a\tb\nc\\d")).toBe("a\\tb\\nc\\\\d");
+  expect(escapeTsv("plain")).toBe("plain");
+});
+
+test("a row formats as 15 tab-separated columns with exact UInt64 digits", () => {
+  const line = formatRow({
+    cdr_id: "9342d47a-1bab-5709-9869-c840b2eac501", raw_id: "r\t1", device_id: "d", msisdn: "+4915112345678", service_type: "voice",
+    radio_access_type: "5G_NR", rat: 9, cell_id: "1_2", session_start_time: 1, session_end_time: 2, duration_seconds: 1,
+    up_bytes: 18446744073709551615n, down_bytes: 0, total_bytes: 18446744073709551615n, source_ip: 167772161,
+  }, 100);
+  const cols = line.split("\t");
+  expect(cols.length).toBe(15);
+  expect(cols[1]).toBe("r\\t1");
+  expect(line).toContain("\t18446744073709551615\t0\t18446744073709551615\t167772161\t100");
+});
+
+test("DDL names must be plain identifiers; comments never split statements", () => {
+  expect(() => ddlStatements("telecom; DROP", "cdr")).toThrow("plain identifier");
+  const stmts = ddlStatements("telecom", "cdr");
+  expect(stmts.length).toBe(2);
+  expect(stmts[1]).toContain("ReplacingMergeTree");
+});

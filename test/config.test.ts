@@ -1,0 +1,63 @@
+import { expect, test } from "bun:test";
+import { kafkaPropName, loadConfig } from "../src/config.ts";
+import { ConfigError } from "../src/errors.ts";
+import { ROOT } from "./support/services.ts";
+
+test("defaults follow DECISIONS.md", () => {
+  const c = loadConfig({});
+  expect(c.kafka).toEqual({ brokers: "127.0.0.1:9092", groupId: "cdr-worker", topicRaw: "cdr.raw", topicDlq: "cdr.raw.dlq", props: {} });
+  expect(c.clickhouse.url).toBe("http://127.0.0.1:8123");
+  expect([c.clickhouse.database, c.clickhouse.table]).toEqual(["telecom", "cdr"]);
+  expect(c.batch).toEqual({ size: 1000, flushIntervalMs: 2000, concurrency: 2 });
+  expect(c.retry).toEqual({ maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2 });
+  expect(c.stats).toEqual({ host: "0.0.0.0", port: 8081 });
+  expect(c.dlq.storageFailureReason).toBe("normalization_error");
+  expect(c.workerInstance).toMatch(/-\d+$/);
+});
+
+test("KAFKA_PROP_* follow Confluent's naming convention", () => {
+  expect(kafkaPropName("SECURITY_PROTOCOL")).toBe("security.protocol");
+  expect(kafkaPropName("LOG__LEVEL")).toBe("log_level");
+  expect(kafkaPropName("SASL_KERBEROS_SERVICE___NAME")).toBe("sasl.kerberos.service-name");
+  expect(loadConfig({ KAFKA_PROP_SECURITY_PROTOCOL: "SASL_SSL" }).kafka.props).toEqual({ "security.protocol": "SASL_SSL" });
+});
+
+test("every bad value is reported, one line per problem naming variable, value and what is allowed", () => {
+  let err: unknown;
+  try {
+    loadConfig({ BATCH_SIZE: "0", CH_RETRY_BACKOFF_FACTOR: "fast", DLQ_STORAGE_FAILURE_REASON: "oops", CLICKHOUSE_URL: "ftp://x" });
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(ConfigError);
+  const lines = (err as ConfigError).message.split("\n");
+  expect(lines).toEqual([
+    'config error: CLICKHOUSE_URL="ftp://x": expected an http(s) URL',
+    'config error: BATCH_SIZE="0": expected a whole number from 1 to 100000',
+    'config error: CH_RETRY_BACKOFF_FACTOR="fast": expected a number from 1 to 100',
+    'config error: DLQ_STORAGE_FAILURE_REASON="oops": expected one of normalization_error, ch_insert_failed',
+  ]);
+});
+
+test("a bad configuration exits 2 before any connection, and never prints the password", async () => {
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "run"], {
+    env: { PATH: process.env.PATH!, BATCH_SIZE: "many", STATS_PORT: "-1", CLICKHOUSE_PASSWORD: "s3cret-pw", KAFKA_BROKERS: "127.0.0.1:1" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+  expect(code).toBe(2);
+  expect(err.trim().split("\n")).toEqual([
+    'config error: BATCH_SIZE="many": expected a whole number from 1 to 100000',
+    'config error: STATS_PORT="-1": expected a whole number from 0 to 65535',
+  ]);
+  expect(err).not.toContain("s3cret-pw");
+});
+
+test("--help lists every variable with its default", async () => {
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "run", "--help"], { stdout: "pipe" });
+  const out = await new Response(proc.stdout).text();
+  expect(await proc.exited).toBe(0);
+  for (const v of ["KAFKA_BROKERS", "BATCH_SIZE", "CH_RETRY_BACKOFF_FACTOR", "STATS_PORT", "KAFKA_PROP_<NAME>"]) expect(out).toContain(v);
+  expect(out).toContain("(default 1000)");
+});

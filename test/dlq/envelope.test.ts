@@ -1,0 +1,37 @@
+import { expect, test } from "bun:test";
+import { decode } from "../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { encodeEnvelope, provenanceHeaders } from "../../src/dlq/envelope.ts";
+
+const ctx = { phone: new PhoneNormalizer() };
+const at = new Date("2026-01-02T03:04:05.678Z");
+
+function envelopeOf(text: string) {
+  const d = decode(text, ctx);
+  if (d.ok) throw new Error("expected rejection");
+  return JSON.parse(encodeEnvelope(d.rejection, at, "worker-1"));
+}
+
+test("DLQ envelope structure enforced: exactly the five fields", () => {
+  const env = envelopeOf('{"raw_id":"a"}');
+  expect(Object.keys(env).sort()).toEqual(["failed_at", "failed_field", "failure_reason", "original_payload", "worker_instance"]);
+  expect(env).toEqual({ original_payload: { raw_id: "a" }, failure_reason: "missing_required_field", failed_field: "device_id", failed_at: "2026-01-02T03:04:05.678Z", worker_instance: "worker-1" });
+});
+
+test("malformed payloads travel as a string, object payloads as the object with exact digits", () => {
+  expect(envelopeOf("{nope").original_payload).toBe("{nope");
+  expect(envelopeOf("[1,2]").original_payload).toBe("[1,2]");
+  const text = '{"raw_id":"a","up_bytes":18446744073709551615}';
+  const raw = encodeEnvelope({ reason: "normalization_error", field: null, payload: text, payloadIsObject: true }, at, "w");
+  expect(raw).toContain('"original_payload":{"raw_id":"a","up_bytes":18446744073709551615}');
+});
+
+test("failed_at is ISO 8601 UTC", () => {
+  expect(envelopeOf("x").failed_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+});
+
+test("provenance headers carry source topic, partition, offset, detail and attempts", () => {
+  expect(Object.fromEntries(provenanceHeaders({ topic: "cdr.raw", partition: 2, offset: 41, detail: "why", attempts: 3 }))).toEqual({
+    "dlq.source.topic": "cdr.raw", "dlq.source.partition": "2", "dlq.source.offset": "41", "dlq.error.detail": "why", "dlq.error.attempts": "3",
+  });
+});

@@ -1,0 +1,139 @@
+// The worker end to end against the real Kafka and ClickHouse: one test per spec scenario of the
+// delivery core, asserting on ClickHouse rows, DLQ envelopes and the group's committed offsets.
+import { afterAll, describe, expect, test } from "bun:test";
+import { Producer } from "../../src/kafka/producer.ts";
+import { HEADERS } from "../../src/dlq/envelope.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { committedOffsets, consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
+import { clickhouse, waitFor } from "../support/services.ts";
+import { freshNames, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+
+const ch = clickhouse();
+const topics: string[] = [];
+afterAll(async () => {
+  await deleteTopics(...topics).catch(() => {});
+  await ch.close();
+});
+
+async function names(prefix: string): Promise<Names> {
+  const n = await freshNames(prefix);
+  topics.push(n.raw, n.dlq);
+  return n;
+}
+
+async function produce(topic: string, records: Array<{ partition: number; value: string }>): Promise<void> {
+  const p = new Producer(props);
+  try {
+    for (const r of records) await p.produce(topic, r.value, { partition: r.partition });
+  } finally {
+    p.close();
+  }
+}
+
+async function count(n: Names): Promise<number> {
+  const rs = await ch.query({ query: `SELECT count() AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
+  return Number((await rs.json<{ c: string }>())[0]!.c);
+}
+
+const valid = (i: number, extra: Record<string, unknown> = {}) => toJson(withFields({ raw_id: `r-${i}`, ...extra }));
+
+describe("micro-batching, at-least-once, stats", () => {
+  test("Offsets committed after successful write: rows, DLQ envelopes, committed offsets and exact stats after a known input", async () => {
+    const n = await names("known");
+    // 10 valid of 2 services and 2 RATs, 3 invalid of 3 reasons, spread over the 3 partitions.
+    const records = [
+      ...Array.from({ length: 10 }, (_, i) => ({ partition: i % 3, value: valid(i, { svc: i < 6 ? "voice" : "data", rat: i < 7 ? 1 : 9 }) })),
+      { partition: 0, value: "{not json" },
+      { partition: 1, value: toJson(withFields({ raw_id: "bad-rat", rat: 4 })) },
+      { partition: 2, value: toJson(withFields({ raw_id: "bad-epoch", epoch_start: 10, epoch_end: 5 })) },
+    ];
+    await produce(n.raw, records);
+    const w = await startWorker(workerEnv(n, { CLICKHOUSE_PASSWORD: "" }));
+    const s = await statsWhen(w, (s) => s.total_processed === 13 && s.partitions["0"]?.committed_offset === 5 && s.partitions["1"]?.committed_offset === 4 && s.partitions["2"]?.committed_offset === 4);
+    expect(s).toMatchObject({
+      total_processed: 13,
+      total_dlq: 3,
+      in_flight_buffer: 0,
+      by_service_type: { voice: 6, data: 4 },
+      by_rat: { "3G": 7, LTE_4G: 0, "5G_NR": 3 },
+      by_dlq_reason: { malformed_json: 1, invalid_rat_value: 1, invalid_epoch: 1, missing_required_field: 0, normalization_error: 0, ch_insert_failed: 0 },
+    });
+    expect(s.last_flush_at).toMatch(/Z$/);
+    // Completeness: consumed = durable in ClickHouse + durable in DLQ + in flight, per partition.
+    for (const p of Object.values(s.partitions) as Array<Record<string, number>>) expect(p.consumed).toBe(p.durable_clickhouse! + p.durable_dlq! + p.in_flight!);
+    expect(await count(n)).toBe(10);
+    const rows = await (await ch.query({ query: `SELECT raw_id, msisdn, radio_access_type, cell_id, total_bytes, IPv4NumToString(source_ip) AS ip, toString(session_start_time) AS start FROM ${n.database}.${n.table} WHERE raw_id = 'r-0'`, format: "JSONEachRow" })).json();
+    expect(rows).toEqual([{ raw_id: "r-0", msisdn: "+4915112345678", radio_access_type: "3G", cell_id: "1234_5678", total_bytes: "3000", ip: "10.1.2.3", start: "2023-11-14 22:13:20" }]);
+    const dlq = await consumeN(n.dlq, 3);
+    const envelopes = dlq.map((m) => JSON.parse(text(m)));
+    expect(envelopes.map((e) => e.failure_reason).sort()).toEqual(["invalid_epoch", "invalid_rat_value", "malformed_json"]);
+    for (const e of envelopes) expect(Object.keys(e).sort()).toEqual(["failed_at", "failed_field", "failure_reason", "original_payload", "worker_instance"]);
+    const malformed = dlq.find((m) => JSON.parse(text(m)).failure_reason === "malformed_json")!;
+    expect(JSON.parse(text(malformed)).original_payload).toBe("{not json");
+    expect([header(malformed, HEADERS.sourceTopic), header(malformed, HEADERS.sourcePartition), header(malformed, HEADERS.sourceOffset)]).toEqual([n.raw, "0", "4"]);
+    expect(committedOffsets(n.group, n.raw, 3)).toEqual(new Map([[0, 5n], [1, 4n], [2, 4n]]));
+    expect(await w.stop()).toBe(0);
+  });
+
+  test("Batch flushed on count threshold, and SIGTERM received during operation flushes the rest, commits and exits 0", async () => {
+    const n = await names("count");
+    const w = await startWorker(workerEnv(n, { BATCH_SIZE: "5", BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
+    await produce(n.raw, Array.from({ length: 13 }, (_, i) => ({ partition: 0, value: valid(i) })));
+    const s = await statsWhen(w, (s) => s.total_consumed === 13 && s.flush_count === 2);
+    expect(s.buffered_rows).toBe(3); // the interval is an hour: only full batches went out
+    expect(await count(n)).toBe(10);
+    expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(10n);
+    expect(await w.stop("SIGTERM")).toBe(0);
+    expect(await count(n)).toBe(13);
+    expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(13n);
+    expect(w.logs.some((l) => l.includes("stopped cleanly"))).toBe(true);
+  });
+
+  test("Batch flushed on time interval threshold", async () => {
+    const n = await names("interval");
+    const w = await startWorker(workerEnv(n, { BATCH_SIZE: "1000", BATCH_FLUSH_INTERVAL_SECONDS: "0.3" }));
+    await produce(n.raw, [{ partition: 1, value: valid(1) }, { partition: 1, value: valid(2) }]);
+    await waitFor(async () => ((await count(n)) === 2 ? true : undefined), 10_000, "rows after the interval");
+    const s = await w.stats();
+    expect(s.flush_count).toBeGreaterThanOrEqual(1);
+    expect(s.buffered_rows).toBe(0);
+    expect(await w.stop()).toBe(0);
+  });
+});
+
+describe("Safe partition progress and confirmed DLQ", () => {
+  test("Valid record precedes an invalid record: the invalid record's offset is committed only after the valid rows are flushed", async () => {
+    const n = await names("order");
+    const w = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
+    await produce(n.raw, [{ partition: 0, value: valid(1) }, { partition: 0, value: "bad" }, { partition: 0, value: valid(2) }]);
+    await consumeN(n.dlq, 1); // the invalid record reached the DLQ at once
+    await statsWhen(w, (s) => s.total_dlq === 1 && s.buffered_rows === 2);
+    expect(committedOffsets(n.group, n.raw, 1).get(0)).toBeLessThan(0n); // nothing committed: offset 0 is not durable
+    expect(await w.stop()).toBe(0); // flushes the two rows, then commits
+    expect(await count(n)).toBe(2);
+    expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(3n);
+  });
+
+  test("an invalid record with no uncommitted record before it on its partition is committed immediately", async () => {
+    const n = await names("first");
+    const w = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
+    await produce(n.raw, [{ partition: 2, value: "bad" }, { partition: 2, value: valid(1) }]);
+    await statsWhen(w, (s) => s.partitions["2"]?.committed_offset === 1);
+    expect(committedOffsets(n.group, n.raw, 3).get(2)).toBe(1n);
+    expect(await w.stop()).toBe(0);
+    expect(committedOffsets(n.group, n.raw, 3).get(2)).toBe(2n);
+  });
+
+  test("Destination or commit failure: an undeliverable DLQ record stops the worker nonzero without advancing past it", async () => {
+    const n = await names("dlqdown");
+    const w = await startWorker(workerEnv(n, { KAFKA_PROP_MESSAGE_TIMEOUT_MS: "3000", BATCH_SIZE: "2", BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
+    await deleteTopics(n.dlq);
+    await produce(n.raw, [{ partition: 0, value: valid(1) }, { partition: 0, value: valid(2) }, { partition: 0, value: "bad" }, { partition: 0, value: valid(3) }, { partition: 0, value: valid(4) }]);
+    const code = await w.proc.exited;
+    expect(code).toBe(1);
+    const committed = committedOffsets(n.group, n.raw, 1).get(0)!;
+    expect(committed).toBeLessThanOrEqual(2n); // never past the undelivered record at offset 2
+    expect(w.logs.some((l) => l.includes("fatal"))).toBe(true);
+    expect(w.logs.some((l) => l.includes("ClickHouse insert failed"))).toBe(false); // not reclassified as a storage failure
+  }, 30_000);
+});

@@ -1,0 +1,146 @@
+// The librdkafka binding against the real broker.
+import { afterAll, describe, expect, test } from "bun:test";
+import { Admin } from "../../src/kafka/admin.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+import { committedOffsets, consumeN, createTopic, deleteTopics, header, props, text, withAdmin } from "../support/kafka.ts";
+import { uniqueName, waitFor } from "../support/services.ts";
+
+const cleanup: string[] = [];
+afterAll(async () => {
+  if (cleanup.length) await deleteTopics(...cleanup);
+});
+
+describe("producer and consumer", () => {
+  test("round trip on an LZ4 topic: payload, key, headers, partition, offset, timestamp", async () => {
+    const topic = await createTopic("rt", 1, { "compression.type": "lz4" });
+    cleanup.push(topic);
+    const p = new Producer(props);
+    const before = Date.now();
+    const d = await p.produce(topic, "hello", { key: "k1", headers: [["h1", "v1"], ["h2", new Uint8Array([0, 1, 2])]] });
+    expect(d).toEqual({ partition: 0, offset: 0 });
+    await p.produceBatch(topic, Array.from({ length: 999 }, (_, i) => `m${i}`));
+    p.close();
+    const msgs = await consumeN(topic, 1000);
+    expect(text(msgs[0]!)).toBe("hello");
+    expect(new TextDecoder().decode(msgs[0]!.key!)).toBe("k1");
+    expect(header(msgs[0]!, "h1")).toBe("v1");
+    expect([...msgs[0]!.headers!.find(([k]) => k === "h2")![1]]).toEqual([0, 1, 2]);
+    expect(msgs[0]!.timestamp).toBeGreaterThanOrEqual(before - 1000);
+    expect(msgs.map((m) => m.offset)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
+    expect(text(msgs[999]!)).toBe("m998");
+  });
+
+  test("a delivery failure rejects its promise with librdkafka's error (topic does not exist, auto-creation off)", async () => {
+    const p = new Producer({ ...props, "message.timeout.ms": "2000" });
+    try {
+      await expect(p.produce(uniqueName("missing"), "x")).rejects.toMatchObject({ code: "KAFKA_DELIVERY", kafkaName: expect.stringMatching(/UNKNOWN_TOPIC|MSG_TIMED_OUT/) });
+    } finally {
+      p.close();
+    }
+  });
+
+  test("committed offsets survive a consumer restart: the new consumer resumes exactly there", async () => {
+    const topic = await createTopic("resume", 1);
+    cleanup.push(topic);
+    const group = uniqueName("g");
+    const p = new Producer(props);
+    await p.produceBatch(topic, Array.from({ length: 100 }, (_, i) => `v${i}`));
+    p.close();
+    const c1 = new Consumer({ props: { ...props, "group.id": group }, topics: [topic] });
+    const seen: number[] = [];
+    await waitFor(async () => { seen.push(...c1.poll().map((m) => m.offset)); return seen.length >= 100 ? true : undefined; });
+    const results = await c1.commit([{ topic, partition: 0, offset: 42n }]);
+    expect(results).toEqual([{ topic, partition: 0, offset: 42n, err: 0 }]);
+    c1.close();
+    expect(committedOffsets(group, topic, 1).get(0)).toBe(42n);
+    const c2 = new Consumer({ props: { ...props, "group.id": group }, topics: [topic] });
+    const first = await waitFor(() => c2.poll()[0]);
+    expect(first.offset).toBe(42);
+    c2.close();
+  });
+
+  test("two consumers in one group split the partitions; the rebalance arrives as revoke then assign", async () => {
+    const topic = await createTopic("split", 4);
+    cleanup.push(topic);
+    const group = uniqueName("g");
+    const opts = { props: { ...props, "group.id": group, "session.timeout.ms": "6000" }, topics: [topic] };
+    const a = new Consumer(opts);
+    await waitFor(() => { a.poll(); return a.assignment.length === 4 ? true : undefined; });
+    expect(a.takeRebalanceEvents().map((e) => e.kind)).toEqual(["assign"]);
+    const b = new Consumer(opts);
+    // a must see the revocation and hold it until the caller completes it.
+    await waitFor(() => { a.poll(); b.poll(); return a.pendingRevoke ? true : undefined; });
+    expect(a.pendingRevoke!.length).toBe(4);
+    a.completeRevoke();
+    await waitFor(() => { a.poll(); b.poll(); if (b.pendingRevoke) b.completeRevoke(); return a.assignment.length + b.assignment.length === 4 && a.assignment.length > 0 && b.assignment.length > 0 ? true : undefined; }, 30_000);
+    const kinds = a.takeRebalanceEvents().map((e) => e.kind);
+    expect(kinds.slice(0, 2)).toEqual(["revoke", "assign"]);
+    const all = [...a.assignment, ...b.assignment].map((p) => p.partition).sort();
+    expect(all).toEqual([0, 1, 2, 3]);
+    a.close();
+    b.close();
+  });
+
+  test("200k messages consumed without a leak: RSS after the run within a few MiB of RSS after a warm-up", async () => {
+    const topic = await createTopic("leak", 1);
+    cleanup.push(topic);
+    const p = new Producer(props);
+    const payload = "x".repeat(200);
+    for (let i = 0; i < 4; i++) await p.produceBatch(topic, Array.from({ length: 100_000 }, () => payload));
+    p.close();
+    const c = new Consumer({ props: { ...props, "group.id": uniqueName("g"), "queued.max.messages.kbytes": "8192" }, topics: [topic] });
+    let got = 0;
+    const drain = async (total: number) => {
+      while (got < total) {
+        const b = c.poll();
+        got += b.length;
+        if (!b.length) await Bun.sleep(2);
+      }
+    };
+    await drain(200_000);
+    Bun.gc(true);
+    const warm = process.memoryUsage.rss();
+    await drain(400_000);
+    Bun.gc(true);
+    const after = process.memoryUsage.rss();
+    c.close();
+    expect((after - warm) / 2 ** 20).toBeLessThan(8);
+  }, 60_000);
+});
+
+describe("admin and topology", () => {
+  test("topics ensure twice is a no-op; describe shows the spec's settings; drift is repaired; partitions are never changed", async () => {
+    const raw = uniqueName("cdr.raw");
+    const dlq = uniqueName("cdr.raw.dlq");
+    cleanup.push(raw, dlq);
+    const specs = topologySpec(raw, dlq);
+    await withAdmin(async (admin: Admin) => {
+      expect((await ensureTopics(admin, specs)).map((r) => r.action)).toEqual(["created", "created"]);
+      expect((await ensureTopics(admin, specs)).map((r) => r.action)).toEqual(["ok", "ok"]);
+      expect(admin.partitionCounts([raw, dlq])).toEqual(new Map([[raw, 3], [dlq, 1]]));
+      const rawCfg = await admin.describeConfigs(raw);
+      expect([rawCfg["retention.ms"]!.value, rawCfg["compression.type"]!.value]).toEqual(["86400000", "lz4"]);
+      expect((await admin.describeConfigs(dlq))["retention.ms"]!.value).toBe("604800000");
+      // Drift: an operator changed retention and added an override of their own.
+      await admin.alterConfigs(raw, { "retention.ms": "1000", "compression.type": "lz4", "max.message.bytes": "2000000" });
+      const [repaired] = await ensureTopics(admin, specs);
+      expect(repaired).toMatchObject({ topic: raw, action: "repaired", repaired: { "retention.ms": "1000" } });
+      const after = await admin.describeConfigs(raw);
+      expect(after["retention.ms"]!.value).toBe("86400000");
+      expect(after["max.message.bytes"]!.value).toBe("2000000");
+    });
+  });
+
+  test("a partition count that differs is reported, not changed", async () => {
+    const raw = await createTopic("cdr.raw.small", 2);
+    const dlq = uniqueName("dlq");
+    cleanup.push(raw, dlq);
+    await withAdmin(async (admin) => {
+      const [r] = await ensureTopics(admin, topologySpec(raw, dlq));
+      expect(r!.partitionMismatch).toEqual({ expected: 3, actual: 2 });
+      expect(admin.partitionCounts([raw]).get(raw)).toBe(2);
+    });
+  });
+});

@@ -1,0 +1,47 @@
+// The struct offsets the binding reads must match the installed librdkafka headers: a library
+// upgrade that moves a field fails here instead of corrupting memory.
+import { expect, test } from "bun:test";
+import { MESSAGE, METADATA, METADATA_TOPIC, TOPIC_PARTITION, TOPIC_PARTITION_LIST, VU } from "../../src/kafka/structs.ts";
+import { run, ROOT } from "../support/services.ts";
+
+test("struct layouts match librdkafka's rdkafka.h", async () => {
+  const src = `
+#include <stdio.h>
+#include <stddef.h>
+#include <librdkafka/rdkafka.h>
+#define F(s, f) printf("\\"%s.%s\\":%zu,", #s, #f, offsetof(s, f))
+#define S(s) printf("\\"%s.size\\":%zu,", #s, sizeof(s))
+int main(void) {
+  printf("{");
+  S(rd_kafka_message_t); F(rd_kafka_message_t, err); F(rd_kafka_message_t, rkt); F(rd_kafka_message_t, partition);
+  F(rd_kafka_message_t, payload); F(rd_kafka_message_t, len); F(rd_kafka_message_t, key); F(rd_kafka_message_t, key_len);
+  F(rd_kafka_message_t, offset); F(rd_kafka_message_t, _private);
+  S(rd_kafka_topic_partition_t); F(rd_kafka_topic_partition_t, topic); F(rd_kafka_topic_partition_t, partition);
+  F(rd_kafka_topic_partition_t, offset); F(rd_kafka_topic_partition_t, err); F(rd_kafka_topic_partition_t, _private);
+  S(rd_kafka_topic_partition_list_t); F(rd_kafka_topic_partition_list_t, cnt); F(rd_kafka_topic_partition_list_t, elems);
+  S(rd_kafka_vu_t); F(rd_kafka_vu_t, vtype); F(rd_kafka_vu_t, u);
+  F(struct rd_kafka_metadata, topic_cnt); F(struct rd_kafka_metadata, topics);
+  S(rd_kafka_metadata_topic_t); F(rd_kafka_metadata_topic_t, topic); F(rd_kafka_metadata_topic_t, partition_cnt); F(rd_kafka_metadata_topic_t, err);
+  printf("\\"end\\":0}");
+  return 0;
+}`;
+  const dir = `${ROOT}/.local/structs-check`;
+  await Bun.write(`${dir}/structs.c`, src);
+  await run(["cc", "-o", `${dir}/structs`, `${dir}/structs.c`]);
+  const c = JSON.parse(await run([`${dir}/structs`])) as Record<string, number>;
+  expect(c).toMatchObject({
+    "rd_kafka_message_t.size": MESSAGE.size, "rd_kafka_message_t.err": MESSAGE.err, "rd_kafka_message_t.rkt": MESSAGE.rkt,
+    "rd_kafka_message_t.partition": MESSAGE.partition, "rd_kafka_message_t.payload": MESSAGE.payload, "rd_kafka_message_t.len": MESSAGE.len,
+    "rd_kafka_message_t.key": MESSAGE.key, "rd_kafka_message_t.key_len": MESSAGE.key_len, "rd_kafka_message_t.offset": MESSAGE.offset,
+    "rd_kafka_message_t._private": MESSAGE._private,
+    "rd_kafka_topic_partition_t.size": TOPIC_PARTITION.size, "rd_kafka_topic_partition_t.topic": TOPIC_PARTITION.topic,
+    "rd_kafka_topic_partition_t.partition": TOPIC_PARTITION.partition, "rd_kafka_topic_partition_t.offset": TOPIC_PARTITION.offset,
+    "rd_kafka_topic_partition_t.err": TOPIC_PARTITION.err, "rd_kafka_topic_partition_t._private": TOPIC_PARTITION._private,
+    "rd_kafka_topic_partition_list_t.size": TOPIC_PARTITION_LIST.size, "rd_kafka_topic_partition_list_t.cnt": TOPIC_PARTITION_LIST.cnt,
+    "rd_kafka_topic_partition_list_t.elems": TOPIC_PARTITION_LIST.elems,
+    "rd_kafka_vu_t.size": VU.size, "rd_kafka_vu_t.vtype": VU.vtype, "rd_kafka_vu_t.u": VU.u,
+    "struct rd_kafka_metadata.topic_cnt": METADATA.topic_cnt, "struct rd_kafka_metadata.topics": METADATA.topics,
+    "rd_kafka_metadata_topic_t.size": METADATA_TOPIC.size, "rd_kafka_metadata_topic_t.topic": METADATA_TOPIC.topic,
+    "rd_kafka_metadata_topic_t.partition_cnt": METADATA_TOPIC.partition_cnt, "rd_kafka_metadata_topic_t.err": METADATA_TOPIC.err,
+  });
+});

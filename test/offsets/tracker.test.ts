@@ -1,0 +1,77 @@
+import { expect, test } from "bun:test";
+import { OffsetTracker } from "../../src/offsets/tracker.ts";
+
+test("valid, invalid, valid on one partition: the invalid record's offset waits for the preceding valid rows", () => {
+  const t = new OffsetTracker();
+  const batch = {};
+  const dlq = {};
+  const h0 = t.track(0, 10, batch)!;
+  const h1 = t.track(0, 11, dlq)!;
+  const h2 = t.track(0, 12, batch)!;
+  h1.done = true; // DLQ acknowledged first
+  expect(t.advanced()).toEqual([]); // offset 10 is not durable yet
+  h0.done = true;
+  h2.done = true; // the batch flushed
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 13 }]);
+  expect(t.settled).toBe(true);
+});
+
+test("an invalid record with nothing uncommitted before it is committable at once", () => {
+  const t = new OffsetTracker();
+  const h = t.track(1, 5, {})!;
+  h.done = true;
+  expect(t.advanced()).toEqual([{ partition: 1, offset: 6 }]);
+});
+
+test("consecutive records of one destination share one hold; positions never move backwards", () => {
+  const t = new OffsetTracker();
+  const batch = {};
+  const first = t.track(0, 0, batch);
+  expect(first).not.toBeNull();
+  expect(t.track(0, 1, batch)).toBeNull();
+  expect(t.track(0, 2, batch)).toBeNull();
+  expect(t.pending(0)).toBe(3);
+  first!.done = true;
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 3 }]);
+  expect(t.advanced()).toEqual([]);
+  expect(t.pending(0)).toBe(0);
+});
+
+test("partitions are independent", () => {
+  const t = new OffsetTracker();
+  const a = t.track(0, 100, {})!;
+  const b = t.track(1, 7, {})!;
+  b.done = true;
+  expect(t.advanced()).toEqual([{ partition: 1, offset: 8 }]);
+  a.done = true;
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 101 }]);
+});
+
+test("a later batch finishing first does not advance past an earlier unfinished one", () => {
+  const t = new OffsetTracker();
+  const b1 = {};
+  const b2 = {};
+  const h1 = t.track(0, 0, b1)!;
+  const h2 = t.track(0, 1, b2)!;
+  h2.done = true;
+  expect(t.advanced()).toEqual([]);
+  h1.done = true;
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 2 }]);
+});
+
+test("reset forgets revoked partitions", () => {
+  const t = new OffsetTracker();
+  t.track(0, 1, {});
+  t.reset([0]);
+  expect(t.positions().size).toBe(0);
+  expect(t.settled).toBe(true);
+});
+
+test("long runs compact their hold queue without losing positions", () => {
+  const t = new OffsetTracker();
+  for (let i = 0; i < 5000; i++) t.track(0, i, {})!.done = true;
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 5000 }]);
+  const h = t.track(0, 5000, {})!;
+  h.done = true;
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 5001 }]);
+});

@@ -1,0 +1,65 @@
+/** Topic and consumer helpers for tests against the real broker; every test uses its own names. */
+import { Admin } from "../../src/kafka/admin.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import type { Message } from "../../src/kafka/message.ts";
+import type { TopicPartition } from "../../src/kafka/partition-list.ts";
+import { KAFKA_BROKERS, uniqueName } from "./services.ts";
+
+export const props = { "bootstrap.servers": KAFKA_BROKERS };
+
+export async function withAdmin<T>(fn: (a: Admin) => Promise<T>): Promise<T> {
+  const admin = new Admin(props);
+  try {
+    return await fn(admin);
+  } finally {
+    admin.close();
+  }
+}
+
+export async function createTopic(prefix: string, partitions = 1, configs: Record<string, string> = {}): Promise<string> {
+  const name = uniqueName(prefix);
+  await withAdmin(async (a) => {
+    const [r] = await a.createTopics([{ name, partitions, replicationFactor: 1, configs }]);
+    if (r!.err) throw new Error(`create ${name}: ${r!.errName}`);
+  });
+  return name;
+}
+
+export async function deleteTopics(...names: string[]): Promise<void> {
+  await withAdmin((a) => a.deleteTopics(names));
+}
+
+/** Reads `count` messages from the beginning of a topic with a throwaway group. */
+export async function consumeN(topic: string, count: number, timeoutMs = 30_000, readHeaders = true): Promise<Message[]> {
+  const c = new Consumer({ props: { ...props, "group.id": uniqueName("reader") }, topics: [topic], readHeaders });
+  const out: Message[] = [];
+  const deadline = Date.now() + timeoutMs;
+  try {
+    while (out.length < count) {
+      if (Date.now() > deadline) throw new Error(`consumed ${out.length} of ${count} from ${topic} in ${timeoutMs} ms`);
+      const batch = c.poll();
+      if (batch.length) out.push(...batch);
+      else await Bun.sleep(5);
+    }
+  } finally {
+    c.close();
+  }
+  return out;
+}
+
+/** The committed offsets of a group, as the broker has them. */
+export function committedOffsets(group: string, topic: string, partitions: number): Map<number, bigint> {
+  const c = new Consumer({ props: { ...props, "group.id": group }, topics: [] });
+  try {
+    const tps: TopicPartition[] = Array.from({ length: partitions }, (_, partition) => ({ topic, partition }));
+    return new Map(c.committed(tps).map((r) => [r.partition, r.offset!]));
+  } finally {
+    c.close();
+  }
+}
+
+export const text = (m: Message) => new TextDecoder().decode(m.value!);
+export const header = (m: Message, name: string) => {
+  const h = m.headers?.find(([k]) => k === name);
+  return h ? new TextDecoder().decode(h[1]) : undefined;
+};

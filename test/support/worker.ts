@@ -1,0 +1,101 @@
+/** Runs the real worker (`bun src/main.ts run`, or the compiled binary) against the real services. */
+import type { Subprocess } from "bun";
+import { Admin } from "../../src/kafka/admin.ts";
+import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+import { createClickHouse } from "../../src/clickhouse/client.ts";
+import { migrate } from "../../src/clickhouse/migrate.ts";
+import { CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "./services.ts";
+import { props } from "./kafka.ts";
+
+export interface Names {
+  raw: string;
+  dlq: string;
+  group: string;
+  database: string;
+  table: string;
+}
+
+/** Fresh topics (spec settings), group and table for one test. */
+export async function freshNames(prefix: string): Promise<Names> {
+  const n: Names = { raw: uniqueName(`${prefix}.raw`), dlq: uniqueName(`${prefix}.dlq`), group: uniqueName(`${prefix}-g`), database: "e2e", table: uniqueName(prefix).replace(/\W/g, "_") };
+  const admin = new Admin(props);
+  try {
+    await ensureTopics(admin, topologySpec(n.raw, n.dlq));
+  } finally {
+    admin.close();
+  }
+  const ch = createClickHouse({ url: CLICKHOUSE_URL, user: "default", password: "", database: "default", table: n.table, requestTimeoutMs: 10_000 }, "default");
+  try {
+    await migrate(ch, n.database, n.table);
+  } finally {
+    await ch.close();
+  }
+  return n;
+}
+
+export function workerEnv(n: Names, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH!,
+    KAFKA_BROKERS,
+    KAFKA_TOPIC_RAW: n.raw,
+    KAFKA_TOPIC_DLQ: n.dlq,
+    KAFKA_GROUP_ID: n.group,
+    CLICKHOUSE_URL,
+    CLICKHOUSE_DATABASE: n.database,
+    CLICKHOUSE_TABLE: n.table,
+    STATS_HOST: "127.0.0.1",
+    STATS_PORT: "0",
+    BATCH_FLUSH_INTERVAL_SECONDS: "0.2",
+    WORKER_INSTANCE: "e2e-worker",
+    ...extra,
+  };
+}
+
+export interface RunningWorker {
+  proc: Subprocess<"ignore", "pipe", "pipe">;
+  statsUrl: string;
+  logs: string[];
+  stats: () => Promise<Record<string, any>>;
+  stop: (signal?: NodeJS.Signals) => Promise<number>;
+}
+
+/** Starts the worker and waits until its stats server answers. */
+export async function startWorker(env: Record<string, string>, cmd: string[] = ["bun", `${ROOT}/src/main.ts`, "run"]): Promise<RunningWorker> {
+  const proc = Bun.spawn(cmd, { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const logs: string[] = [];
+  let statsUrl = "";
+  (async () => {
+    const decoder = new TextDecoder();
+    let buf = "";
+    for await (const chunk of proc.stderr) {
+      buf += decoder.decode(chunk, { stream: true });
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        logs.push(line);
+        const m = line.match(/"stats":"http:\/\/[^:]+:(\d+)\//);
+        if (m) statsUrl = `http://127.0.0.1:${m[1]}`;
+      }
+    }
+  })();
+  await waitFor(() => (statsUrl ? true : proc.exitCode !== null ? (() => { throw new Error(`worker exited ${proc.exitCode}: ${logs.join("\n")}`); })() : undefined), 30_000, "worker start");
+  return {
+    proc,
+    statsUrl,
+    logs,
+    stats: async () => (await fetch(`${statsUrl}/internal/stats`)).json() as Promise<Record<string, any>>,
+    stop: async (signal = "SIGTERM") => {
+      proc.kill(signal);
+      return proc.exited;
+    },
+  };
+}
+
+/** Polls the stats endpoint until `pred` holds; returns the stats that satisfied it. */
+export async function statsWhen(w: RunningWorker, pred: (s: Record<string, any>) => boolean, ms = 30_000, what = "stats condition"): Promise<Record<string, any>> {
+  return waitFor(async () => {
+    const s = await w.stats();
+    return pred(s) ? s : undefined;
+  }, ms, what);
+}
