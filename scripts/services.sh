@@ -10,6 +10,15 @@ CH_HOME="$LOCAL/clickhouse"
 kafka_answers() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 2 >/dev/null 2>&1; }
 clickhouse_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$CH_HTTP_PORT/ping" 2>/dev/null)" == "Ok." ]]; }
 
+# spawn_detached <pidfile> <log> <command...>: runs the command in its own session; the pid file
+# holds the server's own pid (the shell records $$ and execs it, whatever setsid does).
+spawn_detached() {
+  local pidfile=$1 logfile=$2; shift 2
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" >"$logfile" 2>&1 </dev/null &
+  local deadline=$((SECONDS + 5))
+  until [[ -s $pidfile ]] || ((SECONDS > deadline)); do sleep 0.05; done
+}
+
 render() { # render <template> <output> <sed expressions...>
   local src=$1 dst=$2; shift 2
   local args=(); for e in "$@"; do args+=(-e "$e"); done
@@ -41,10 +50,9 @@ start_kafka() {
   fi
   log "starting Kafka on 127.0.0.1:$KAFKA_PORT"
   # Heap capped: a single development broker needs little, and the machine also runs ClickHouse.
-  setsid nohup java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.yaml" \
-    -cp "$cp" kafka.Kafka "$KAFKA_HOME/server.properties" >"$KAFKA_HOME/kafka.log" 2>&1 </dev/null &
-  echo $! >"$pidfile"
+  spawn_detached "$pidfile" "$KAFKA_HOME/kafka.log" java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -Djava.awt.headless=true -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.yaml" \
+    -cp "$cp" kafka.Kafka "$KAFKA_HOME/server.properties"
   wait_for 90 "Kafka" kafka_answers || die "Kafka did not answer within 90 s; see $KAFKA_HOME/kafka.log"
 }
 
@@ -65,9 +73,7 @@ start_clickhouse() {
     "s:CH_HOME:$CH_HOME:g" "s:CH_HTTP_PORT:$CH_HTTP_PORT:g" "s:CH_TCP_PORT:$CH_TCP_PORT:g"
   cp "$ROOT/scripts/clickhouse/users.xml" "$CH_HOME/users.xml"
   log "starting ClickHouse on 127.0.0.1:$CH_HTTP_PORT"
-  (cd "$CH_HOME" && setsid nohup clickhouse-server --config-file="$CH_HOME/config.xml" \
-    >"$CH_HOME/log/stdout.log" 2>&1 </dev/null &
-    echo $! >"$pidfile")
+  (cd "$CH_HOME" && spawn_detached "$pidfile" "$CH_HOME/log/stdout.log" clickhouse-server --config-file="$CH_HOME/config.xml")
   wait_for 60 "ClickHouse" clickhouse_answers || die "ClickHouse did not answer /ping within 60 s; see $CH_HOME/log"
 }
 

@@ -7,7 +7,7 @@ import { REQUIRED_FIELDS, RAT_NAMES, UINT64_MAX, reasonForField, type FailureRea
 import { parseIPv4 } from "./ipv4.ts";
 import { parseRecord } from "./json.ts";
 import type { PhoneNormalizer } from "./phone.ts";
-import { firstTypeIssue } from "./schema.ts";
+import { checkFieldTypes } from "./field-checks.ts";
 
 export interface CdrRow {
   cdr_id: string;
@@ -61,15 +61,15 @@ export function decode(value: Uint8Array | string | null, ctx: DecodeContext): D
     }
   }
 
-  const issue = firstTypeIssue(rec);
+  const issue = checkFieldTypes(rec);
   if (issue) return reject(reasonForField(issue.field), issue.field, `${issue.field} ${issue.message}`, text, true);
 
   const rat = rec.rat as number;
   const ratName = RAT_NAMES[rat];
   if (ratName === undefined) return reject("invalid_rat_value", "rat", `rat ${rat} is not 1, 6 or 9`, text, true);
 
-  const start = rec.epoch_start as number;
-  const end = rec.epoch_end as number;
+  const start = Number(rec.epoch_start);
+  const end = Number(rec.epoch_end);
   if (start > end) return reject("invalid_epoch", "epoch_start", `epoch_start ${start} is after epoch_end ${end}`, text, true);
 
   const up = rec.up_bytes as number | bigint;

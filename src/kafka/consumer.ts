@@ -199,6 +199,15 @@ export class Consumer {
     return { low: Number(low[0]), high: Number(high[0]) };
   }
 
+  /** Low and high watermark asked from the broker (blocking up to timeoutMs: for tools and tests). */
+  queryWatermarks(topic: string, partition: number, timeoutMs = 5000): { low: number; high: number } {
+    const low = new BigInt64Array(1);
+    const high = new BigInt64Array(1);
+    const err = rdk().rd_kafka_query_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high, timeoutMs);
+    if (err !== 0) throw kafkaError("KAFKA_CLIENT", `watermarks of ${topic}[${partition}]`, err);
+    return { low: Number(low[0]), high: Number(high[0]) };
+  }
+
   /** Leaves the group cleanly. The caller commits first: close() gives partitions up without committing. */
   close(): void {
     if (this.#closed) return;

@@ -63,3 +63,14 @@ export const header = (m: Message, name: string) => {
   const h = m.headers?.find(([k]) => k === name);
   return h ? new TextDecoder().decode(h[1]) : undefined;
 };
+
+/** Messages in a partition (high watermark − low watermark), asked from the broker. */
+export function topicLength(topic: string, partition = 0): number {
+  const c = new Consumer({ props: { ...props, "group.id": uniqueName("len") }, topics: [] });
+  try {
+    const w = c.queryWatermarks(topic, partition);
+    return w.high - w.low;
+  } finally {
+    c.close();
+  }
+}

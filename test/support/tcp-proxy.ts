@@ -21,7 +21,7 @@ export class TcpProxy {
         open(client) {
           client.data = { pending: [] };
           sockets.add(client);
-          Bun.connect({
+          Bun.connect<Socket<any>>({
             ...target,
             socket: {
               open(server) {
@@ -30,9 +30,9 @@ export class TcpProxy {
                 sockets.add(server);
                 for (const chunk of client.data.pending) server.write(chunk);
               },
-              data(server, chunk) { (server.data as Socket<any>).write(chunk); },
-              close(server) { sockets.delete(server); (server.data as Socket<any>)?.end(); },
-              error(server) { (server.data as Socket<any>)?.end(); },
+              data(server, chunk) { server.data.write(chunk); },
+              close(server) { sockets.delete(server); server.data?.end(); },
+              error(server) { server.data?.end(); },
             },
           }).catch(() => client.end());
         },

@@ -1,0 +1,146 @@
+// Faults the delivery core must survive without losing a record.
+import { afterAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { HEADERS } from "../../src/dlq/envelope.ts";
+import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { committedOffsets, consumeN, deleteTopics, header, props, text, topicLength } from "../support/kafka.ts";
+import { CLICKHOUSE_URL, clickhouse, waitFor } from "../support/services.ts";
+import { TcpProxy } from "../support/tcp-proxy.ts";
+import { freshNames, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+
+const ch = clickhouse();
+const topics: string[] = [];
+afterAll(async () => {
+  await deleteTopics(...topics).catch(() => {});
+  await ch.close();
+});
+
+async function names(prefix: string): Promise<Names> {
+  const n = await freshNames(prefix);
+  topics.push(n.raw, n.dlq);
+  return n;
+}
+
+async function distinctIds(n: Names): Promise<number> {
+  const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
+  return Number((await rs.json<{ c: string }>())[0]!.c);
+}
+
+/** Produces `count` synthetic records; returns how many are valid and the invalid ones' count. */
+async function produceSynthetic(topic: string, count: number, invalidShare: number, seed: number): Promise<{ valid: number; invalid: number }> {
+  const gen = new SyntheticCdrs({ seed, invalidShare, idPrefix: `s${seed}` });
+  const p = new Producer({ ...props, "linger.ms": "20" });
+  let valid = 0;
+  try {
+    for (let sent = 0; sent < count; sent += 10_000) {
+      const values = Array.from({ length: Math.min(10_000, count - sent) }, () => {
+        const r = gen.next();
+        if (!r.defect) valid++;
+        return r.text;
+      });
+      await p.produceBatch(topic, values);
+    }
+  } finally {
+    p.close();
+  }
+  return { valid, invalid: count - valid };
+}
+
+describe("ClickHouse down", () => {
+  test("retries with the configured backoff, then dead-letters the batch and commits; readyz flips; progress resumes when it is back", async () => {
+    const n = await names("chdown");
+    const url = new URL(CLICKHOUSE_URL);
+    const proxy = new TcpProxy(url.hostname, Number(url.port));
+    proxy.up();
+    const w = await startWorker(workerEnv(n, {
+      CLICKHOUSE_URL: `http://127.0.0.1:${proxy.port}`, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000",
+      CH_RETRY_MAX_ATTEMPTS: "3", CH_RETRY_INITIAL_DELAY_MS: "200", CH_RETRY_BACKOFF_FACTOR: "2", DLQ_STORAGE_FAILURE_REASON: "ch_insert_failed",
+    }));
+    try {
+      await waitFor(async () => ((await fetch(`${w.statsUrl}/readyz`)).status === 200 ? true : undefined), 20_000, "ready");
+      proxy.down();
+      const p = new Producer(props);
+      for (let i = 0; i < 4; i++) await p.produce(n.raw, toJson(withFields({ raw_id: `down-${i}` })), { partition: 0 });
+      const s = await statsWhen(w, (s) => s.total_dlq === 4, 20_000, "batch dead-lettered");
+      expect(s.clickhouse_retries).toBeGreaterThanOrEqual(2);
+      expect(s.clickhouse_exhausted_batches).toBeGreaterThanOrEqual(1);
+      expect(s.by_dlq_reason.ch_insert_failed).toBe(4);
+      expect((await fetch(`${w.statsUrl}/readyz`)).status).toBe(503);
+      const dlq = await consumeN(n.dlq, 4);
+      const env = JSON.parse(text(dlq[0]!));
+      expect(env).toMatchObject({ failure_reason: "ch_insert_failed", failed_field: null, original_payload: { raw_id: "down-0" } });
+      expect(header(dlq[0]!, HEADERS.attempts)).toBe("3");
+      await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === 4, 10_000, "commit after DLQ");
+      // The retry log shows the backoff: 200 ms, then 400 ms.
+      const delays = w.logs.filter((l) => l.includes("retrying")).map((l) => JSON.parse(l).delay_ms);
+      expect(delays.slice(0, 2)).toEqual([200, 400]);
+      proxy.up();
+      await p.produce(n.raw, toJson(withFields({ raw_id: "back-1" })), { partition: 0 });
+      p.close();
+      await waitFor(async () => ((await distinctIds(n)) === 1 ? true : undefined), 20_000, "insert after recovery");
+      await waitFor(async () => ((await fetch(`${w.statsUrl}/readyz`)).status === 200 ? true : undefined), 20_000, "ready again");
+      expect(await w.stop()).toBe(0);
+    } finally {
+      proxy.down();
+      w.proc.kill("SIGKILL");
+    }
+  }, 60_000);
+});
+
+describe("crash safety", () => {
+  test("kill -9 at a random moment of a 100k-record run, then a restart: every valid record in ClickHouse, every invalid one in the DLQ", async () => {
+    const n = await names("crash");
+    const { valid, invalid } = await produceSynthetic(n.raw, 100_000, 0.03, 11);
+    const env = workerEnv(n, { BATCH_SIZE: "1000" });
+    const first = await startWorker(env);
+    // A random moment while the run is under way.
+    const target = 20_000 + Math.floor(Math.random() * 60_000);
+    await statsWhen(first, (s) => s.total_consumed >= target, 60_000, "progress before the kill");
+    first.proc.kill("SIGKILL");
+    await first.proc.exited;
+    const second = await startWorker(env);
+    await waitFor(async () => ((await distinctIds(n)) === valid ? true : undefined), 60_000, "all valid rows");
+    await statsWhen(second, (s) => s.in_flight_buffer === 0 && Object.values(s.partitions).every((p: any) => p.lag === 0), 60_000, "caught up");
+    expect(await second.stop()).toBe(0);
+    expect(await distinctIds(n)).toBe(valid);
+    // Every invalid record reached the DLQ at least once: distinct by source partition/offset.
+    const dlq = await consumeN(n.dlq, topicLength(n.dlq));
+    const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
+    expect(sources.size).toBe(invalid);
+    const committed = committedOffsets(n.group, n.raw, 3);
+    expect([...committed.values()].reduce((a, b) => a + b, 0n)).toBe(100_000n);
+  }, 180_000);
+});
+
+describe("bounded memory and the breaker", () => {
+  test("a flood larger than the buffer keeps RSS bounded", async () => {
+    const n = await names("flood");
+    await produceSynthetic(n.raw, 150_000, 0, 21);
+    const w = await startWorker(workerEnv(n, { BATCH_SIZE: "2000", FLUSH_CONCURRENCY: "2" }));
+    let peak = 0;
+    let maxBuffered = 0;
+    await statsWhen(w, (s) => {
+      const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${w.proc.pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
+      peak = Math.max(peak, rss);
+      maxBuffered = Math.max(maxBuffered, s.buffered_rows);
+      return s.total_processed === 150_000;
+    }, 120_000, "flood processed");
+    expect(maxBuffered).toBeLessThanOrEqual(3 * 2000);
+    expect(peak / 2 ** 20).toBeLessThan(250);
+    expect(await w.stop()).toBe(0);
+  }, 150_000);
+
+  test("the DLQ circuit breaker trips on a stream of 90 % invalid records: consumption stops and readyz says why", async () => {
+    const n = await names("breaker");
+    await produceSynthetic(n.raw, 3000, 0.9, 31);
+    const w = await startWorker(workerEnv(n, { DLQ_MAX_RATIO: "0.5", DLQ_RATIO_WINDOW: "200" }));
+    const s = await statsWhen(w, (s) => s.state === "tripped", 20_000, "breaker");
+    expect(s.total_consumed).toBeLessThan(3000);
+    const ready = await fetch(`${w.statsUrl}/readyz`);
+    expect(ready.status).toBe(503);
+    expect((await ready.json() as { reasons: string[] }).reasons).toContain("DLQ circuit breaker tripped");
+    expect(await w.stop()).toBe(0);
+  }, 60_000);
+});
