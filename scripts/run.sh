@@ -9,6 +9,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$ROOT"
 export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:$KAFKA_PORT}" CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:$CH_HTTP_PORT}"
 export STATS_HOST="${STATS_HOST:-127.0.0.1}" STATS_PORT="${STATS_PORT:-8081}"
+# JSC sizes its heap from the RAM it sees; 1 GiB keeps the worker near 200 MiB RSS (as in the Dockerfile).
+export BUN_JSC_forceRAMSize="${BUN_JSC_forceRAMSize:-1073741824}"
 WORKER=(bun src/main.ts)
 [[ -x "$ROOT/cdr-worker" ]] && WORKER=("$ROOT/cdr-worker")
 

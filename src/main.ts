@@ -18,12 +18,13 @@ Commands:
   migrate          create the ClickHouse database and table
   topics ensure    create/repair the Kafka topics;  topics describe  show them
   generate         send synthetic CDRs to the raw topic
+  probe URL        exit 0 when URL answers 200 (container health checks: distroless has no curl)
   version          print the version
 
 Configuration (environment variables):
 ${configHelp()}`;
 
-const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, version: "cdr-worker version: print the version." };
+const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, version: "cdr-worker version: print the version.", probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout)." };
 
 async function main(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
@@ -43,6 +44,11 @@ async function main(argv: string[]): Promise<number> {
   if (command === "version") {
     console.log(VERSION);
     return 0;
+  }
+  if (command === "probe") {
+    const url = args.positionals[1] ?? "http://127.0.0.1:8081/readyz";
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) }).catch(() => null);
+    return res?.status === 200 ? 0 : 1;
   }
   const cfg = loadConfig();
   setLogLevel(cfg.logLevel);

@@ -128,7 +128,7 @@ describe("bounded memory and the breaker", () => {
       return s.total_processed === 150_000;
     }, 120_000, "flood processed");
     expect(maxBuffered).toBeLessThanOrEqual(3 * 2000);
-    expect(peak / 2 ** 20).toBeLessThan(250);
+    expect(peak / 2 ** 20).toBeLessThan(230);
     expect(await w.stop()).toBe(0);
   }, 150_000);
 

@@ -47,6 +47,8 @@ export function workerEnv(n: Names, extra: Record<string, string> = {}): Record<
     STATS_PORT: "0",
     BATCH_FLUSH_INTERVAL_SECONDS: "0.2",
     WORKER_INSTANCE: "e2e-worker",
+    // As the Dockerfile sets it: JSC sizes its heap from the RAM it sees (24 GiB here).
+    BUN_JSC_forceRAMSize: "1073741824",
     ...extra,
   };
 }

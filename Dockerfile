@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1
+# Multi-stage: build the single executable on Debian bookworm, ship it on distroless/cc with
+# exactly the shared libraries librdkafka needs beyond the base (scripts/image/copy-libs.txt).
+FROM debian:bookworm-slim AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends librdkafka1 nodejs npm ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+RUN npm install -g --allow-scripts=bun bun@1.4.5
+WORKDIR /src
+COPY package.json bun.lock bunfig.toml tsconfig.json ./
+RUN bun install --frozen-lockfile --production
+COPY src src
+COPY sql sql
+COPY scripts/build.ts scripts/build.ts
+COPY scripts/image/copy-libs.txt scripts/image/copy-libs.txt
+RUN bun scripts/build.ts --outfile /out/cdr-worker \
+ && mkdir -p /out/lib \
+ && grep -v '^#' scripts/image/copy-libs.txt | xargs -I{} cp -L /usr/lib/x86_64-linux-gnu/{} /out/lib/
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/lib/ /usr/lib/x86_64-linux-gnu/
+COPY --from=build /out/cdr-worker /usr/local/bin/cdr-worker
+# JSC sizes its heap from the machine's RAM; cap what it assumes so RSS stays near 200 MiB.
+ENV BUN_JSC_forceRAMSize=1073741824 STATS_HOST=0.0.0.0 STATS_PORT=8081
+EXPOSE 8081
+USER nonroot
+ENTRYPOINT ["/usr/local/bin/cdr-worker"]
+CMD ["run"]

@@ -1,0 +1,32 @@
+// No Docker engine here: compose.yml is checked as data (what `docker compose config` would catch
+// plus what this stack needs).
+import { expect, test } from "bun:test";
+import { ROOT } from "./support/services.ts";
+
+test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the worker healthchecked on /readyz", async () => {
+  const doc = Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> };
+  const s = doc.services;
+  expect(Object.keys(s).sort()).toEqual(["clickhouse", "generator", "kafka", "migrate", "topics", "worker"]);
+  expect(s.kafka.image).toMatch(/^apache\/kafka:4\./);
+  expect(s.kafka.environment.KAFKA_PROCESS_ROLES).toBe("broker,controller");
+  expect(s.clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:/);
+  expect(s.topics.command).toEqual(["topics", "ensure"]);
+  expect(s.migrate.command).toEqual(["migrate"]);
+  expect(s.migrate.depends_on.topics.condition).toBe("service_completed_successfully");
+  expect(s.worker.depends_on.migrate.condition).toBe("service_completed_successfully");
+  expect(s.worker.healthcheck.test).toEqual(["CMD", "/usr/local/bin/cdr-worker", "probe", "http://127.0.0.1:8081/readyz"]);
+  expect(s.generator.profiles).toEqual(["demo"]);
+  // Every dependency names a service that exists; the worker reaches services by name.
+  for (const svc of Object.values(s)) for (const dep of Object.keys(svc.depends_on ?? {})) expect(s[dep]).toBeDefined();
+  expect(s.worker.environment.KAFKA_BROKERS).toBe("kafka:9092");
+  expect(s.worker.environment.CLICKHOUSE_URL).toBe("http://clickhouse:8123");
+});
+
+test("Dockerfile: multi-stage onto distroless/cc as non-root, copying exactly the listed libraries", async () => {
+  const df = await Bun.file(`${ROOT}/Dockerfile`).text();
+  expect(df.match(/^FROM /gm)?.length).toBe(2);
+  expect(df).toContain("FROM gcr.io/distroless/cc-debian12:nonroot");
+  expect(df).toContain("USER nonroot");
+  expect(df).toContain("scripts/image/copy-libs.txt");
+  expect(df).toContain('ENTRYPOINT ["/usr/local/bin/cdr-worker"]');
+});
