@@ -1,5 +1,6 @@
 #!/usr/bin/env bun
 /** cdr-worker: CLI and wiring only. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage. */
+import { DLQ_HELP, dlqCommand } from "./cli/dlq.ts";
 import { GENERATE_HELP, generateCommand } from "./cli/generate.ts";
 import { MIGRATE_HELP, TOPICS_HELP, migrateCommand, topicsCommand } from "./cli/admin-commands.ts";
 import { parseArgs } from "./cli/args.ts";
@@ -18,13 +19,14 @@ Commands:
   migrate          create the ClickHouse database and table
   topics ensure    create/repair the Kafka topics;  topics describe  show them
   generate         send synthetic CDRs to the raw topic
+  dlq inspect      counts and samples of the DLQ;  dlq replay  send DLQ payloads back to the raw topic
   probe URL        exit 0 when URL answers 200 (container health checks: distroless has no curl)
   version          print the version
 
 Configuration (environment variables):
 ${configHelp()}`;
 
-const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, version: "cdr-worker version: print the version.", probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout)." };
+const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, dlq: DLQ_HELP, version: "cdr-worker version: print the version.", probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout)." };
 
 async function main(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
@@ -58,6 +60,7 @@ async function main(argv: string[]): Promise<number> {
     case "migrate": return migrateCommand(cfg);
     case "topics": return topicsCommand(cfg, args.positionals[1]);
     case "generate": return generateCommand(cfg, args);
+    case "dlq": return dlqCommand(cfg, args.positionals[1], args);
   }
   return 2;
 }
