@@ -10,7 +10,6 @@ import { DlqBreaker } from "./batch/breaker.ts";
 import { decode } from "./cdr/decode.ts";
 import type { PhoneNormalizer } from "./cdr/phone.ts";
 import { withRetry, type RetryPolicy } from "./clickhouse/retry.ts";
-import { formatRow } from "./clickhouse/row-format.ts";
 import type { ClickHouseWriter } from "./clickhouse/writer.ts";
 import type { DlqPublisher } from "./dlq/publisher.ts";
 import type { Consumer } from "./kafka/consumer.ts";
@@ -154,8 +153,7 @@ export class Worker {
         const batch = this.#batcher.current;
         const hold = this.#tracker.track(m.partition, m.offset, batch);
         if (hold) batch.holds.push(hold);
-        const row = result.row;
-        batch.add(formatRow(row, ingestedAt), result.payload, m.partition, m.offset, row.service_type, row.rat);
+        batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset);
       } else {
         const token = {};
         const hold = this.#tracker.track(m.partition, m.offset, token)!;
@@ -190,11 +188,11 @@ export class Worker {
   async #flush(batch: Batch): Promise<void> {
     const { counters, writer } = this.#d;
     const started = performance.now();
-    const rows = batch.rows();
-    const outcome = await withRetry(this.#o.retry, () => writer.insert(rows), (attempt, error, delayMs) => {
+    const body = batch.body.bytes();
+    const outcome = await withRetry(this.#o.retry, () => writer.insert(body, batch.count), (attempt, error, delayMs) => {
       this.clickhouseHealthy = false;
       counters.chRetries++;
-      log.warn("ClickHouse insert failed; retrying", { attempt, delay_ms: delayMs, rows: rows.length, err: error as Error });
+      log.warn("ClickHouse insert failed; retrying", { attempt, delay_ms: delayMs, rows: batch.count, err: error as Error });
     });
     if (outcome.ok) {
       this.clickhouseHealthy = true;

@@ -3,6 +3,8 @@
  * and refilled, never reallocated. Alongside each row it keeps what the DLQ would need if the
  * insert exhausted its retries (original payload, source partition and offset).
  */
+import type { CdrRow } from "../cdr/decode.ts";
+import { RowBuffer } from "../clickhouse/row-encoder.ts";
 import type { Hold } from "../offsets/tracker.ts";
 
 /** Distinct service types counted per batch before the rest fold into "other" (vendor input is unbounded). */
@@ -10,7 +12,8 @@ const MAX_SERVICES = 64;
 
 export class Batch {
   readonly capacity: number;
-  readonly lines: string[];
+  /** The rows as the TSV body of the insert. */
+  readonly body = new RowBuffer();
   readonly payloads: string[];
   readonly partitions: Int32Array;
   readonly offsets: Float64Array;
@@ -23,7 +26,6 @@ export class Batch {
 
   constructor(capacity: number) {
     this.capacity = capacity;
-    this.lines = new Array<string>(capacity);
     this.payloads = new Array<string>(capacity);
     this.partitions = new Int32Array(capacity);
     this.offsets = new Float64Array(capacity);
@@ -33,9 +35,11 @@ export class Batch {
     return this.count >= this.capacity;
   }
 
-  add(line: string, payload: string, partition: number, offset: number, service: string, rat: number): void {
+  add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number): void {
     const i = this.count++;
-    this.lines[i] = line;
+    this.body.add(row, ingestedAt);
+    const service = row.service_type;
+    const rat = row.rat;
     this.payloads[i] = payload;
     this.partitions[i] = partition;
     this.offsets[i] = offset;
@@ -46,14 +50,9 @@ export class Batch {
     else this.serviceCounts.set("other", (this.serviceCounts.get("other") ?? 0) + 1);
   }
 
-  /** The filled lines (a copy-free view would outlive reuse, so this slices). */
-  rows(): string[] {
-    return this.lines.slice(0, this.count);
-  }
-
   reset(): void {
     // Drop string references so a reused slot does not pin old payloads.
-    this.lines.fill(undefined as unknown as string, 0, this.count);
+    this.body.reset();
     this.payloads.fill(undefined as unknown as string, 0, this.count);
     this.count = 0;
     this.holds.length = 0;

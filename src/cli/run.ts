@@ -43,6 +43,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     }),
     topics: [cfg.kafka.topicRaw],
     maxBatch: cfg.batch.size,
+    readTimestamps: false,
   });
   const writer = new ClickHouseWriter(ch, cfg.clickhouse.database, cfg.clickhouse.table);
   const dlq = new DlqPublisher(producer, { topic: cfg.kafka.topicDlq, workerInstance: cfg.workerInstance, storageFailureReason: cfg.dlq.storageFailureReason });

@@ -13,18 +13,17 @@ export class ClickHouseWriter {
     this.#table = `${database}.${table}`;
   }
 
-  /** Resolves once ClickHouse acknowledged every line. */
-  async insert(lines: readonly string[]): Promise<void> {
-    const body = lines.join("\n") + "\n";
+  /** Resolves once ClickHouse acknowledged every row of `body` (TSV, one row per line). */
+  async insert(body: Uint8Array | string, rows: number): Promise<void> {
     try {
       await this.#ch.insert({
         table: this.#table,
-        values: Readable.from([body], { objectMode: false }),
+        values: Readable.from([typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)], { objectMode: false }),
         format: "TabSeparated",
         columns: [...COLUMNS],
       });
     } catch (cause) {
-      throw new CdrWorkerError("CLICKHOUSE_INSERT", `insert of ${lines.length} rows into ${this.#table}: ${(cause as Error).message}`, true, { cause });
+      throw new CdrWorkerError("CLICKHOUSE_INSERT", `insert of ${rows} rows into ${this.#table}: ${(cause as Error).message}`, true, { cause });
     }
   }
 

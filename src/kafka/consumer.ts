@@ -14,7 +14,7 @@ import { JSCallback, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
 import { createHandle, destroyHandle, errName, kafkaError, takeError, type Handle, type KafkaProps } from "./handle.ts";
-import { copyBytes, readExactI64, readHeaders, type Message } from "./message.ts";
+import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
 import { MESSAGE, RD } from "./structs.ts";
@@ -27,6 +27,8 @@ export interface ConsumerOptions {
   maxBatch?: number;
   /** Copy message headers too (costs FFI calls per header). */
   readHeaders?: boolean;
+  /** Read each message's timestamp (one FFI call per message); default true. */
+  readTimestamps?: boolean;
 }
 
 export type RebalanceEvent = { kind: "assign" | "revoke"; partitions: TopicPartition[] };
@@ -38,6 +40,11 @@ export class Consumer {
   readonly #slots: BigUint64Array;
   readonly #slotsPtr: Pointer;
   readonly #readHeaders: boolean;
+  readonly #readTimestamps: boolean;
+  // Per-poll scratch arrays, reused: payload pointers, lengths and the messages to destroy.
+  readonly #sources: Array<Pointer | null> = [];
+  readonly #lengths: number[] = [];
+  readonly #kept: Pointer[] = [];
   readonly #topicNames = new Map<number, string>();
   readonly #cooperative: boolean;
   #assignment: TopicPartition[] = [];
@@ -70,6 +77,7 @@ export class Consumer {
     this.#commitQueue = lib.rd_kafka_queue_new(rk)!;
     this.#cooperative = String(lib.rd_kafka_rebalance_protocol(rk)) === "COOPERATIVE";
     this.#readHeaders = opts.readHeaders ?? false;
+    this.#readTimestamps = opts.readTimestamps ?? true;
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
     this.#slotsPtr = ptr(this.#slots);
     // No topics: a group handle for committed() only (tools and tests reading a group's offsets).
@@ -107,6 +115,9 @@ export class Consumer {
     const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)));
     if (n < 0) throw new KafkaError("KAFKA_CLIENT", "rd_kafka_consume_batch_queue failed");
     const out: Message[] = [];
+    const sources = this.#sources;
+    const lengths = this.#lengths;
+    let kept = 0;
     for (let i = 0; i < n; i++) {
       const m = Number(this.#slots[i]) as Pointer;
       const err = read.i32(m, MESSAGE.err);
@@ -122,16 +133,23 @@ export class Consumer {
         topic = String(lib.rd_kafka_topic_name(rkt as Pointer));
         this.#topicNames.set(rkt, topic);
       }
+      sources[kept] = read.ptr(m, MESSAGE.payload) as Pointer | null;
+      lengths[kept] = Number(read.u64(m, MESSAGE.len));
+      this.#kept[kept++] = m;
       out.push({
         topic,
         partition: read.i32(m, MESSAGE.partition),
         offset: readExactI64(m, MESSAGE.offset),
-        timestamp: Number(lib.rd_kafka_message_timestamp(m, null)),
-        value: copyBytes(read.ptr(m, MESSAGE.payload) as Pointer, Number(read.u64(m, MESSAGE.len))),
-        key: copyBytes(read.ptr(m, MESSAGE.key) as Pointer, Number(read.u64(m, MESSAGE.key_len))),
+        timestamp: this.#readTimestamps ? Number(lib.rd_kafka_message_timestamp(m, null)) : -1,
+        value: null,
+        key: read.ptr(m, MESSAGE.key) ? copyBytes(read.ptr(m, MESSAGE.key) as Pointer, Number(read.u64(m, MESSAGE.key_len))) : null,
         headers: this.#readHeaders ? readHeaders(m) : undefined,
       });
-      lib.rd_kafka_message_destroy(m);
+    }
+    const values = copyIntoSlab(sources, lengths, kept);
+    for (let i = 0; i < kept; i++) {
+      out[i]!.value = values[i]!;
+      lib.rd_kafka_message_destroy(this.#kept[i]!);
     }
     return out;
   }

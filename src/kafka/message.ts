@@ -1,5 +1,5 @@
 /** Copying rd_kafka_message_t out of native memory before it is destroyed. */
-import { CString, read, toArrayBuffer, type Pointer } from "bun:ffi";
+import { CString, dlopen, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { rdk } from "./native.ts";
 import { MESSAGE } from "./structs.ts";
@@ -23,6 +23,39 @@ export function readExactI64(p: Pointer, offset: number): number {
   const hi = read.i32(p, offset + 4);
   if (hi >= 0x200000 || hi < -0x200000) throw new KafkaError("KAFKA_CLIENT", `64-bit value at +${offset} exceeds 2^53`);
   return hi * 0x1_0000_0000 + lo;
+}
+
+// libc's memcpy: copying a poll's payloads into one slab costs one FFI call per message and no
+// JS allocation besides the view (toArrayBuffer + slice made two objects and a copy each).
+const libc = dlopen("libc.so.6", { memcpy: { args: ["ptr", "ptr", "usize"], returns: "ptr" } }).symbols;
+
+/**
+ * Copies many native buffers into one fresh slab and returns a view per buffer (null stays null).
+ * `sources` and `lengths` are parallel; the slab outlives the native messages.
+ */
+export function copyIntoSlab(sources: Array<Pointer | null>, lengths: number[], count: number): Array<Uint8Array | null> {
+  let total = 0;
+  for (let i = 0; i < count; i++) total += lengths[i]!;
+  const slab = new Uint8Array(Math.max(1, total));
+  // A small typed array starts with inline storage; the first subarray() moves it to a real
+  // ArrayBuffer, copying only what was written so far, and later memcpys into the old pointer are
+  // lost (seen: corrupted records in multi-message polls). Touching .buffer moves it before ptr().
+  void slab.buffer;
+  const base = ptr(slab);
+  const out = new Array<Uint8Array | null>(count);
+  let off = 0;
+  for (let i = 0; i < count; i++) {
+    const src = sources[i]!;
+    const len = lengths[i]!;
+    if (src === null) {
+      out[i] = null;
+      continue;
+    }
+    if (len > 0) libc.memcpy((base + off) as Pointer, src, len);
+    out[i] = slab.subarray(off, off + len);
+    off += len;
+  }
+  return out;
 }
 
 /** Copies `len` bytes at `src` into a fresh array (the native buffer dies with its message). */

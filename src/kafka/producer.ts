@@ -115,6 +115,7 @@ export class Producer {
     let total = 0;
     for (const b of bytes) total += b.length;
     const slab = new Uint8Array(Math.max(1, total));
+    void slab.buffer; // settle the storage before taking its address (see copyIntoSlab)
     const base = ptr(slab);
     const msgs = new Uint8Array(MESSAGE.size * bytes.length);
     const dv = new DataView(msgs.buffer);

@@ -1,9 +1,16 @@
 import { expect, test } from "bun:test";
 import { Batcher } from "../../src/batch/batcher.ts";
 import { DlqBreaker } from "../../src/batch/breaker.ts";
+import type { CdrRow } from "../../src/cdr/decode.ts";
+
+const ROW: CdrRow = {
+  cdr_id: "9342d47a-1bab-5709-9869-c840b2eac501", raw_id: "r", device_id: "d", msisdn: "+4915112345678", service_type: "voice",
+  radio_access_type: "LTE_4G", rat: 6, cell_id: "1_2", session_start_time: 1, session_end_time: 2, duration_seconds: 1,
+  up_bytes: 1, down_bytes: 2, total_bytes: 3, source_ip: 0,
+};
 
 const add = (b: Batcher, n: number) => {
-  for (let i = 0; i < n; i++) b.current.add(`line${i}`, "{}", 0, i, "voice", 6);
+  for (let i = 0; i < n; i++) b.current.add({ ...ROW, raw_id: `r${i}` }, 0, "{}", 0, i);
 };
 
 test("Batch flushed on count threshold: a full batch is due at once", () => {
@@ -45,11 +52,12 @@ test("a released slot is reused clean", () => {
   expect(s.count).toBe(0);
   expect(s.serviceCounts.size).toBe(0);
   expect(s.holds.length).toBe(0);
+  expect(s.body.length).toBe(0);
 });
 
 test("service counts are capped so hostile svc values cannot grow memory", () => {
   const b = new Batcher(1000, 1, 0);
-  for (let i = 0; i < 500; i++) b.current.add("l", "{}", 0, i, `svc${i}`, 1);
+  for (let i = 0; i < 500; i++) b.current.add({ ...ROW, service_type: `svc${i}` }, 0, "{}", 0, i);
   expect(b.current.serviceCounts.size).toBeLessThanOrEqual(65);
   expect([...b.current.serviceCounts.values()].reduce((a, c) => a + c, 0)).toBe(500);
 });

@@ -1,0 +1,130 @@
+/**
+ * The worker end to end on this machine, with Kafka and ClickHouse on it too:
+ *  1. backlog: N synthetic records (realistic mix, 3 % invalid) produced first, then the worker
+ *     (a subprocess, as deployed) drains them: sustained records/s, peak RSS, stats latency;
+ *  2. ceilings on the same data: kcat draining the topic, and ClickHouse ingesting the same rows
+ *     in the same format and batch size; the worker's rate as a fraction of the lower one;
+ *  3. latency: a paced stream whose raw_id carries its send time; visibility in ClickHouse
+ *     (polled every 50 ms) minus send time, p50 / p99.
+ * Usage: bun scripts/bench/e2e.ts [records=300000] [binary=bun src/main.ts]   (services running)
+ */
+import { createClient } from "@clickhouse/client";
+import { readFileSync } from "node:fs";
+import { decode } from "../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { formatRow } from "../../src/clickhouse/row-format.ts";
+import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
+import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { Admin } from "../../src/kafka/admin.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { migrate } from "../../src/clickhouse/migrate.ts";
+import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+
+const N = Number(process.argv[2] ?? 300_000);
+const cmd = process.argv[3] ? [process.argv[3], "run"] : ["bun", `${import.meta.dir}/../../src/main.ts`, "run"];
+const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
+const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
+const stamp = Date.now().toString(36);
+const raw = `bench.raw.${stamp}`, dlq = `bench.dlq.${stamp}`, table = `bench_${stamp}`;
+const BATCH = 1000;
+
+const admin = new Admin({ "bootstrap.servers": brokers });
+await ensureTopics(admin, topologySpec(raw, dlq));
+const ch = createClient({ url: chUrl });
+await migrate(ch, "bench", table);
+
+// Backlog.
+const gen = new SyntheticCdrs({ seed: 1, invalidShare: 0.03, idPrefix: `b${stamp}` });
+const texts = Array.from({ length: N }, () => gen.next().text);
+const producer = new Producer({ "bootstrap.servers": brokers, "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" });
+for (let i = 0; i < N; i += 10_000) await producer.produceBatch(raw, texts.slice(i, i + 10_000));
+
+const env = { ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: `bench-${stamp}`,
+  CLICKHOUSE_DATABASE: "bench", CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: "18181", BATCH_SIZE: String(BATCH),
+  BATCH_FLUSH_INTERVAL_SECONDS: "0.1", LOG_LEVEL: "warn", BUN_JSC_forceRAMSize: "1073741824" };
+const worker = Bun.spawn(cmd, { env, stdout: "inherit", stderr: "inherit" });
+const stats = async () => (await fetch("http://127.0.0.1:18181/internal/stats")).json() as Promise<Record<string, any>>;
+const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${worker.pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+for (;;) { try { await stats(); break; } catch { await Bun.sleep(50); } }
+let peakRss = 0;
+const statsLatency: number[] = [];
+const t0 = performance.now();
+for (;;) {
+  const q = performance.now();
+  const s = await stats();
+  statsLatency.push(performance.now() - q);
+  peakRss = Math.max(peakRss, rss());
+  if (s.total_processed >= N) break;
+  await Bun.sleep(20);
+}
+const workerRate = N / ((performance.now() - t0) / 1000);
+
+// Latency: a paced stream at ~2k records/s for 10 s.
+const seen = new Map<string, number>();
+const sent = new Map<string, number>();
+let polling = true;
+const poller = (async () => {
+  while (polling) {
+    const rs = await ch.query({ query: `SELECT raw_id FROM bench.${table} WHERE raw_id LIKE 'lat-%'`, format: "JSONEachRow" });
+    const now = Date.now();
+    for (const r of await rs.json<{ raw_id: string }>()) if (!seen.has(r.raw_id)) seen.set(r.raw_id, now);
+    await Bun.sleep(50);
+  }
+})();
+const lat = new SyntheticCdrs({ seed: 2, invalidShare: 0 });
+for (let i = 0; i < 200; i++) {
+  const batch = Array.from({ length: 10 }, (_, k) => {
+    const rec = JSON.parse(lat.next().text);
+    rec.raw_id = `lat-${i}-${k}`;
+    sent.set(rec.raw_id, Date.now());
+    return JSON.stringify(rec);
+  });
+  await producer.produceBatch(raw, batch);
+  await Bun.sleep(5);
+}
+const waitUntil = Date.now() + 15_000;
+while (seen.size < sent.size && Date.now() < waitUntil) await Bun.sleep(50);
+polling = false;
+await poller;
+const latencies = [...sent].filter(([id]) => seen.has(id)).map(([id, t]) => seen.get(id)! - t).sort((a, b) => a - b);
+worker.kill("SIGTERM");
+const exitCode = await worker.exited;
+producer.close();
+
+// Ceiling 1: kcat draining the same topic.
+const k0 = performance.now();
+Bun.spawnSync(["kcat", "-b", brokers, "-C", "-t", raw, "-o", "beginning", "-c", String(N), "-e", "-q", "-f", "%s\n"], { stdout: "ignore" });
+const kcatRate = N / ((performance.now() - k0) / 1000);
+
+// Ceiling 2: ClickHouse alone ingesting the same rows, same format, same batch size, 2 in flight.
+const ctx = { phone: new PhoneNormalizer() };
+const lines: string[] = [];
+for (const t of texts) { const d = decode(t, ctx); if (d.ok) lines.push(formatRow(d.row, Math.floor(Date.now() / 1000))); }
+await ch.command({ query: `CREATE TABLE bench.${table}_ceiling AS bench.${table}` });
+const writer = new ClickHouseWriter(ch, "bench", `${table}_ceiling`);
+const c0 = performance.now();
+const inflight: Promise<void>[] = [];
+for (let i = 0; i < lines.length; i += BATCH) {
+  const chunk = lines.slice(i, i + BATCH);
+  inflight.push(writer.insert(chunk.join("\n") + "\n", chunk.length));
+  if (inflight.length >= 2) await inflight.shift();
+}
+await Promise.all(inflight);
+const chRate = lines.length / ((performance.now() - c0) / 1000);
+
+await ch.command({ query: `DROP TABLE bench.${table}` });
+await ch.command({ query: `DROP TABLE bench.${table}_ceiling` });
+await ch.close();
+await admin.deleteTopics([raw, dlq]);
+admin.close();
+const pct = (a: number[], p: number) => (a.length ? Math.round(a[Math.min(a.length - 1, Math.floor(a.length * p))]!) : null);
+statsLatency.sort((a, b) => a - b);
+const r = Math.round;
+console.log(JSON.stringify({
+  records: N, worker_records_per_s: r(workerRate), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
+  ceilings: { kcat_drain_records_per_s: r(kcatRate), clickhouse_ingest_rows_per_s: r(chRate) },
+  fraction_of_lower_ceiling: +(workerRate / Math.min(kcatRate, chRate)).toFixed(2),
+  visibility_latency_ms: { samples: latencies.length, of: sent.size, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) },
+  stats_latency_ms: { samples: statsLatency.length, p50: +statsLatency[Math.floor(statsLatency.length * 0.5)]!.toFixed(1), p99: +statsLatency[Math.floor(statsLatency.length * 0.99)]!.toFixed(1) },
+}));
+process.exit(0);

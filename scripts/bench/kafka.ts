@@ -1,0 +1,65 @@
+/**
+ * Produce and consume rate of the bun:ffi binding versus kcat, same topic, same machine, one run.
+ * Usage: bun scripts/bench/kafka.ts [messages=500000] [bytes=250]   (needs scripts/services.sh start)
+ */
+import { Admin } from "../../src/kafka/admin.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+
+const N = Number(process.argv[2] ?? 500_000);
+const SIZE = Number(process.argv[3] ?? 250);
+const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
+const props = { "bootstrap.servers": brokers };
+const stamp = Date.now().toString(36);
+const topics = { binding: `bench.kafka.binding.${stamp}`, kcat: `bench.kafka.kcat.${stamp}` };
+
+const admin = new Admin(props);
+await admin.createTopics(Object.values(topics).map((name) => ({ name, partitions: 1, replicationFactor: 1, configs: {} })));
+const payload = "x".repeat(SIZE);
+const file = `/tmp/bench-kafka-${stamp}.txt`;
+await Bun.write(file, (payload + "\n").repeat(N));
+const producerProps = { ...props, "linger.ms": "5", "batch.num.messages": "10000", "enable.idempotence": "false" };
+
+async function timed(fn: () => Promise<void> | void): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return N / ((performance.now() - t0) / 1000);
+}
+
+const produceBinding = await timed(async () => {
+  const p = new Producer(producerProps);
+  const chunk = Array.from({ length: 10_000 }, () => payload);
+  const inFlight: Promise<void>[] = [];
+  for (let sent = 0; sent < N; sent += chunk.length) {
+    inFlight.push(p.produceBatch(topics.binding, chunk.slice(0, Math.min(chunk.length, N - sent))));
+    if (inFlight.length >= 8) await inFlight.shift();
+  }
+  await Promise.all(inFlight);
+  p.close();
+});
+const produceKcat = await timed(() => {
+  Bun.spawnSync(["kcat", "-b", brokers, "-P", "-t", topics.kcat, "-l", file, "-X", "linger.ms=5", "-X", "batch.num.messages=10000"]);
+});
+const consumeBinding = await timed(async () => {
+  const c = new Consumer({ props: { ...props, "group.id": `bench-${stamp}` }, topics: [topics.binding], maxBatch: 10_000 });
+  let got = 0;
+  while (got < N) {
+    const b = c.poll();
+    got += b.length;
+    if (b.length === 0) await Bun.sleep(1);
+  }
+  c.close();
+});
+const consumeKcat = await timed(() => {
+  Bun.spawnSync(["kcat", "-b", brokers, "-C", "-t", topics.binding, "-o", "beginning", "-c", String(N), "-e", "-q", "-f", "%s\n"], { stdout: "ignore" });
+});
+await admin.deleteTopics(Object.values(topics));
+admin.close();
+await Bun.file(file).delete();
+const r = (x: number) => Math.round(x);
+console.log(JSON.stringify({
+  messages: N, bytes: SIZE,
+  produce: { binding_msgs_per_s: r(produceBinding), kcat_msgs_per_s: r(produceKcat), ratio: +(produceBinding / produceKcat).toFixed(2) },
+  consume: { binding_msgs_per_s: r(consumeBinding), kcat_msgs_per_s: r(consumeKcat), ratio: +(consumeBinding / consumeKcat).toFixed(2) },
+}));
+process.exit(0);
