@@ -40,6 +40,8 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 
 /** Most DLQ deliveries awaited at once before polling pauses. */
 const MAX_DLQ_IN_FLIGHT = 10_000;
+/** Most records handled between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
+const MAX_POLL = 500;
 
 export class Worker {
   readonly #o: WorkerOptions;
@@ -114,7 +116,7 @@ export class Worker {
         await this.#sleep(50);
         continue;
       }
-      const messages = this.#d.consumer.poll(room);
+      const messages = this.#d.consumer.poll(Math.min(room, MAX_POLL));
       if (messages.length === 0) {
         await this.#sleep(idle);
         idle = Math.min(idle * 2, 20);

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { clickhouse, KAFKA_BROKERS, CLICKHOUSE_URL, ROOT, run, uniqueName } from "../support/services.ts";
 import { deleteTopics, topicLength } from "../support/kafka.ts";
-import { startWorker, statsWhen } from "../support/worker.ts";
+import { startWorker, statsWhen, killLeftoverWorkers } from "../support/worker.ts";
 
 const BIN = `${ROOT}/.local/e2e-binary/cdr-worker`;
 const ch = clickhouse();
@@ -24,6 +24,7 @@ beforeAll(async () => {
   await run(["bun", `${ROOT}/scripts/build.ts`, "--outfile", BIN]);
 }, 120_000);
 afterAll(async () => {
+  killLeftoverWorkers();
   await deleteTopics(n.raw, n.dlq).catch(() => {});
   await ch.close();
 });

@@ -6,11 +6,12 @@ import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { consumeN, deleteTopics, props, text } from "../support/kafka.ts";
 import { clickhouse, ROOT, waitFor } from "../support/services.ts";
-import { freshNames, startWorker, workerEnv } from "../support/worker.ts";
+import { freshNames, startWorker, workerEnv, killLeftoverWorkers } from "../support/worker.ts";
 
 const ch = clickhouse();
 const topics: string[] = [];
 afterAll(async () => {
+  killLeftoverWorkers();
   await deleteTopics(...topics).catch(() => {});
   await ch.close();
 });

@@ -8,11 +8,12 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { committedOffsets, consumeN, deleteTopics, header, props, text, topicLength } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, clickhouse, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { freshNames, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+import { freshNames, startWorker, statsWhen, workerEnv, type Names, killLeftoverWorkers } from "../support/worker.ts";
 
 const ch = clickhouse();
 const topics: string[] = [];
 afterAll(async () => {
+  killLeftoverWorkers();
   await deleteTopics(...topics).catch(() => {});
   await ch.close();
 });

@@ -6,11 +6,12 @@ import { HEADERS } from "../../src/dlq/envelope.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { committedOffsets, consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
 import { clickhouse, waitFor } from "../support/services.ts";
-import { freshNames, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+import { freshNames, startWorker, statsWhen, workerEnv, type Names, killLeftoverWorkers } from "../support/worker.ts";
 
 const ch = clickhouse();
 const topics: string[] = [];
 afterAll(async () => {
+  killLeftoverWorkers();
   await deleteTopics(...topics).catch(() => {});
   await ch.close();
 });

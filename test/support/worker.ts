@@ -61,9 +61,23 @@ export interface RunningWorker {
   stop: (signal?: NodeJS.Signals) => Promise<number>;
 }
 
+// Every worker a test starts is killed when the test process ends, whatever the test did:
+// a failed assertion must not leave a worker polling in the background of later tests.
+const live = new Set<Subprocess>();
+process.on("exit", () => {
+  for (const p of live) p.kill("SIGKILL");
+});
+
+/** Kills workers a failed test left running (call in afterAll). */
+export function killLeftoverWorkers(): void {
+  for (const p of live) p.kill("SIGKILL");
+}
+
 /** Starts the worker and waits until its stats server answers. */
 export async function startWorker(env: Record<string, string>, cmd: string[] = ["bun", `${ROOT}/src/main.ts`, "run"]): Promise<RunningWorker> {
   const proc = Bun.spawn(cmd, { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  live.add(proc);
+  void proc.exited.then(() => live.delete(proc));
   const logs: string[] = [];
   let statsUrl = "";
   (async () => {
