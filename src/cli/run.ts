@@ -60,6 +60,23 @@ export async function runCommand(cfg: Config): Promise<number> {
     { consumer, writer, dlq, phone, counters },
   );
 
+  // Event-loop lag: how late a 100 ms timer fires. The worst of the last 10 s goes into stats.
+  let loopLagMs = 0;
+  let loopLagWindowMax = 0;
+  let loopLagWindowStart = Date.now();
+  let expected = performance.now() + 100;
+  const lagTimer = setInterval(() => {
+    const now = performance.now();
+    const lag = Math.max(0, now - expected);
+    expected = now + 100;
+    loopLagWindowMax = Math.max(loopLagWindowMax, lag);
+    if (Date.now() - loopLagWindowStart >= 10_000) {
+      loopLagMs = loopLagWindowMax;
+      loopLagWindowMax = 0;
+      loopLagWindowStart = Date.now();
+    }
+  }, 100);
+
   let chReachable = await writer.ping();
   const pinger = setInterval(async () => { chReachable = await writer.ping(); }, CH_PING_INTERVAL_MS);
   const app = createStatsApp({
@@ -73,6 +90,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     highWatermark: (p) => consumer.watermarks(cfg.kafka.topicRaw, p)?.high ?? null,
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => worker.breakerRatio,
+    eventLoopLagMs: () => Math.max(loopLagMs, loopLagWindowMax),
     ready: () => {
       const reasons: string[] = [];
       if (!worker.assigned) reasons.push("no Kafka partition assignment yet");
@@ -113,6 +131,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     return 1;
   } finally {
     clearInterval(pinger);
+    clearInterval(lagTimer);
     server.stop(true);
     producer.close();
     await ch.close();

@@ -22,6 +22,7 @@ export interface EnvelopeInput {
 }
 
 export const HEADERS = {
+  truncated: "dlq.payload.truncated",
   sourceTopic: "dlq.source.topic",
   sourcePartition: "dlq.source.partition",
   sourceOffset: "dlq.source.offset",
@@ -30,12 +31,28 @@ export const HEADERS = {
 } as const;
 
 /**
+ * Most bytes of payload an envelope carries. Kafka's default max.message.bytes is 1 MiB, and a
+ * record that large on cdr.raw would otherwise make an envelope the DLQ refuses, which is fatal
+ * and would repeat on every restart: the pipeline stuck on one hostile record.
+ */
+export const MAX_PAYLOAD_CHARS = 128 * 1024; // ≤ 768 KiB even if every character escapes to \uXXXX
+
+/**
  * Serializes an envelope. An object payload is spliced in as its original text, which JSON.parse
- * already accepted: re-serializing the parsed value would round integers above 2^53.
+ * already accepted: re-serializing the parsed value would round integers above 2^53. A payload
+ * above MAX_PAYLOAD_CHARS travels as a truncated string (see isTruncated); the source offset in
+ * the headers still points at the whole record.
  */
 export function encodeEnvelope(input: EnvelopeInput, failedAt: Date, workerInstance: string): string {
-  const payload = input.payloadIsObject ? input.payload : JSON.stringify(input.payload);
+  const truncated = isTruncated(input.payload);
+  const payload = truncated
+    ? JSON.stringify(input.payload.slice(0, MAX_PAYLOAD_CHARS) + `…[truncated: ${input.payload.length} characters in all]`)
+    : input.payloadIsObject ? input.payload : JSON.stringify(input.payload);
   return `{"original_payload":${payload},"failure_reason":${JSON.stringify(input.reason)},"failed_field":${input.field === null ? "null" : JSON.stringify(input.field)},"failed_at":${JSON.stringify(failedAt.toISOString())},"worker_instance":${JSON.stringify(workerInstance)}}`;
+}
+
+export function isTruncated(payload: string): boolean {
+  return payload.length > MAX_PAYLOAD_CHARS;
 }
 
 export interface Provenance {
@@ -44,6 +61,7 @@ export interface Provenance {
   offset: number;
   detail: string;
   attempts?: number;
+  truncated?: boolean;
 }
 
 export function provenanceHeaders(p: Provenance): Array<[string, string]> {
@@ -54,5 +72,6 @@ export function provenanceHeaders(p: Provenance): Array<[string, string]> {
     [HEADERS.detail, p.detail.slice(0, 1024)],
   ];
   if (p.attempts !== undefined) h.push([HEADERS.attempts, String(p.attempts)]);
+  if (p.truncated) h.push([HEADERS.truncated, "true"]);
   return h;
 }

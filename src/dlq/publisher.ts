@@ -6,7 +6,7 @@ import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
 import type { Batch } from "../batch/batch.ts";
 import type { Producer } from "../kafka/producer.ts";
-import { encodeEnvelope, provenanceHeaders } from "./envelope.ts";
+import { encodeEnvelope, isTruncated, provenanceHeaders } from "./envelope.ts";
 
 export interface DlqPublisherOptions {
   topic: string;
@@ -31,7 +31,7 @@ export class DlqPublisher {
   /** One invalid record. */
   async publishRejection(r: Rejection, source: { topic: string; partition: number; offset: number }): Promise<void> {
     const value = encodeEnvelope(r, new Date(), this.#opts.workerInstance);
-    await this.#producer.produce(this.#opts.topic, value, { headers: provenanceHeaders({ ...source, detail: r.detail }) });
+    await this.#producer.produce(this.#opts.topic, value, { headers: provenanceHeaders({ ...source, detail: r.detail, truncated: isTruncated(r.payload) }) });
   }
 
   /**
@@ -45,7 +45,7 @@ export class DlqPublisher {
     for (let i = 0; i < batch.count; i++) {
       const value = encodeEnvelope({ reason: this.#opts.storageFailureReason, field: null, payload: batch.payloads[i]!, payloadIsObject: true }, failedAt, this.#opts.workerInstance);
       sends.push(this.#producer.produce(this.#opts.topic, value, {
-        headers: provenanceHeaders({ topic: sourceTopic, partition: batch.partitions[i]!, offset: batch.offsets[i]!, detail, attempts }),
+        headers: provenanceHeaders({ topic: sourceTopic, partition: batch.partitions[i]!, offset: batch.offsets[i]!, detail, attempts, truncated: isTruncated(batch.payloads[i]!) }),
       }));
     }
     await Promise.all(sends);

@@ -37,6 +37,7 @@ export function metricsText(s: StatsSource): string {
   const phone = s.phoneCache();
   metric("cdr_worker_phone_cache_hits_total", "counter", "Phone verdicts served from cache.", [[{}, phone.hits]]);
   metric("cdr_worker_phone_cache_misses_total", "counter", "Phone verdicts computed.", [[{}, phone.misses]]);
+  metric("cdr_worker_event_loop_lag_seconds", "gauge", "Worst event-loop lag over the last ~10 s.", [[{}, s.eventLoopLagMs() / 1000]]);
   metric("cdr_worker_ready", "gauge", "1 when /readyz answers 200.", [[{}, s.ready().ready ? 1 : 0]]);
   metric("cdr_worker_uptime_seconds", "gauge", "Seconds since start.", [[{}, (Date.now() - c.startedAt) / 1000]]);
   histogram("cdr_worker_flush_duration_seconds", "Time from sealing a batch to its acknowledged insert, retries included.", c.flushSeconds);

@@ -13,6 +13,8 @@ export interface StatsSource {
   highWatermark: (partition: number) => number | null;
   phoneCache: () => { hits: number; misses: number; size: number };
   breakerRatio: () => number;
+  /** Worst event-loop lag of the last ~10 s, ms. */
+  eventLoopLagMs: () => number;
   ready: () => { ready: boolean; reasons: string[] };
 }
 
@@ -64,6 +66,7 @@ export function statsSnapshot(s: StatsSource) {
     by_dlq_reason: { ...c.byDlqReason },
     phone_cache: { hits: phone.hits, misses: phone.misses, size: phone.size, hit_rate: lookups ? Math.round((phone.hits / lookups) * 1000) / 1000 : null },
     dlq_ratio_window: Math.round(s.breakerRatio() * 1000) / 1000,
+    event_loop_lag_ms: Math.round(s.eventLoopLagMs() * 10) / 10,
     partitions,
     ready: s.ready(),
   };

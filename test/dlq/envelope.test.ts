@@ -35,3 +35,12 @@ test("provenance headers carry source topic, partition, offset, detail and attem
     "dlq.source.topic": "cdr.raw", "dlq.source.partition": "2", "dlq.source.offset": "41", "dlq.error.detail": "why", "dlq.error.attempts": "3",
   });
 });
+
+test("a payload too large for the DLQ travels truncated as a string, flagged in a header", () => {
+  const big = '{"raw_id":"' + "x".repeat(1_100_000) + '"}';
+  const env = JSON.parse(encodeEnvelope({ reason: "normalization_error", field: "raw_id", payload: big, payloadIsObject: true }, at, "w"));
+  expect(typeof env.original_payload).toBe("string");
+  expect(env.original_payload.length).toBeLessThan(140_000);
+  expect(env.original_payload).toEndWith(`…[truncated: ${big.length} characters in all]`);
+  expect(Object.fromEntries(provenanceHeaders({ topic: "t", partition: 0, offset: 1, detail: "d", truncated: true }))["dlq.payload.truncated"]).toBe("true");
+});

@@ -22,7 +22,7 @@ function source(ready = true): StatsSource {
   return {
     counters: c, version: "0.1.0", workerInstance: "w1", topic: "cdr.raw", state: () => "running", bufferedRows: () => 0,
     positions: () => new Map([[0, { committed: 13, consumed: 13 }]]), highWatermark: () => 20,
-    phoneCache: () => ({ hits: 3, misses: 1, size: 1 }), breakerRatio: () => 0.1,
+    phoneCache: () => ({ hits: 3, misses: 1, size: 1 }), breakerRatio: () => 0.1, eventLoopLagMs: () => 3,
     ready: () => (ready ? { ready: true, reasons: [] } : { ready: false, reasons: ["ClickHouse does not answer ping"] }),
   };
 }

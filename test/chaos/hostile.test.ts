@@ -1,0 +1,52 @@
+// Hostile payloads never crash the worker or stall the partition: each ends in ClickHouse or the
+// DLQ, and a valid record after them is inserted.
+import { afterAll, expect, test } from "bun:test";
+import { HEADERS } from "../../src/dlq/envelope.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
+import { clickhouse, waitFor } from "../support/services.ts";
+import { freshNames, killLeftoverWorkers, startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+const ch = clickhouse();
+const topics: string[] = [];
+afterAll(async () => {
+  killLeftoverWorkers();
+  await deleteTopics(...topics).catch(() => {});
+  await ch.close();
+});
+
+test("1 MB records, deep nesting, 10^5 keys, NUL bytes, invalid UTF-8 and 10^4-digit numbers all end in the DLQ; the next record lands", async () => {
+  const n = await freshNames("hostile");
+  topics.push(n.raw, n.dlq);
+  const enc = new TextEncoder();
+  const hostile: Array<[string, string | Uint8Array, string]> = [
+    ["1 MB record", toJson(withFields({ raw_id: "r".repeat(999_000) })), "normalization_error"],
+    ["max-size non-object", `[${"1,".repeat(499_000)}1]`, "malformed_json"],
+    ["deeply nested", "[".repeat(100_000) + "]".repeat(100_000), "malformed_json"],
+    ["10^5 keys", "{" + Array.from({ length: 100_000 }, (_, i) => `"${i.toString(36)}":0`).join(",") + "}", "missing_required_field"],
+    ["NUL bytes", "\u0000\u0000{\u0000}", "malformed_json"],
+    ["invalid UTF-8", new Uint8Array([0x7b, 0x22, 0xc3, 0x28, 0x22, 0x7d]), "malformed_json"],
+    ["10^4-digit number", toJson(withFields({ up_bytes: BigInt("7".repeat(10_000)) })), "normalization_error"],
+  ];
+  const p = new Producer({ ...props, "message.max.bytes": "1048576" });
+  for (const [, value] of hostile) await p.produce(n.raw, typeof value === "string" ? enc.encode(value) : value, { partition: 0 });
+  await p.produce(n.raw, toJson(withFields({ raw_id: "after-hostile" })), { partition: 0 });
+  p.close();
+  const w = await startWorker(workerEnv(n));
+  const s = await statsWhen(w, (s) => s.total_processed === hostile.length + 1 && s.partitions["0"]?.committed_offset === hostile.length + 1, 30_000, "all hostile records handled");
+  expect(s.total_dlq).toBe(hostile.length);
+  await waitFor(async () => {
+    const rs = await ch.query({ query: `SELECT raw_id FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
+    const rows = await rs.json<{ raw_id: string }>();
+    return rows.length === 1 ? rows : undefined;
+  }, 10_000, "the valid record").then((rows) => expect(rows[0]!.raw_id).toBe("after-hostile"));
+  const dlq = await consumeN(n.dlq, hostile.length);
+  const byOffset = new Map(dlq.map((m) => [Number(header(m, HEADERS.sourceOffset)), m]));
+  hostile.forEach(([name, , reason], offset) => {
+    const env = JSON.parse(text(byOffset.get(offset)!));
+    expect(`${name}: ${env.failure_reason}`).toBe(`${name}: ${reason}`);
+  });
+  expect(header(byOffset.get(0)!, HEADERS.truncated)).toBe("true");
+  expect(await w.stop()).toBe(0);
+}, 60_000);
