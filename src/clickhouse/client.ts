@@ -1,6 +1,21 @@
 /** The ClickHouse HTTP client of the worker, built from configuration. */
 import { createClient, type ClickHouseClient } from "@clickhouse/client";
 import type { Config } from "../config.ts";
+import { log } from "../log.ts";
+
+type LogParams = { module: string; message: string; args?: Record<string, unknown>; err?: Error };
+
+/**
+ * The client's own log lines, as JSON lines like every other (its default logger prints
+ * multi-line text). Its errors arrive as our typed errors too, so they log at debug only.
+ */
+class ClientLogger {
+  trace(): void {}
+  debug(p: LogParams): void { log.debug(p.message, { component: "clickhouse-client", module: p.module }); }
+  info(p: LogParams): void { log.debug(p.message, { component: "clickhouse-client", module: p.module }); }
+  warn(p: LogParams): void { log.warn(p.message, { component: "clickhouse-client", module: p.module, err: p.err }); }
+  error(p: LogParams): void { log.debug(p.message, { component: "clickhouse-client", module: p.module, err: p.err }); }
+}
 
 export function createClickHouse(cfg: Config["clickhouse"], database?: string): ClickHouseClient {
   return createClient({
@@ -16,5 +31,6 @@ export function createClickHouse(cfg: Config["clickhouse"], database?: string): 
     // 18.16 predates most settings; send none by default.
     clickhouse_settings: {},
     application: "cdr-worker",
+    log: { LoggerClass: ClientLogger },
   });
 }

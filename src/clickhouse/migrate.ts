@@ -32,11 +32,17 @@ export async function migrate(ch: ClickHouseClient, database: string, table: str
 export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
   ddlStatements(database, table); // validates both names as plain identifiers
   // Literal names, not query parameters: ClickHouse 18.16 has no {name:Type} parameters.
-  const rs = await ch.query({
-    query: `SELECT name FROM system.columns WHERE database = '${database}' AND table = '${table}'`,
-    format: "JSONEachRow",
-  });
-  const have = new Set((await rs.json<{ name: string }>()).map((r) => r.name));
+  let names: Array<{ name: string }>;
+  try {
+    const rs = await ch.query({
+      query: `SELECT name FROM system.columns WHERE database = '${database}' AND table = '${table}'`,
+      format: "JSONEachRow",
+    });
+    names = await rs.json<{ name: string }>();
+  } catch (cause) {
+    throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `cannot read the schema of ${database}.${table}: ${(cause as Error).message.trim()}`, true, { cause });
+  }
+  const have = new Set(names.map((r) => r.name));
   if (have.size === 0) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${table} does not exist; run \`cdr-worker migrate\``);
   const missing = COLUMNS.filter((c) => !have.has(c));
   if (missing.length) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${table} lacks columns ${missing.join(", ")}; run \`cdr-worker migrate\``);

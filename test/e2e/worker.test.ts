@@ -5,7 +5,8 @@ import { Producer } from "../../src/kafka/producer.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { committedOffsets, consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
-import { clickhouse, waitFor } from "../support/services.ts";
+import { CLICKHOUSE_URL, clickhouse, waitFor } from "../support/services.ts";
+import { TcpProxy } from "../support/tcp-proxy.ts";
 import { freshNames, startWorker, statsWhen, workerEnv, type Names, killLeftoverWorkers } from "../support/worker.ts";
 
 const ch = clickhouse();
@@ -136,5 +137,64 @@ describe("Safe partition progress and confirmed DLQ", () => {
     expect(committed).toBeLessThanOrEqual(2n); // never past the undelivered record at offset 2
     expect(w.logs.some((l) => l.includes("fatal"))).toBe(true);
     expect(w.logs.some((l) => l.includes("ClickHouse insert failed"))).toBe(false); // not reclassified as a storage failure
+  }, 30_000);
+});
+
+describe("security basics", () => {
+  test("credentials set through the environment never appear in logs, even at debug level; every log line is JSON", async () => {
+    const n = await names("secrets");
+    const env = workerEnv(n, { LOG_LEVEL: "debug", CLICKHOUSE_PASSWORD: "s3cret-ch-pw", KAFKA_PROP_SASL_USERNAME: "svc", KAFKA_PROP_SASL_PASSWORD: "s3cret-kafka-pw" });
+    const proc = Bun.spawn(["bun", `${import.meta.dir}/../../src/main.ts`, "run"], { env, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect(code).toBe(1); // ClickHouse refuses the password for its password-less default user
+    const lines = (out + err).trim().split("\n");
+    expect(lines.length).toBeGreaterThan(0);
+    for (const l of lines) expect(() => JSON.parse(l)).not.toThrow();
+    expect(err).toContain('"code":"CLICKHOUSE_SCHEMA"'); // the failure is reported…
+    expect(err).toContain("Wrong password");
+    expect(out + err).not.toContain("s3cret-ch-pw"); // …without the secrets
+    expect(out + err).not.toContain("s3cret-kafka-pw");
+  });
+});
+
+describe("rebalance and shutdown deadlines", () => {
+  test("on revoke a worker flushes and commits its buffered rows before giving partitions up: no record is inserted twice", async () => {
+    const n = await names("rebalance");
+    const env = workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "3600", KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" });
+    const a = await startWorker(env);
+    await produce(n.raw, Array.from({ length: 30 }, (_, i) => ({ partition: i % 3, value: valid(i) })));
+    await statsWhen(a, (s) => s.total_consumed === 30 && s.buffered_rows === 30);
+    expect(await count(n)).toBe(0); // buffered for an hour, unless a rebalance forces the flush
+    const b = await startWorker(env);
+    await waitFor(async () => ((await count(n)) === 30 ? true : undefined), 30_000, "rows flushed on revoke");
+    await statsWhen(b, (s) => s.ready?.ready === true, 30_000, "second worker assigned");
+    expect(committedOffsets(n.group, n.raw, 3)).toEqual(new Map([[0, 10n], [1, 10n], [2, 10n]]));
+    expect(await a.stop()).toBe(0);
+    expect(await b.stop()).toBe(0);
+    const rs = await ch.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
+    expect(await rs.json()).toEqual([{ c: "30", u: "30" }]);
+  }, 60_000);
+
+  test("a shutdown that cannot flush in SHUTDOWN_TIMEOUT_SECONDS exits nonzero and commits nothing that is not durable", async () => {
+    const n = await names("deadline");
+    const url = new URL(CLICKHOUSE_URL);
+    const proxy = new TcpProxy(url.hostname, Number(url.port));
+    proxy.up();
+    const w = await startWorker(workerEnv(n, {
+      CLICKHOUSE_URL: `http://127.0.0.1:${proxy.port}`, BATCH_FLUSH_INTERVAL_SECONDS: "3600", SHUTDOWN_TIMEOUT_SECONDS: "2",
+      CH_RETRY_MAX_ATTEMPTS: "5", CH_RETRY_INITIAL_DELAY_MS: "5000",
+    }));
+    try {
+      await produce(n.raw, [{ partition: 0, value: valid(1) }, { partition: 0, value: valid(2) }]);
+      await statsWhen(w, (s) => s.buffered_rows === 2);
+      proxy.down();
+      const started = Date.now();
+      expect(await w.stop("SIGTERM")).toBe(1);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(committedOffsets(n.group, n.raw, 1).get(0)).toBeLessThan(0n);
+      expect(w.logs.some((l) => l.includes("shutdown timed out"))).toBe(true);
+    } finally {
+      proxy.down();
+    }
   }, 30_000);
 });
