@@ -62,10 +62,6 @@ while (final.total_processed < produced && Date.now() < drainDeadline) { await B
 worker.kill("SIGTERM");
 const exitCode = await worker.exited;
 producer.close();
-await ch.command({ query: `DROP TABLE soak.${table}` });
-await ch.close();
-await admin.deleteTopics([raw, dlq]);
-admin.close();
 
 /** Least-squares slope of y over t, per minute. */
 function slopePerMinute(ys: number[], ts: number[]): number {
@@ -85,4 +81,9 @@ const report = {
   kafka_lag: { max: Math.max(...samples.map((s) => s.lag)), slope_per_min: +slopePerMinute(steady.map((s) => s.lag), ts).toFixed(1) },
 };
 console.log(JSON.stringify(report));
+// Clean up after reporting: a slow DROP on a big table must not hide the figures.
+await ch.command({ query: `DROP TABLE IF EXISTS soak.${table}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));
+await ch.close().catch(() => {});
+await admin.deleteTopics([raw, dlq]).catch(() => {});
+admin.close();
 process.exit(report.lost === 0 && exitCode === 0 ? 0 : 1);

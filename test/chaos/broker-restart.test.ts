@@ -1,0 +1,49 @@
+// Kafka broker restarted mid-stream: the worker reconnects (librdkafka does) or exits nonzero for
+// its supervisor; either way, after recovery nothing is lost and no offset was committed early.
+import { afterAll, expect, test } from "bun:test";
+import { HEADERS } from "../../src/dlq/envelope.ts";
+import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { committedOffsets, consumeN, deleteTopics, header, props, topicLength } from "../support/kafka.ts";
+import { clickhouse, ROOT, run, waitFor } from "../support/services.ts";
+import { freshNames, killLeftoverWorkers, startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
+
+const ch = clickhouse();
+const topics: string[] = [];
+afterAll(async () => {
+  killLeftoverWorkers();
+  await deleteTopics(...topics).catch(() => {});
+  await ch.close();
+});
+
+test("broker restart mid-stream: every valid record in ClickHouse, every invalid one in the DLQ, offsets all committed", async () => {
+  const n = await freshNames("brokerrestart");
+  topics.push(n.raw, n.dlq);
+  const gen = new SyntheticCdrs({ seed: 41, invalidShare: 0.05, idPrefix: "br" });
+  let valid = 0;
+  const values = Array.from({ length: 30_000 }, () => { const r = gen.next(); if (!r.defect) valid++; return r.text; });
+  const p = new Producer(props);
+  await p.produceBatch(n.raw, values);
+  p.close();
+  const env = workerEnv(n, { BATCH_SIZE: "500" });
+  let w: RunningWorker = await startWorker(env);
+  await statsWhen(w, (s) => s.total_consumed >= 3000, 30_000, "progress before the restart");
+  await run(["bash", `${ROOT}/scripts/services.sh`, "restart", "kafka"]);
+  // Reconnected, or exited nonzero for its supervisor: then start it again, as a supervisor would.
+  const exited = await Promise.race([w.proc.exited, Bun.sleep(15_000).then(() => null)]);
+  if (exited !== null) {
+    expect(exited).not.toBe(0);
+    w = await startWorker(env);
+  }
+  await waitFor(async () => {
+    const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
+    return Number((await rs.json<{ c: string }>())[0]!.c) === valid ? true : undefined;
+  }, 90_000, "all valid rows after the restart");
+  await statsWhen(w, (s) => s.in_flight_buffer === 0 && Object.values(s.partitions).every((p: any) => p.lag === 0), 60_000, "caught up");
+  expect(await w.stop()).toBe(0);
+  const dlq = await consumeN(n.dlq, topicLength(n.dlq));
+  expect(new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`)).size).toBe(30_000 - valid);
+  const committed = committedOffsets(n.group, n.raw, 3);
+  // A partition the producer never wrote to has no committed offset (-1001): count it as 0.
+  expect([...committed.values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n)).toBe(30_000n);
+}, 180_000);
