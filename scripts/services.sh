@@ -25,17 +25,26 @@ render() { # render <template> <output> <sed expressions...>
   sed "${args[@]}" "$src" >"$dst.tmp" && mv "$dst.tmp" "$dst"
 }
 
+# already_up <name> <pidfile> <port> <probe> <port variable> <log>: true when the service is
+# already there — ours (waits until it answers) or someone else's that answers the probe; dies
+# when the port is held by something else, so a second copy is never started blindly.
+already_up() {
+  local name=$1 pidfile=$2 port=$3 probe=$4 var=$5 logs=$6
+  if pid_alive "$pidfile"; then
+    wait_for 60 "$name (pid $(cat "$pidfile"))" "$probe" || die "$name pid $(cat "$pidfile") runs but does not answer; see $logs"
+    return 0
+  fi
+  if port_open "$port"; then
+    "$probe" || die "127.0.0.1:$port is taken by something that is not $name; stop it or set $var"
+    log "a $name not started by this project already answers on 127.0.0.1:$port; using it"
+    return 0
+  fi
+  return 1
+}
+
 start_kafka() {
   local pidfile="$KAFKA_HOME/kafka.pid"
-  if pid_alive "$pidfile"; then
-    wait_for 60 "Kafka (pid $(cat "$pidfile"))" kafka_answers || die "Kafka pid $(cat "$pidfile") runs but does not answer; see $KAFKA_HOME/kafka.log"
-    return
-  fi
-  if port_open "$KAFKA_PORT"; then
-    kafka_answers || die "127.0.0.1:$KAFKA_PORT is taken by something that is not a Kafka broker; stop it or set LOCAL_KAFKA_PORT"
-    log "a Kafka broker not started by this project already answers on 127.0.0.1:$KAFKA_PORT; using it"
-    return
-  fi
+  already_up Kafka "$pidfile" "$KAFKA_PORT" kafka_answers LOCAL_KAFKA_PORT "$KAFKA_HOME/kafka.log" && return
   [[ -f "$KAFKA_HOME/libs/.pom-sha" ]] || die "Kafka jars missing; run scripts/provision.sh first"
   mkdir -p "$KAFKA_HOME/data"
   render "$ROOT/scripts/kafka/server.properties" "$KAFKA_HOME/server.properties" \
@@ -58,15 +67,7 @@ start_kafka() {
 
 start_clickhouse() {
   local pidfile="$CH_HOME/clickhouse.pid"
-  if pid_alive "$pidfile"; then
-    wait_for 60 "ClickHouse (pid $(cat "$pidfile"))" clickhouse_answers || die "ClickHouse pid $(cat "$pidfile") runs but does not answer /ping; see $CH_HOME/log"
-    return
-  fi
-  if port_open "$CH_HTTP_PORT"; then
-    clickhouse_answers || die "127.0.0.1:$CH_HTTP_PORT is taken by something that is not ClickHouse; stop it or set LOCAL_CLICKHOUSE_HTTP_PORT"
-    log "a ClickHouse not started by this project already answers on 127.0.0.1:$CH_HTTP_PORT; using it"
-    return
-  fi
+  already_up ClickHouse "$pidfile" "$CH_HTTP_PORT" clickhouse_answers LOCAL_CLICKHOUSE_HTTP_PORT "$CH_HOME/log" && return
   port_open "$CH_TCP_PORT" && die "127.0.0.1:$CH_TCP_PORT (ClickHouse native port) is taken; set LOCAL_CLICKHOUSE_TCP_PORT"
   mkdir -p "$CH_HOME"/{data,tmp,user_files,format_schemas,log}
   render "$ROOT/scripts/clickhouse/config.xml" "$CH_HOME/config.xml" \

@@ -41,7 +41,7 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 /** Most DLQ deliveries awaited at once before polling pauses. */
 const MAX_DLQ_IN_FLIGHT = 10_000;
 /** Most records handled between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
-const MAX_POLL = 500;
+const MAX_POLL = 300;
 
 export class Worker {
   readonly #o: WorkerOptions;

@@ -134,7 +134,8 @@ export class Consumer {
         this.#topicNames.set(rkt, topic);
       }
       sources[kept] = read.ptr(m, MESSAGE.payload) as Pointer | null;
-      lengths[kept] = Number(read.u64(m, MESSAGE.len));
+      // Low 32 bits suffice: librdkafka caps a message at 1 GB (message.max.bytes); no BigInt per message.
+      lengths[kept] = read.u32(m, MESSAGE.len);
       this.#kept[kept++] = m;
       out.push({
         topic,
@@ -142,7 +143,7 @@ export class Consumer {
         offset: readExactI64(m, MESSAGE.offset),
         timestamp: this.#readTimestamps ? Number(lib.rd_kafka_message_timestamp(m, null)) : -1,
         value: null,
-        key: read.ptr(m, MESSAGE.key) ? copyBytes(read.ptr(m, MESSAGE.key) as Pointer, Number(read.u64(m, MESSAGE.key_len))) : null,
+        key: read.ptr(m, MESSAGE.key) ? copyBytes(read.ptr(m, MESSAGE.key) as Pointer, read.u32(m, MESSAGE.key_len)) : null,
         headers: this.#readHeaders ? readHeaders(m) : undefined,
       });
     }

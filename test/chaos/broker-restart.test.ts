@@ -1,24 +1,18 @@
 // Kafka broker restarted mid-stream: the worker reconnects (librdkafka does) or exits nonzero for
 // its supervisor; either way, after recovery nothing is lost and no offset was committed early.
-import { afterAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { committedOffsets, consumeN, deleteTopics, header, props, topicLength } from "../support/kafka.ts";
-import { clickhouse, ROOT, run, waitFor } from "../support/services.ts";
-import { freshNames, killLeftoverWorkers, startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
+import { committedOffsets, consumeN, header, props, topicLength } from "../support/kafka.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { ROOT, run, waitFor } from "../support/services.ts";
+import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
-const ch = clickhouse();
-const topics: string[] = [];
-afterAll(async () => {
-  killLeftoverWorkers();
-  await deleteTopics(...topics).catch(() => {});
-  await ch.close();
-});
+const { ch, names } = e2eScope();
 
 test("broker restart mid-stream: every valid record in ClickHouse, every invalid one in the DLQ, offsets all committed", async () => {
-  const n = await freshNames("brokerrestart");
-  topics.push(n.raw, n.dlq);
+  const n = await names("brokerrestart");
   const gen = new SyntheticCdrs({ seed: 41, invalidShare: 0.05, idPrefix: "br" });
   let valid = 0;
   const values = Array.from({ length: 30_000 }, () => { const r = gen.next(); if (!r.defect) valid++; return r.text; });

@@ -1,24 +1,18 @@
 // Hostile payloads never crash the worker or stall the partition: each ends in ClickHouse or the
 // DLQ, and a valid record after them is inserted.
-import { afterAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
-import { consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
-import { clickhouse, waitFor } from "../support/services.ts";
-import { freshNames, killLeftoverWorkers, startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+import { consumeN, header, props, text } from "../support/kafka.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { waitFor } from "../support/services.ts";
+import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
-const ch = clickhouse();
-const topics: string[] = [];
-afterAll(async () => {
-  killLeftoverWorkers();
-  await deleteTopics(...topics).catch(() => {});
-  await ch.close();
-});
+const { ch, names } = e2eScope();
 
 test("1 MB records, deep nesting, 10^5 keys, NUL bytes, invalid UTF-8 and 10^4-digit numbers all end in the DLQ; the next record lands", async () => {
-  const n = await freshNames("hostile");
-  topics.push(n.raw, n.dlq);
+  const n = await names("hostile");
   const enc = new TextEncoder();
   const hostile: Array<[string, string | Uint8Array, string]> = [
     ["1 MB record", toJson(withFields({ raw_id: "r".repeat(999_000) })), "normalization_error"],

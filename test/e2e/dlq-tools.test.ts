@@ -1,20 +1,15 @@
 // `dlq inspect` and `dlq replay` against the real broker, then the worker lands the replayed records.
-import { afterAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { payloadTextOf } from "../../src/dlq/reader.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
-import { consumeN, deleteTopics, props, text } from "../support/kafka.ts";
-import { clickhouse, ROOT, waitFor } from "../support/services.ts";
-import { freshNames, startWorker, workerEnv, killLeftoverWorkers } from "../support/worker.ts";
+import { consumeN, props, text } from "../support/kafka.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { ROOT, waitFor } from "../support/services.ts";
+import { startWorker, workerEnv } from "../support/worker.ts";
 
-const ch = clickhouse();
-const topics: string[] = [];
-afterAll(async () => {
-  killLeftoverWorkers();
-  await deleteTopics(...topics).catch(() => {});
-  await ch.close();
-});
+const { ch, names } = e2eScope();
 
 test("payloadTextOf returns the vendor payload verbatim, big integers included", () => {
   const payload = '{"raw_id":"x","up_bytes":18446744073709551615}';
@@ -25,8 +20,7 @@ test("payloadTextOf returns the vendor payload verbatim, big integers included",
 });
 
 test("dlq inspect counts by reason and field; replay --dry-run lists; a real replay lands the records in ClickHouse", async () => {
-  const n = await freshNames("replay");
-  topics.push(n.raw, n.dlq);
+  const n = await names("replay");
   const env = workerEnv(n);
   const payloads = [toJson(withFields({ raw_id: "replay-1", up_bytes: 18446744073709551615n, down_bytes: 0 })), toJson(withFields({ raw_id: "replay-2" }))];
   const p = new Producer(props);

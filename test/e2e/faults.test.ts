@@ -1,33 +1,17 @@
 // Faults the delivery core must survive without losing a record.
-import { afterAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
-import { committedOffsets, consumeN, deleteTopics, header, props, text, topicLength } from "../support/kafka.ts";
-import { CLICKHOUSE_URL, clickhouse, waitFor } from "../support/services.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { committedOffsets, consumeN, header, props, text, topicLength } from "../support/kafka.ts";
+import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { freshNames, startWorker, statsWhen, workerEnv, type Names, killLeftoverWorkers } from "../support/worker.ts";
+import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
-const ch = clickhouse();
-const topics: string[] = [];
-afterAll(async () => {
-  killLeftoverWorkers();
-  await deleteTopics(...topics).catch(() => {});
-  await ch.close();
-});
-
-async function names(prefix: string): Promise<Names> {
-  const n = await freshNames(prefix);
-  topics.push(n.raw, n.dlq);
-  return n;
-}
-
-async function distinctIds(n: Names): Promise<number> {
-  const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
-  return Number((await rs.json<{ c: string }>())[0]!.c);
-}
+const { ch, names, distinctIds } = e2eScope();
 
 /** Produces `count` synthetic records; returns how many are valid and the invalid ones' count. */
 async function produceSynthetic(topic: string, count: number, invalidShare: number, seed: number): Promise<{ valid: number; invalid: number }> {

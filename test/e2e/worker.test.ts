@@ -1,27 +1,16 @@
 // The worker end to end against the real Kafka and ClickHouse: one test per spec scenario of the
 // delivery core, asserting on ClickHouse rows, DLQ envelopes and the group's committed offsets.
-import { afterAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { Producer } from "../../src/kafka/producer.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
+import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
-import { CLICKHOUSE_URL, clickhouse, waitFor } from "../support/services.ts";
+import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { freshNames, startWorker, statsWhen, workerEnv, type Names, killLeftoverWorkers } from "../support/worker.ts";
+import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
-const ch = clickhouse();
-const topics: string[] = [];
-afterAll(async () => {
-  killLeftoverWorkers();
-  await deleteTopics(...topics).catch(() => {});
-  await ch.close();
-});
-
-async function names(prefix: string): Promise<Names> {
-  const n = await freshNames(prefix);
-  topics.push(n.raw, n.dlq);
-  return n;
-}
+const { ch, names } = e2eScope();
 
 async function produce(topic: string, records: Array<{ partition: number; value: string }>): Promise<void> {
   const p = new Producer(props);

@@ -1,0 +1,32 @@
+/**
+ * The shared frame of an end-to-end test file: a ClickHouse client, fresh names per test, and an
+ * afterAll that kills leftover workers, deletes the file's topics and closes the client.
+ */
+import { afterAll } from "bun:test";
+import { deleteTopics } from "./kafka.ts";
+import { clickhouse } from "./services.ts";
+import { freshNames, killLeftoverWorkers, type Names } from "./worker.ts";
+
+export function e2eScope() {
+  const ch = clickhouse();
+  const topics: string[] = [];
+  afterAll(async () => {
+    killLeftoverWorkers();
+    await deleteTopics(...topics).catch(() => {});
+    await ch.close();
+  });
+  return {
+    ch,
+    /** Fresh topics, group and table, cleaned up after the file. */
+    async names(prefix: string): Promise<Names> {
+      const n = await freshNames(prefix);
+      topics.push(n.raw, n.dlq);
+      return n;
+    },
+    /** Distinct cdr_id in a test's table. */
+    async distinctIds(n: Names): Promise<number> {
+      const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
+      return Number((await rs.json<{ c: string }>())[0]!.c);
+    },
+  };
+}
