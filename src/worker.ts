@@ -146,9 +146,12 @@ export class Worker {
     const { counters, phone } = this.#d;
     const ctx = { phone };
     const ingestedAt = Math.floor(Date.now() / 1000);
+    counters.consumed += messages.length;
+    // A poll's messages come grouped by partition: look the counter up only when it changes.
+    let partitionCounters = counters.partition(messages[0]!.partition);
     for (const m of messages) {
-      counters.consumed++;
-      counters.partition(m.partition).consumed++;
+      if (m.partition !== partitionCounters.partition) partitionCounters = counters.partition(m.partition);
+      partitionCounters.consumed++;
       const result = decode(m.value, ctx);
       if (result.ok) {
         if (this.#batcher.current.full) this.#startFlush(this.#batcher.seal());

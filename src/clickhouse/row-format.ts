@@ -1,6 +1,8 @@
 /**
- * CdrRow → one TabSeparated line. TSV is the cheapest text format for ClickHouse to parse and the
- * same on 18.16 and current releases; DateTime columns take unix seconds, UInt64 exact digits.
+ * CdrRow → one TabSeparated line: the straightforward reference of the format. The worker writes
+ * the same bytes with row-encoder.ts (no string per row); tests compare the two. TSV is the
+ * cheapest text format for ClickHouse to parse and the same on 18.16 and current releases;
+ * DateTime columns take unix seconds, UInt64 exact digits.
  */
 import type { CdrRow } from "../cdr/decode.ts";
 

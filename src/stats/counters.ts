@@ -11,6 +11,7 @@
 import type { FailureReason } from "../cdr/fields.ts";
 
 export interface PartitionCounters {
+  partition: number;
   consumed: number;
   durableClickhouse: number;
   durableDlq: number;
@@ -42,7 +43,7 @@ export class Counters {
   partition(p: number): PartitionCounters {
     let c = this.partitions.get(p);
     if (!c) {
-      c = { consumed: 0, durableClickhouse: 0, durableDlq: 0 };
+      c = { partition: p, consumed: 0, durableClickhouse: 0, durableDlq: 0 };
       this.partitions.set(p, c);
     }
     return c;

@@ -9,9 +9,9 @@ import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, consumeN, header, props, text, topicLength } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
-const { ch, names, distinctIds } = e2eScope();
+const { names, distinctIds } = e2eScope();
 
 /** Produces `count` synthetic records; returns how many are valid and the invalid ones' count. */
 async function produceSynthetic(topic: string, count: number, invalidShare: number, seed: number): Promise<{ valid: number; invalid: number }> {
