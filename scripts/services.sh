@@ -48,7 +48,7 @@ start_kafka() {
   [[ -f "$KAFKA_HOME/libs/.pom-sha" ]] || die "Kafka jars missing; run scripts/provision.sh first"
   mkdir -p "$KAFKA_HOME/data"
   render "$ROOT/scripts/kafka/server.properties" "$KAFKA_HOME/server.properties" \
-    "s:KAFKA_HOME:$KAFKA_HOME:g" "s:KAFKA_CONTROLLER_PORT:$KAFKA_CONTROLLER_PORT:g" "s:KAFKA_PORT:$KAFKA_PORT:g"
+    "s:KAFKA_HOME:$KAFKA_HOME:g" "s:KAFKA_CONTROLLER_PORT:$KAFKA_CONTROLLER_PORT:g" "s:KAFKA_SASL_PORT:$KAFKA_SASL_PORT:g" "s:KAFKA_PORT:$KAFKA_PORT:g"
   local cp="$KAFKA_HOME/libs/*"
   if [[ ! -f "$KAFKA_HOME/data/meta.properties" ]]; then
     log "formatting Kafka storage in $KAFKA_HOME/data"

@@ -143,7 +143,12 @@ export class Admin {
     const lib = rdk();
     const out = new BigUint64Array(1);
     const err = lib.rd_kafka_metadata(this.#h.rk, 1, null, out, timeoutMs);
-    if (err !== 0) throw kafkaError("KAFKA_ADMIN", "metadata", err, true);
+    if (err !== 0) {
+      // Serve the queued log and error callbacks first: they say why (e.g. SASL authentication
+      // failed), where the metadata error alone only says "transport failure".
+      lib.rd_kafka_poll(this.#h.rk, 0);
+      throw kafkaError("KAFKA_ADMIN", "metadata", err, true);
+    }
     const md = Number(out[0]) as Pointer;
     try {
       const found = new Map<string, number | null>(topics.map((t) => [t, null]));

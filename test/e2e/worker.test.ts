@@ -6,7 +6,7 @@ import { HEADERS } from "../../src/dlq/envelope.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
-import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
+import { CLICKHOUSE_URL, KAFKA_SASL_BROKERS, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
@@ -185,5 +185,33 @@ describe("rebalance and shutdown deadlines", () => {
     } finally {
       proxy.down();
     }
+  }, 30_000);
+});
+
+describe("credentials through the environment work", () => {
+  test("Kafka SASL/PLAIN via KAFKA_PROP_*: the worker consumes and dead-letters over the SASL listener, and the secret is never logged", async () => {
+    const n = await names("sasl");
+    await produce(n.raw, [{ partition: 0, value: valid(1) }, { partition: 0, value: "bad" }]);
+    const w = await startWorker(workerEnv(n, {
+      KAFKA_BROKERS: KAFKA_SASL_BROKERS, LOG_LEVEL: "debug",
+      KAFKA_PROP_SECURITY_PROTOCOL: "SASL_PLAINTEXT", KAFKA_PROP_SASL_MECHANISMS: "PLAIN",
+      KAFKA_PROP_SASL_USERNAME: "cdr", KAFKA_PROP_SASL_PASSWORD: "cdr-test-secret",
+    }));
+    await statsWhen(w, (s) => s.total_clickhouse === 1 && s.total_dlq === 1 && s.partitions["0"]?.committed_offset === 2);
+    expect(await w.stop()).toBe(0);
+    expect(w.logs.join("\n")).not.toContain("cdr-test-secret");
+  });
+
+  test("a wrong SASL password fails start-up with a clear error, exit 1", async () => {
+    const n = await names("saslbad");
+    const env = workerEnv(n, {
+      KAFKA_BROKERS: KAFKA_SASL_BROKERS, KAFKA_PROP_SECURITY_PROTOCOL: "SASL_PLAINTEXT", KAFKA_PROP_SASL_MECHANISMS: "PLAIN",
+      KAFKA_PROP_SASL_USERNAME: "cdr", KAFKA_PROP_SASL_PASSWORD: "wrong-secret-value",
+    });
+    const proc = Bun.spawn(["bun", `${import.meta.dir}/../../src/main.ts`, "run"], { env, stdout: "pipe", stderr: "pipe" });
+    const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+    expect(code).toBe(1);
+    expect(err).toMatch(/Authentication failed|SASL authentication error|_AUTHENTICATION/);
+    expect(err).not.toContain("wrong-secret-value");
   }, 30_000);
 });

@@ -3,6 +3,8 @@ import { createClient, type ClickHouseClient } from "@clickhouse/client";
 
 export const KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
 export const CLICKHOUSE_URL = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
+/** The broker's SASL/PLAIN listener (scripts/kafka/server.properties: user cdr). */
+export const KAFKA_SASL_BROKERS = process.env.KAFKA_SASL_BROKERS ?? "127.0.0.1:9094";
 export const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 /** A name no other test (or earlier run) uses: tests never share topics, groups or tables. */

@@ -1,0 +1,98 @@
+/**
+ * kill -9 at random moments: N records (realistic mix) into a fresh topic, the worker killed with
+ * SIGKILL `kills` times at random progress points and restarted each time, then checked:
+ *   valid records in ClickHouse (distinct cdr_id) = valid produced;
+ *   invalid records in the DLQ, distinct by source partition/offset = invalid produced;
+ * and the duplicate rate (rows inserted more than once / valid) reported.
+ * Usage: bun scripts/chaos/kill-loop.ts [--records 500000] [--kills 20]   (services running)
+ */
+import { createClient } from "@clickhouse/client";
+import { numberFlag, parseArgs } from "../../src/cli/args.ts";
+import { migrate } from "../../src/clickhouse/migrate.ts";
+import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { Admin } from "../../src/kafka/admin.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+
+const args = parseArgs(process.argv.slice(2));
+const N = numberFlag(args, "records", 500_000, 1000, 1e8);
+const KILLS = numberFlag(args, "kills", 20, 0, 1000);
+const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
+const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
+const stamp = Date.now().toString(36);
+const raw = `chaos.raw.${stamp}`, dlq = `chaos.dlq.${stamp}`, table = `kill_${stamp}`;
+const admin = new Admin({ "bootstrap.servers": brokers });
+await ensureTopics(admin, topologySpec(raw, dlq));
+const ch = createClient({ url: chUrl, request_timeout: 120_000 });
+await migrate(ch, "chaos", table);
+
+const gen = new SyntheticCdrs({ seed: 99, invalidShare: 0.03, idPrefix: `k${stamp}` });
+const producer = new Producer({ "bootstrap.servers": brokers, "linger.ms": "20", "compression.type": "lz4" });
+let valid = 0;
+for (let sent = 0; sent < N; sent += 10_000) {
+  const values = Array.from({ length: Math.min(10_000, N - sent) }, () => { const r = gen.next(); if (!r.defect) valid++; return r.text; });
+  await producer.produceBatch(raw, values);
+}
+producer.close();
+const invalid = N - valid;
+
+const port = 18700 + Math.floor(Math.random() * 200);
+const env = { ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: `chaos-${stamp}`,
+  CLICKHOUSE_DATABASE: "chaos", CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: String(port), LOG_LEVEL: "error", BUN_JSC_forceRAMSize: "1073741824",
+  // A killed member holds its partitions until its session times out (45 s by default): 6 s keeps 20 kills short.
+  KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" };
+const start = () => Bun.spawn(["bun", `${import.meta.dir}/../../src/main.ts`, "run"], { env, stdout: "inherit", stderr: "inherit" });
+const rows = async () => {
+  const rs = await ch.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u FROM chaos.${table}`, format: "JSONEachRow" });
+  const [r] = await rs.json<{ c: string; u: string }>();
+  return { count: Number(r!.c), distinct: Number(r!.u) };
+};
+// Kill points: random moments, sorted, spread over the run (by distinct rows in ClickHouse).
+const points = Array.from({ length: KILLS }, () => Math.floor(Math.random() * valid * 0.95)).sort((a, b) => a - b);
+const t0 = performance.now();
+let worker = start();
+for (const [i, at] of points.entries()) {
+  while ((await rows()).distinct < at) await Bun.sleep(20 + Math.random() * 80);
+  worker.kill("SIGKILL");
+  await worker.exited;
+  console.error(`kill ${i + 1}/${KILLS} at ~${at} distinct rows`);
+  worker = start();
+}
+while ((await rows()).distinct < valid) await Bun.sleep(200);
+// Let the DLQ side finish, then stop cleanly.
+await Bun.sleep(3000);
+worker.kill("SIGTERM");
+const exitCode = await worker.exited;
+const seconds = (performance.now() - t0) / 1000;
+
+// The DLQ, distinct by source partition/offset.
+const reader = new Consumer({ props: { "bootstrap.servers": brokers, "group.id": `chaos-reader-${stamp}` }, topics: [dlq], readHeaders: true });
+const high = reader.queryWatermarks(dlq, 0).high;
+const sources = new Set<string>();
+let read = 0;
+const dec = new TextDecoder();
+while (read < high) {
+  const batch = reader.poll();
+  if (batch.length === 0) { await Bun.sleep(5); continue; }
+  for (const m of batch) {
+    const h = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, dec.decode(v)]));
+    sources.add(`${h["dlq.source.partition"]}/${h["dlq.source.offset"]}`);
+  }
+  read += batch.length;
+}
+reader.close();
+const final = await rows();
+const report = {
+  records: N, kills: KILLS, seconds: Math.round(seconds), worker_exit_code: exitCode,
+  valid_produced: valid, valid_in_clickhouse_distinct: final.distinct, rows_inserted: final.count,
+  duplicate_rate: +((final.count - final.distinct) / valid).toFixed(4),
+  invalid_produced: invalid, invalid_in_dlq_distinct: sources.size, dlq_messages: high,
+  ok: final.distinct === valid && sources.size === invalid,
+};
+console.log(JSON.stringify(report));
+await ch.command({ query: `DROP TABLE IF EXISTS chaos.${table}` }).catch(() => {});
+await ch.close();
+await admin.deleteTopics([raw, dlq]).catch(() => {});
+admin.close();
+process.exit(report.ok ? 0 : 1);
