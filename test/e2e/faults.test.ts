@@ -87,8 +87,8 @@ describe("crash safety", () => {
     first.proc.kill("SIGKILL");
     await first.proc.exited;
     const second = await startWorker(env);
-    await waitFor(async () => ((await distinctIds(n)) === valid ? true : undefined), 60_000, "all valid rows");
-    await statsWhen(second, (s) => s.in_flight_buffer === 0 && Object.values(s.partitions).every((p: any) => p.lag === 0), 60_000, "caught up");
+    await waitFor(async () => ((await distinctIds(n)) === valid ? true : undefined), 120_000, "all valid rows");
+    await statsWhen(second, (s) => s.in_flight_buffer === 0 && Object.values(s.partitions).every((p: any) => p.lag === 0), 120_000, "caught up");
     expect(await second.stop()).toBe(0);
     expect(await distinctIds(n)).toBe(valid);
     // Every invalid record reached the DLQ at least once: distinct by source partition/offset.
@@ -98,7 +98,7 @@ describe("crash safety", () => {
     const committed = committedOffsets(n.group, n.raw, 3);
     // A partition the producer never wrote to has no committed offset (-1001): count it as 0.
     expect([...committed.values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n)).toBe(100_000n);
-  }, 180_000);
+  }, 300_000);
 });
 
 describe("bounded memory and the breaker", () => {
