@@ -4,37 +4,20 @@
  * Usage: bun scripts/soak.ts [--seconds 600] [--rate 10000] [--binary ./cdr-worker]
  * (services running: scripts/services.sh start). Exit 1 when a record is missing or lag remains.
  */
-import { readFileSync } from "node:fs";
-import { parseArgs, numberFlag, stringFlag } from "../src/cli/args.ts";
-import { createClient } from "@clickhouse/client";
-import { migrate } from "../src/clickhouse/migrate.ts";
+import { numberFlag, parseArgs, stringFlag } from "../src/cli/args.ts";
 import { SyntheticCdrs } from "../src/generate/synthetic.ts";
-import { Admin } from "../src/kafka/admin.ts";
 import { Producer } from "../src/kafka/producer.ts";
-import { ensureTopics, topologySpec } from "../src/topics/topology.ts";
+import { prepareRun } from "./lib/harness.ts";
 
 const args = parseArgs(process.argv.slice(2));
 const seconds = numberFlag(args, "seconds", 600, 5, 86_400);
 const rate = numberFlag(args, "rate", 10_000, 10, 1e6);
-const binary = stringFlag(args, "binary");
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
-const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
-const stamp = Date.now().toString(36);
-const raw = `soak.raw.${stamp}`, dlq = `soak.dlq.${stamp}`, table = `soak_${stamp}`;
+const run = await prepareRun("soak", "soak");
+const { stats } = run;
+const worker = await run.startWorker({ binary: stringFlag(args, "binary") });
 
-const admin = new Admin({ "bootstrap.servers": brokers });
-await ensureTopics(admin, topologySpec(raw, dlq));
-const ch = createClient({ url: chUrl });
-await migrate(ch, "soak", table);
-const port = 18200 + Math.floor(Math.random() * 500);
-const env = { ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: `soak-${stamp}`,
-  CLICKHOUSE_DATABASE: "soak", CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: String(port), LOG_LEVEL: "warn", BUN_JSC_forceRAMSize: "1073741824" };
-const worker = Bun.spawn(binary ? [binary, "run"] : ["bun", `${import.meta.dir}/../src/main.ts`, "run"], { env, stdout: "inherit", stderr: "inherit" });
-const stats = async () => (await fetch(`http://127.0.0.1:${port}/internal/stats`)).json() as Promise<Record<string, any>>;
-for (let i = 0; ; i++) { try { await stats(); break; } catch { if (i > 200) throw new Error("worker did not start"); await Bun.sleep(50); } }
-
-const gen = new SyntheticCdrs({ seed: 7, invalidShare: 0.03, idPrefix: `soak${stamp}` });
-const producer = new Producer({ "bootstrap.servers": brokers, "linger.ms": "10" });
+const gen = new SyntheticCdrs({ seed: 7, invalidShare: 0.03, idPrefix: `soak${run.table}` });
+const producer = new Producer({ "bootstrap.servers": run.brokers, "linger.ms": "10" });
 const samples: Array<{ t: number; rssMiB: number; loopLagMs: number; buffered: number; lag: number }> = [];
 const started = performance.now();
 let produced = 0;
@@ -44,13 +27,13 @@ while (performance.now() - started < seconds * 1000) {
   const due = Math.floor(elapsed * rate) - produced;
   if (due > 0) {
     const n = Math.min(due, 5000);
-    await producer.produceBatch(raw, Array.from({ length: n }, () => gen.next().text));
+    await producer.produceBatch(run.raw, Array.from({ length: n }, () => gen.next().text));
     produced += n;
   }
   if (elapsed >= nextSample) {
     const s = await stats();
     const lag = Object.values(s.partitions as Record<string, { lag: number | null }>).reduce((a, p) => a + (p.lag ?? 0), 0);
-    samples.push({ t: elapsed, rssMiB: Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${worker.pid}/status`, "utf8"))?.[1] ?? 0) / 1024, loopLagMs: s.event_loop_lag_ms, buffered: s.buffered_rows, lag });
+    samples.push({ t: elapsed, rssMiB: run.rssMiB(worker.pid), loopLagMs: s.event_loop_lag_ms, buffered: s.buffered_rows, lag });
     nextSample += 1;
   }
   await Bun.sleep(10);
@@ -82,8 +65,5 @@ const report = {
 };
 console.log(JSON.stringify(report));
 // Clean up after reporting: a slow DROP on a big table must not hide the figures.
-await ch.command({ query: `DROP TABLE IF EXISTS soak.${table}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));
-await ch.close().catch(() => {});
-await admin.deleteTopics([raw, dlq]).catch(() => {});
-admin.close();
+await run.cleanup();
 process.exit(report.lost === 0 && exitCode === 0 ? 0 : 1);

@@ -168,8 +168,7 @@ export class Worker {
           this.#d.dlq.publishRejection(rejection, { topic: m.topic, partition: m.partition, offset: m.offset }).then(() => {
             this.#dlqInFlight--;
             hold.done = true;
-            counters.durableDlq++;
-            counters.partition(m.partition).durableDlq++;
+            counters.addDurable("durableDlq", [m.partition], 1);
             counters.byDlqReason[rejection.reason]++;
             this.#scheduleCommit();
           }),
@@ -208,8 +207,7 @@ export class Worker {
       counters.lastFlushMs = seconds * 1000;
       counters.flushSeconds.observe(seconds);
       counters.batchRows.observe(batch.count);
-      counters.durableClickhouse += batch.count;
-      for (let i = 0; i < batch.count; i++) counters.partition(batch.partitions[i]!).durableClickhouse++;
+      counters.addDurable("durableClickhouse", batch.partitions, batch.count);
       for (const [svc, n] of batch.serviceCounts) counters.byService.set(svc, (counters.byService.get(svc) ?? 0) + n);
       counters.byRat["3G"]! += batch.ratCounts[1]!;
       counters.byRat.LTE_4G! += batch.ratCounts[6]!;
@@ -219,8 +217,7 @@ export class Worker {
       counters.chExhausted++;
       log.error("ClickHouse insert failed after all attempts; routing the batch to the DLQ", { attempts: outcome.attempts, rows: batch.count, err: outcome.error as Error });
       await this.#d.dlq.publishStorageFailure(batch, this.#o.topic, outcome.attempts, outcome.error);
-      counters.durableDlq += batch.count;
-      for (let i = 0; i < batch.count; i++) counters.partition(batch.partitions[i]!).durableDlq++;
+      counters.addDurable("durableDlq", batch.partitions, batch.count);
       counters.byDlqReason[this.#d.dlq.storageFailureReason] += batch.count;
     }
     for (const h of batch.holds) h.done = true;

@@ -8,44 +8,27 @@
  *     (polled every 50 ms) minus send time, p50 / p99.
  * Usage: bun scripts/bench/e2e.ts [records=300000] [binary=bun src/main.ts]   (services running)
  */
-import { createClient } from "@clickhouse/client";
-import { readFileSync } from "node:fs";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { formatRow } from "../../src/clickhouse/row-format.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
-import { Admin } from "../../src/kafka/admin.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { migrate } from "../../src/clickhouse/migrate.ts";
-import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+import { prepareRun } from "../lib/harness.ts";
 
 const N = Number(process.argv[2] ?? 300_000);
-const cmd = process.argv[3] ? [process.argv[3], "run"] : ["bun", `${import.meta.dir}/../../src/main.ts`, "run"];
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
-const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
-const stamp = Date.now().toString(36);
-const raw = `bench.raw.${stamp}`, dlq = `bench.dlq.${stamp}`, table = `bench_${stamp}`;
 const BATCH = 1000;
-
-const admin = new Admin({ "bootstrap.servers": brokers });
-await ensureTopics(admin, topologySpec(raw, dlq));
-const ch = createClient({ url: chUrl });
-await migrate(ch, "bench", table);
+const run = await prepareRun("bench", "bench");
+const { brokers, raw, table, ch, stats } = run;
 
 // Backlog.
-const gen = new SyntheticCdrs({ seed: 1, invalidShare: 0.03, idPrefix: `b${stamp}` });
+const gen = new SyntheticCdrs({ seed: 1, invalidShare: 0.03, idPrefix: `b${table}` });
 const texts = Array.from({ length: N }, () => gen.next().text);
 const producer = new Producer({ "bootstrap.servers": brokers, "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" });
 for (let i = 0; i < N; i += 10_000) await producer.produceBatch(raw, texts.slice(i, i + 10_000));
 
-const env = { ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: `bench-${stamp}`,
-  CLICKHOUSE_DATABASE: "bench", CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: "18181", BATCH_SIZE: String(BATCH),
-  BATCH_FLUSH_INTERVAL_SECONDS: "0.1", LOG_LEVEL: "warn", BUN_JSC_forceRAMSize: "1073741824" };
-const worker = Bun.spawn(cmd, { env, stdout: "inherit", stderr: "inherit" });
-const stats = async () => (await fetch("http://127.0.0.1:18181/internal/stats")).json() as Promise<Record<string, any>>;
-const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${worker.pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
-for (;;) { try { await stats(); break; } catch { await Bun.sleep(50); } }
+const worker = await run.startWorker({ binary: process.argv[3], extra: { BATCH_SIZE: String(BATCH), BATCH_FLUSH_INTERVAL_SECONDS: "0.1" } });
+const rss = () => run.rssMiB(worker.pid);
 let peakRss = 0;
 const statsLatency: number[] = [];
 const t0 = performance.now();
@@ -112,11 +95,7 @@ for (let i = 0; i < lines.length; i += BATCH) {
 await Promise.all(inflight);
 const chRate = lines.length / ((performance.now() - c0) / 1000);
 
-await ch.command({ query: `DROP TABLE bench.${table}` });
 await ch.command({ query: `DROP TABLE bench.${table}_ceiling` });
-await ch.close();
-await admin.deleteTopics([raw, dlq]);
-admin.close();
 const pct = (a: number[], p: number) => (a.length ? Math.round(a[Math.min(a.length - 1, Math.floor(a.length * p))]!) : null);
 statsLatency.sort((a, b) => a - b);
 const r = Math.round;
@@ -127,4 +106,5 @@ console.log(JSON.stringify({
   visibility_latency_ms: { samples: latencies.length, of: sent.size, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) },
   stats_latency_ms: { samples: statsLatency.length, p50: +statsLatency[Math.floor(statsLatency.length * 0.5)]!.toFixed(1), p99: +statsLatency[Math.floor(statsLatency.length * 0.99)]!.toFixed(1) },
 }));
+await run.cleanup();
 process.exit(0);

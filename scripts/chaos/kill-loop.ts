@@ -6,26 +6,18 @@
  * and the duplicate rate (rows inserted more than once / valid) reported.
  * Usage: bun scripts/chaos/kill-loop.ts [--records 500000] [--kills 20]   (services running)
  */
-import { createClient } from "@clickhouse/client";
 import { numberFlag, parseArgs } from "../../src/cli/args.ts";
-import { migrate } from "../../src/clickhouse/migrate.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
-import { Admin } from "../../src/kafka/admin.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+import { prepareRun } from "../lib/harness.ts";
 
 const args = parseArgs(process.argv.slice(2));
 const N = numberFlag(args, "records", 500_000, 1000, 1e8);
 const KILLS = numberFlag(args, "kills", 20, 0, 1000);
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
-const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
-const stamp = Date.now().toString(36);
-const raw = `chaos.raw.${stamp}`, dlq = `chaos.dlq.${stamp}`, table = `kill_${stamp}`;
-const admin = new Admin({ "bootstrap.servers": brokers });
-await ensureTopics(admin, topologySpec(raw, dlq));
-const ch = createClient({ url: chUrl, request_timeout: 120_000 });
-await migrate(ch, "chaos", table);
+const run = await prepareRun("chaos", "chaos");
+const { brokers, raw, dlq, table, ch } = run;
+const stamp = table;
 
 const gen = new SyntheticCdrs({ seed: 99, invalidShare: 0.03, idPrefix: `k${stamp}` });
 const producer = new Producer({ "bootstrap.servers": brokers, "linger.ms": "20", "compression.type": "lz4" });
@@ -37,27 +29,23 @@ for (let sent = 0; sent < N; sent += 10_000) {
 producer.close();
 const invalid = N - valid;
 
-const port = 18700 + Math.floor(Math.random() * 200);
-const env = { ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: `chaos-${stamp}`,
-  CLICKHOUSE_DATABASE: "chaos", CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: String(port), LOG_LEVEL: "error", BUN_JSC_forceRAMSize: "1073741824",
-  // A killed member holds its partitions until its session times out (45 s by default): 6 s keeps 20 kills short.
-  KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" };
-const start = () => Bun.spawn(["bun", `${import.meta.dir}/../../src/main.ts`, "run"], { env, stdout: "inherit", stderr: "inherit" });
+// A killed member holds its partitions until its session times out (45 s by default): 6 s keeps 20 kills short.
+const start = () => run.startWorker({ extra: { LOG_LEVEL: "error", KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" } });
 const rows = async () => {
-  const rs = await ch.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u FROM chaos.${table}`, format: "JSONEachRow" });
+  const rs = await ch.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u FROM ${run.database}.${table}`, format: "JSONEachRow" });
   const [r] = await rs.json<{ c: string; u: string }>();
   return { count: Number(r!.c), distinct: Number(r!.u) };
 };
 // Kill points: random moments, sorted, spread over the run (by distinct rows in ClickHouse).
 const points = Array.from({ length: KILLS }, () => Math.floor(Math.random() * valid * 0.95)).sort((a, b) => a - b);
 const t0 = performance.now();
-let worker = start();
+let worker = await start();
 for (const [i, at] of points.entries()) {
   while ((await rows()).distinct < at) await Bun.sleep(20 + Math.random() * 80);
   worker.kill("SIGKILL");
   await worker.exited;
   console.error(`kill ${i + 1}/${KILLS} at ~${at} distinct rows`);
-  worker = start();
+  worker = await start();
 }
 while ((await rows()).distinct < valid) await Bun.sleep(200);
 // Let the DLQ side finish, then stop cleanly.
@@ -91,8 +79,5 @@ const report = {
   ok: final.distinct === valid && sources.size === invalid,
 };
 console.log(JSON.stringify(report));
-await ch.command({ query: `DROP TABLE IF EXISTS chaos.${table}` }).catch(() => {});
-await ch.close();
-await admin.deleteTopics([raw, dlq]).catch(() => {});
-admin.close();
+await run.cleanup();
 process.exit(report.ok ? 0 : 1);

@@ -92,24 +92,21 @@ export class PhoneNormalizer {
   /** The reference path: libphonenumber's parse, then full validity. */
   static reference(raw: string, region?: CountryCode): string | null {
     const s = raw.trim();
-    const international = s.startsWith("+") ? s : s.startsWith("00") ? "+" + s.slice(2) : s.startsWith("011") ? "+" + s.slice(3) : null;
+    const international = toInternational(s);
     const parsed = international !== null ? parsePhoneNumberFromString(international) : region ? parsePhoneNumberFromString(s, region) : undefined;
     return parsed && parsed.isValid() ? parsed.number : null;
   }
 
   #parse(raw: string): string | null {
-    const s = raw.trim();
-    let international: string | null = null;
-    if (s.startsWith("+")) international = s;
-    else if (s.startsWith("00")) international = "+" + s.slice(2);
-    else if (s.startsWith("011")) international = "+" + s.slice(3);
-    if (international !== null) {
-      const fast = fastValid(international);
-      if (fast !== null) return fast;
-    }
-    const parsed = international !== null
-      ? parsePhoneNumberFromString(international)
-      : this.#region ? parsePhoneNumberFromString(s, this.#region) : undefined;
-    return parsed && parsed.isValid() ? parsed.number : null;
+    const international = toInternational(raw.trim());
+    return (international !== null ? fastValid(international) : null) ?? PhoneNormalizer.reference(raw, this.#region);
   }
+}
+
+/** 00… and 011… (international call prefixes) become +…; anything else has no international form. */
+function toInternational(s: string): string | null {
+  if (s.startsWith("+")) return s;
+  if (s.startsWith("00")) return "+" + s.slice(2);
+  if (s.startsWith("011")) return "+" + s.slice(3);
+  return null;
 }

@@ -4,9 +4,8 @@
  * test/clickhouse/row-encoder.test.ts checks byte-equality with formatRow on fuzzed rows.
  */
 import type { CdrRow } from "../cdr/decode.ts";
+import { escapeTsv } from "./row-format.ts";
 
-const NEEDS_ESCAPE = /[\\\t\n\r\0]/;
-const ESCAPES: Record<string, string> = { "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\0": "\\0" };
 const TAB = 9;
 const NL = 10;
 
@@ -35,7 +34,7 @@ export class RowBuffer {
   }
 
   #text(s: string): void {
-    if (NEEDS_ESCAPE.test(s)) s = s.replace(/[\\\t\n\r\0]/g, (c) => ESCAPES[c]!);
+    s = escapeTsv(s);
     this.#reserve(s.length * 3);
     this.length += this.buf.write(s, this.length, "utf8");
   }

@@ -5,8 +5,7 @@
  */
 import { CString, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
-import { pollQueue } from "./consumer.ts";
-import { createHandle, destroyHandle, errName, kafkaError, type Handle, type KafkaProps } from "./handle.ts";
+import { createHandle, destroyHandle, errName, kafkaError, pollQueue, type Handle, type KafkaProps } from "./handle.ts";
 import { cstr, rdk } from "./native.ts";
 import { METADATA, METADATA_TOPIC, RD } from "./structs.ts";
 

@@ -13,7 +13,7 @@
 import { JSCallback, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
-import { createHandle, destroyHandle, errName, kafkaError, takeError, type Handle, type KafkaProps } from "./handle.ts";
+import { createHandle, destroyHandle, errName, kafkaError, pollQueue, takeError, type Handle, type KafkaProps } from "./handle.ts";
 import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
@@ -291,16 +291,4 @@ export class Consumer {
 
 function codeError(err: number): KafkaError | null {
   return err === 0 ? null : kafkaError("KAFKA_CLIENT", "assign", err);
-}
-
-/** Waits for the next event on a private queue, polling without blocking the event loop. */
-export async function pollQueue(queue: Pointer, timeoutMs = 60_000): Promise<Pointer> {
-  const lib = rdk();
-  const deadline = Date.now() + timeoutMs;
-  for (let wait = 1; ; wait = Math.min(wait * 2, 20)) {
-    const ev = lib.rd_kafka_queue_poll(queue, 0);
-    if (ev) return ev;
-    if (Date.now() > deadline) throw new KafkaError("KAFKA_CLIENT", `no answer from Kafka within ${timeoutMs} ms`, RD.ERR__TIMED_OUT, "_TIMED_OUT", true);
-    await Bun.sleep(wait);
-  }
 }

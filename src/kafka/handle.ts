@@ -99,3 +99,15 @@ function cString(buf: Buffer): string {
   const end = buf.indexOf(0);
   return buf.subarray(0, end < 0 ? buf.length : end).toString("utf8");
 }
+
+/** Waits for the next event on a private queue, polling without blocking the event loop. */
+export async function pollQueue(queue: Pointer, timeoutMs = 60_000): Promise<Pointer> {
+  const lib = rdk();
+  const deadline = Date.now() + timeoutMs;
+  for (let wait = 1; ; wait = Math.min(wait * 2, 20)) {
+    const ev = lib.rd_kafka_queue_poll(queue, 0);
+    if (ev) return ev;
+    if (Date.now() > deadline) throw new KafkaError("KAFKA_CLIENT", `no answer from Kafka within ${timeoutMs} ms`, RD.ERR__TIMED_OUT, "_TIMED_OUT", true);
+    await Bun.sleep(wait);
+  }
+}

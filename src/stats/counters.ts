@@ -49,6 +49,17 @@ export class Counters {
     return c;
   }
 
+  /** Counts `count` records as durable, partition by partition (looked up once per run of one partition). */
+  addDurable(kind: "durableClickhouse" | "durableDlq", partitions: ArrayLike<number>, count: number): void {
+    this[kind] += count;
+    let pc: PartitionCounters | undefined;
+    for (let i = 0; i < count; i++) {
+      const p = partitions[i]!;
+      if (pc?.partition !== p) pc = this.partition(p);
+      pc[kind]++;
+    }
+  }
+
   get totalProcessed(): number {
     return this.durableClickhouse + this.durableDlq;
   }

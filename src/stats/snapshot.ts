@@ -26,7 +26,8 @@ export function statsSnapshot(s: StatsSource) {
   const partitions: Record<string, unknown> = {};
   const ids = new Set<number>([...c.partitions.keys(), ...positions.keys()]);
   for (const p of [...ids].sort((a, b) => a - b)) {
-    const pc = c.partition(p);
+    // Read without creating: a partition known only from positions has counted nothing yet.
+    const pc = c.partitions.get(p) ?? { consumed: 0, durableClickhouse: 0, durableDlq: 0 };
     const pos = positions.get(p);
     const high = s.highWatermark(p);
     const committed = pos && pos.committed >= 0 ? pos.committed : null;

@@ -1,0 +1,72 @@
+/**
+ * What the benchmark, soak and chaos scripts share: fresh topics (spec settings) and table, the
+ * worker's environment, starting it as a subprocess, reading its stats and RSS, and cleaning up.
+ * Services must be running (scripts/services.sh start).
+ */
+import { createClient, type ClickHouseClient } from "@clickhouse/client";
+import { readFileSync } from "node:fs";
+import { migrate } from "../../src/clickhouse/migrate.ts";
+import { Admin } from "../../src/kafka/admin.ts";
+import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+
+const MAIN = `${import.meta.dir}/../../src/main.ts`;
+
+export interface Harness {
+  brokers: string;
+  raw: string;
+  dlq: string;
+  database: string;
+  table: string;
+  ch: ClickHouseClient;
+  /** The worker's environment for this run, plus overrides. */
+  env(extra?: Record<string, string>): Record<string, string | undefined>;
+  /** Starts `cdr-worker run` (the binary when given, else `bun src/main.ts`) and waits for its stats server. */
+  startWorker(opts?: { binary?: string; extra?: Record<string, string> }): Promise<Bun.Subprocess>;
+  stats(): Promise<Record<string, any>>;
+  rssMiB(pid: number): number;
+  /** Drops the table and topics; failures are reported, not thrown (a report must not be lost to cleanup). */
+  cleanup(): Promise<void>;
+}
+
+export async function prepareRun(prefix: string, database: string): Promise<Harness> {
+  const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
+  const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
+  const stamp = Date.now().toString(36);
+  const raw = `${prefix}.raw.${stamp}`, dlq = `${prefix}.dlq.${stamp}`, table = `${prefix}_${stamp}`;
+  const admin = new Admin({ "bootstrap.servers": brokers });
+  await ensureTopics(admin, topologySpec(raw, dlq));
+  const ch = createClient({ url: chUrl, request_timeout: 120_000 });
+  await migrate(ch, database, table);
+  const port = 18200 + Math.floor(Math.random() * 1000);
+  const env = (extra: Record<string, string> = {}) => ({
+    ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: `${prefix}-${stamp}`,
+    CLICKHOUSE_DATABASE: database, CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: String(port), LOG_LEVEL: "warn",
+    // As in the image: JSC sizes its heap for 1 GiB instead of the host's RAM.
+    BUN_JSC_forceRAMSize: "1073741824",
+    ...extra,
+  });
+  const stats = async () => (await fetch(`http://127.0.0.1:${port}/internal/stats`)).json() as Promise<Record<string, any>>;
+  return {
+    brokers, raw, dlq, database, table, ch, env, stats,
+    async startWorker(opts = {}) {
+      const cmd = opts.binary ? [opts.binary, "run"] : ["bun", MAIN, "run"];
+      const proc = Bun.spawn(cmd, { env: env(opts.extra), stdout: "inherit", stderr: "inherit" });
+      for (let i = 0; ; i++) {
+        try {
+          await stats();
+          return proc;
+        } catch {
+          if (i > 400 || proc.exitCode !== null) throw new Error("worker did not start");
+          await Bun.sleep(50);
+        }
+      }
+    },
+    rssMiB: (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024,
+    async cleanup() {
+      await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${table}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));
+      await ch.close().catch(() => {});
+      await admin.deleteTopics([raw, dlq]).catch(() => {});
+      admin.close();
+    },
+  };
+}
