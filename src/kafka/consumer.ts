@@ -15,6 +15,7 @@ import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
 import { createHandle, destroyHandle, errName, kafkaError, pollQueue, takeError, type Handle, type KafkaProps } from "./handle.ts";
 import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
+import { loadDrain, META, META_STRIDE, type Drain } from "./drain.ts";
 import { cstr, rdk } from "./native.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
 import { MESSAGE, RD } from "./structs.ts";
@@ -29,6 +30,11 @@ export interface ConsumerOptions {
   readHeaders?: boolean;
   /** Read each message's timestamp (one FFI call per message); default true. */
   readTimestamps?: boolean;
+  /**
+   * Copy each batch out in one native call (drain.ts); default true. False keeps the per-message
+   * path, which tests use as the reference. Ignored when headers are read (they need the message).
+   */
+  nativeCopy?: boolean;
 }
 
 export type RebalanceEvent = { kind: "assign" | "revoke"; partitions: TopicPartition[] };
@@ -46,6 +52,11 @@ export class Consumer {
   readonly #lengths: number[] = [];
   readonly #kept: Pointer[] = [];
   readonly #topicNames = new Map<number, string>();
+  readonly #drain: Drain | null;
+  #lastRkt = 0;
+  #lastTopic = "";
+  readonly #meta: Float64Array;
+  readonly #metaPtr: Pointer;
   readonly #cooperative: boolean;
   #assignment: TopicPartition[] = [];
   #pendingRevoke: TopicPartition[] | null = null;
@@ -80,6 +91,9 @@ export class Consumer {
     this.#readTimestamps = opts.readTimestamps ?? true;
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
     this.#slotsPtr = ptr(this.#slots);
+    this.#drain = opts.nativeCopy === false || this.#readHeaders ? null : loadDrain();
+    this.#meta = new Float64Array(this.#drain ? this.#slots.length * META_STRIDE : 1);
+    this.#metaPtr = ptr(this.#meta);
     // No topics: a group handle for committed() only (tools and tests reading a group's offsets).
     const err = opts.topics.length === 0 ? 0 : withNativeList(opts.topics.map((topic) => ({ topic, partition: -1 })), (list) => lib.rd_kafka_subscribe(rk, list));
     if (err !== 0) {
@@ -114,6 +128,61 @@ export class Consumer {
     const lib = rdk();
     const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)));
     if (n < 0) throw new KafkaError("KAFKA_CLIENT", "rd_kafka_consume_batch_queue failed");
+    if (n === 0) return [];
+    return this.#drain ? this.#copyNative(this.#drain, n) : this.#copyPerMessage(n);
+  }
+
+  /** Two native calls for the whole batch; per message only the JS object and a view. */
+  #copyNative(drain: Drain, n: number): Message[] {
+    const slab = new Uint8Array(Math.max(1, drain.size(this.#slotsPtr, n)));
+    // See copyIntoSlab: move a small array's inline storage to a real buffer before ptr().
+    void slab.buffer;
+    drain.copy(this.#slotsPtr, n, ptr(slab), this.#metaPtr, this.#readTimestamps);
+    const meta = this.#meta;
+    const out: Message[] = [];
+    let off = 0;
+    for (let i = 0, r = 0; i < n; i++, r += META_STRIDE) {
+      const err = meta[r + META.err]!;
+      const partition = meta[r + META.partition]!;
+      if (err !== 0) {
+        if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition });
+        continue;
+      }
+      const offset = meta[r + META.offset]!;
+      if (!Number.isSafeInteger(offset)) throw new KafkaError("KAFKA_CLIENT", `offset of ${partition} exceeds 2^53`);
+      const valueLen = meta[r + META.valueLen]!;
+      const keyLen = meta[r + META.keyLen]!;
+      let value: Uint8Array | null = null;
+      if (valueLen >= 0) {
+        value = slab.subarray(off, off + valueLen);
+        off += valueLen;
+      }
+      let key: Uint8Array | null = null;
+      if (keyLen >= 0) {
+        key = slab.subarray(off, off + keyLen);
+        off += keyLen;
+      }
+      out.push({ topic: this.#topicName(meta[r + META.rkt]!), partition, offset, timestamp: meta[r + META.timestamp]!, value, key, headers: undefined });
+    }
+    return out;
+  }
+
+  #topicName(rkt: number): string {
+    // Almost every message of a poll has the topic of the one before.
+    if (rkt === this.#lastRkt) return this.#lastTopic;
+    let topic = this.#topicNames.get(rkt);
+    if (topic === undefined) {
+      topic = String(rdk().rd_kafka_topic_name(rkt as Pointer));
+      this.#topicNames.set(rkt, topic);
+    }
+    this.#lastRkt = rkt;
+    this.#lastTopic = topic;
+    return topic;
+  }
+
+  /** The reference path: fields read one FFI call at a time. */
+  #copyPerMessage(n: number): Message[] {
+    const lib = rdk();
     const out: Message[] = [];
     const sources = this.#sources;
     const lengths = this.#lengths;
@@ -127,13 +196,9 @@ export class Consumer {
         lib.rd_kafka_message_destroy(m);
         continue;
       }
-      const rkt = read.ptr(m, MESSAGE.rkt);
-      let topic = this.#topicNames.get(rkt);
-      if (topic === undefined) {
-        topic = String(lib.rd_kafka_topic_name(rkt as Pointer));
-        this.#topicNames.set(rkt, topic);
-      }
-      sources[kept] = read.ptr(m, MESSAGE.payload) as Pointer | null;
+      const topic = this.#topicName(read.ptr(m, MESSAGE.rkt));
+      // A tombstone has a NULL payload: keep it null, not an empty value.
+      sources[kept] = (read.ptr(m, MESSAGE.payload) || null) as Pointer | null;
       // Low 32 bits suffice: librdkafka caps a message at 1 GB (message.max.bytes); no BigInt per message.
       lengths[kept] = read.u32(m, MESSAGE.len);
       this.#kept[kept++] = m;

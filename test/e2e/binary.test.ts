@@ -41,6 +41,8 @@ test("topics ensure, migrate, generate, run, SIGTERM: exit 0 with rows and DLQ c
   const s = await statsWhen(w, (s) => s.total_processed === 5000, 60_000, "all processed");
   expect(s.total_dlq).toBe(invalid);
   expect(await w.stop("SIGTERM")).toBe(0);
+  // The batch copy is compiled at start by the TinyCC inside the binary; it must not fall back.
+  expect(w.logs.filter((l) => l.includes("native batch copy unavailable"))).toEqual([]);
   const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM e2e.${n.table}`, format: "JSONEachRow" });
   expect(Number((await rs.json<{ c: string }>())[0]!.c)).toBe(summary.valid);
   expect(topicLength(n.dlq)).toBe(invalid);

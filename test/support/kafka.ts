@@ -30,8 +30,8 @@ export async function deleteTopics(...names: string[]): Promise<void> {
 }
 
 /** Reads `count` messages from the beginning of a topic with a throwaway group. */
-export async function consumeN(topic: string, count: number, timeoutMs = 30_000, readHeaders = true): Promise<Message[]> {
-  const c = new Consumer({ props: { ...props, "group.id": uniqueName("reader") }, topics: [topic], readHeaders });
+export async function consumeN(topic: string, count: number, timeoutMs = 30_000, readHeaders = true, nativeCopy = true): Promise<Message[]> {
+  const c = new Consumer({ props: { ...props, "group.id": uniqueName("reader") }, topics: [topic], readHeaders, nativeCopy });
   const out: Message[] = [];
   const deadline = Date.now() + timeoutMs;
   try {

@@ -1,0 +1,143 @@
+/**
+ * Copying a fetched batch out of librdkafka in two native calls instead of ~10 per message.
+ *
+ * Reading each rd_kafka_message_t field through bun:ffi, one memcpy call and one destroy call per
+ * message cost ~1.6 µs a message: the consumer could not keep up with kcat. This is a small C
+ * routine compiled at start by Bun's built-in TinyCC (`cc` from bun:ffi): no build step, no
+ * compiler on the target, and it works inside the compiled binary. It calls librdkafka and libc
+ * only through the function pointers bun:ffi already resolved, so TinyCC links nothing.
+ *
+ * Field offsets come from structs.ts (checked against the installed headers by a test), so this
+ * file has no second copy of the struct layout. When TinyCC is unavailable (no writable temp dir,
+ * another architecture), `loadDrain()` returns null and the consumer keeps its per-message path,
+ * which is also the reference the tests compare this one against.
+ */
+import { cc, dlopen, FFIType, ptr, type Pointer } from "bun:ffi";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { log } from "../log.ts";
+import { rdk } from "./native.ts";
+import { MESSAGE } from "./structs.ts";
+
+/** Doubles per message in the metadata array filled by `copy`. */
+export const META_STRIDE = 7;
+/**
+ * Slots of one message's metadata. A length of -1 means the value or key is null. The topic
+ * handle is a pointer: user-space addresses on x86_64 have 47 bits, exact in a double, so no
+ * BigInt is made per message.
+ */
+export const META = { err: 0, partition: 1, offset: 2, timestamp: 3, valueLen: 4, keyLen: 5, rkt: 6 } as const;
+
+const SOURCE = `
+typedef unsigned long size_t;
+typedef long long i64;
+typedef void *(*memcpy_t)(void *, const void *, size_t);
+typedef void (*destroy_t)(void *);
+typedef i64 (*timestamp_t)(void *, int *);
+
+
+#define AT(m, off, T) (*(T *)((char *)(m) + (off)))
+
+
+/* Bytes needed to copy the payloads and keys of n messages. */
+i64 drain_size(void **msgs, int n) {
+  i64 total = 0;
+  for (int i = 0; i < n; i++) {
+    void *m = msgs[i];
+    if (AT(m, ${MESSAGE.err}, int) != 0) continue;
+    if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)AT(m, ${MESSAGE.len}, size_t);
+    if (AT(m, ${MESSAGE.key}, void *)) total += (i64)AT(m, ${MESSAGE.key_len}, size_t);
+  }
+  return total;
+}
+
+/* Copies payload then key of each message into slab, fills meta, destroys every message. */
+int drain_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_ts, void **fns) {
+  memcpy_t mcpy = (memcpy_t)fns[0];
+  destroy_t destroy = (destroy_t)fns[1];
+  timestamp_t timestamp = (timestamp_t)fns[2];
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    void *m = msgs[i];
+    double *r = meta + i * ${META_STRIDE};
+    int err = AT(m, ${MESSAGE.err}, int);
+    r[${META.err}] = err;
+    r[${META.partition}] = AT(m, ${MESSAGE.partition}, int);
+    r[${META.offset}] = (double)AT(m, ${MESSAGE.offset}, i64);
+    r[${META.rkt}] = (double)(unsigned long)AT(m, ${MESSAGE.rkt}, void *);
+    r[${META.timestamp}] = -1;
+    r[${META.valueLen}] = -1;
+    r[${META.keyLen}] = -1;
+    if (err == 0) {
+      if (with_ts) r[${META.timestamp}] = (double)timestamp(m, 0);
+      void *p = AT(m, ${MESSAGE.payload}, void *);
+      if (p) {
+        size_t len = AT(m, ${MESSAGE.len}, size_t);
+        if (len) mcpy(slab + off, p, len);
+        off += len;
+        r[${META.valueLen}] = (double)len;
+      }
+      void *k = AT(m, ${MESSAGE.key}, void *);
+      if (k) {
+        size_t len = AT(m, ${MESSAGE.key_len}, size_t);
+        if (len) mcpy(slab + off, k, len);
+        off += len;
+        r[${META.keyLen}] = (double)len;
+      }
+    }
+    destroy(m);
+  }
+  return n;
+}
+`;
+
+const SYMBOLS = {
+  drain_size: { args: ["ptr", "i32"], returns: FFIType.i64_fast },
+  drain_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr"], returns: "i32" },
+} as const;
+
+export interface Drain {
+  /** Total payload + key bytes of the first n messages in the slot array. */
+  size(slots: Pointer, n: number): number;
+  /** Copies into slab, fills meta (META_STRIDE doubles each), destroys all n messages. */
+  copy(slots: Pointer, n: number, slab: Pointer, meta: Pointer, withTimestamps: boolean): void;
+}
+
+let loaded: Drain | null | undefined;
+// The compiled code and libc handle live as long as the process: if the object cc() returns were
+// collected, its finalizer would free the code under the consumer (seen: segfaults on first poll).
+const keepAlive: unknown[] = [];
+
+/** The compiled routine, or null (once logged) when it cannot be built here. */
+export function loadDrain(): Drain | null {
+  if (loaded !== undefined) return loaded;
+  loaded = null;
+  let dir = "";
+  try {
+    // TinyCC reads source from a real file; the compiled binary's virtual filesystem is not one.
+    dir = mkdtempSync(join(tmpdir(), "cdr-drain-"));
+    const file = join(dir, "drain.c");
+    writeFileSync(file, SOURCE);
+    const compiled = cc({ source: file, symbols: SYMBOLS });
+    const { symbols } = compiled;
+    // Function pointers of the symbols bun:ffi already resolved: TinyCC needs to link nothing.
+    const lib = rdk() as unknown as Record<string, { ptr: Pointer }>;
+    const libc = dlopen("libc.so.6", { memcpy: { args: ["ptr", "ptr", "usize"], returns: "ptr" } });
+    keepAlive.push(compiled, libc);
+    const memcpy = libc.symbols.memcpy as unknown as { ptr: Pointer };
+    const fns = { memcpy: memcpy.ptr, destroy: lib.rd_kafka_message_destroy!.ptr, timestamp: lib.rd_kafka_message_timestamp!.ptr };
+    const table = new BigUint64Array([BigInt(fns.memcpy), BigInt(fns.destroy), BigInt(fns.timestamp)]);
+    keepAlive.push(table);
+    const tablePtr = ptr(table);
+    loaded = {
+      size: (slots, n) => Number(symbols.drain_size(slots, n)),
+      copy: (slots, n, slab, meta, ts) => void symbols.drain_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr),
+    };
+  } catch (cause) {
+    log.warn("kafka: native batch copy unavailable, copying per message", { cause: (cause as Error).message });
+  } finally {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }
+  return loaded;
+}

@@ -1,0 +1,42 @@
+// The batch copy compiled by TinyCC (src/kafka/drain.ts) against the per-message reference path:
+// same topic, two groups, every field of every message identical.
+import { afterAll, expect, test } from "bun:test";
+import { loadDrain } from "../../src/kafka/drain.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { consumeN, createTopic, deleteTopics, props } from "../support/kafka.ts";
+
+const cleanup: string[] = [];
+afterAll(async () => {
+  if (cleanup.length) await deleteTopics(...cleanup);
+});
+
+test("the native batch copy is available here (else the consumer silently runs the slow path)", () => {
+  expect(loadDrain()).not.toBeNull();
+});
+
+test("native batch copy and per-message copy hand out identical messages: values, keys, tombstones, empty values, offsets, timestamps", async () => {
+  const topic = await createTopic("drain", 3);
+  cleanup.push(topic);
+  const p = new Producer(props);
+  const sent: Promise<unknown>[] = [];
+  const enc = new TextEncoder();
+  for (let i = 0; i < 3000; i++) {
+    const kind = i % 7;
+    // Sizes from empty to 64 KiB, binary bytes, and null values/keys, spread over 3 partitions.
+    const value = kind === 0 ? null : kind === 1 ? new Uint8Array(0) : kind === 2 ? new Uint8Array(65_536).fill(i & 0xff) : enc.encode(`{"i":${i},"pad":"${"é".repeat(i % 50)}"}`);
+    sent.push(p.produce(topic, value, kind === 3 ? {} : { key: kind === 4 ? new Uint8Array(0) : `k${i}` }));
+    if (sent.length >= 500) await Promise.all(sent.splice(0));
+  }
+  await Promise.all(sent);
+  p.close();
+  const native = await consumeN(topic, 3000, 30_000, false, true);
+  const reference = await consumeN(topic, 3000, 30_000, false, false);
+  const order = (ms: typeof native) => [...ms].sort((a, b) => a.partition - b.partition || a.offset - b.offset);
+  const plain = (ms: typeof native) => order(ms).map((m) => ({ ...m, value: m.value && [...m.value], key: m.key && [...m.key] }));
+  expect(native.length).toBe(3000);
+  expect(plain(native)).toEqual(plain(reference));
+  // The comparison is not vacuous: both paths saw tombstones, keyless messages and big payloads.
+  expect(native.filter((m) => m.value === null).length).toBeGreaterThan(400);
+  expect(native.filter((m) => m.key === null).length).toBeGreaterThan(400);
+  expect(native.filter((m) => m.value?.length === 65_536).length).toBeGreaterThan(400);
+});
