@@ -6,6 +6,8 @@
  * reviver reads the literal's source digits into a BigInt (so large counters cost extra, normal
  * ones nothing).
  */
+import { scanFlatObject } from "./flat-json.ts";
+
 const strict = new TextDecoder("utf-8", { fatal: true });
 const lossy = new TextDecoder("utf-8");
 
@@ -26,6 +28,9 @@ export function parseRecord(value: Uint8Array | string | null): ParsedJson {
     }
   }
   if (text.length === 0) return { ok: false, text, detail: "payload is empty" };
+  // The common shape first; anything it does not handle takes JSON.parse below, unchanged.
+  const flat = scanFlatObject(text);
+  if (flat !== undefined) return { ok: true, text, record: flat };
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
