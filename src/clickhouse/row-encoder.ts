@@ -8,6 +8,8 @@ import { escapeTsv } from "./row-format.ts";
 
 const TAB = 9;
 const NL = 10;
+const CR = 13;
+const BACKSLASH = 92;
 
 export class RowBuffer {
   buf: Buffer;
@@ -33,15 +35,36 @@ export class RowBuffer {
     this.buf = next;
   }
 
+  // Short ASCII values are copied byte by byte in JS: a Buffer.write() per field is a native
+  // call costing more than the copy. Anything else (non-ASCII, TSV escapes) takes the general path.
   #text(s: string): void {
-    s = escapeTsv(s);
-    this.#reserve(s.length * 3);
-    this.length += this.buf.write(s, this.length, "utf8");
+    const n = s.length;
+    this.#reserve(n);
+    const b = this.buf;
+    const start = this.length;
+    for (let i = 0; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80 || c === BACKSLASH || c === TAB || c === NL || c === CR || c === 0) return this.#textSlow(s, start);
+      b[start + i] = c;
+    }
+    this.length = start + n;
   }
 
+  #textSlow(s: string, start: number): void {
+    const e = escapeTsv(s);
+    this.length = start;
+    this.#reserve(e.length * 3);
+    this.length += this.buf.write(e, this.length, "utf8");
+  }
+
+  /** Values that are ASCII by construction (UUID, E.164, enum names). */
   #ascii(s: string): void {
-    this.#reserve(s.length);
-    this.length += this.buf.write(s, this.length, "latin1");
+    const n = s.length;
+    this.#reserve(n);
+    const b = this.buf;
+    const start = this.length;
+    for (let i = 0; i < n; i++) b[start + i] = s.charCodeAt(i);
+    this.length = start + n;
   }
 
   #uint(n: number | bigint): void {
