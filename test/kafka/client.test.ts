@@ -32,6 +32,21 @@ describe("producer and consumer", () => {
     expect(text(msgs[999]!)).toBe("m998");
   });
 
+  test("produce with headers survives payloads larger than its scratch arena and multi-byte text", async () => {
+    const topic = await createTopic("arena", 1);
+    cleanup.push(topic);
+    const p = new Producer({ ...props, "message.max.bytes": "2000000" });
+    const big = "é€".repeat(100_000); // 500 kB of UTF-8: the 64 KiB arena grows
+    const values = ["small", big, "after the growth", new Uint8Array([0, 255, 7])];
+    for (const [i, v] of values.entries()) await p.produce(topic, v, { key: `k${i}`, headers: [["h", `v${i}é`], ["bin", new Uint8Array([i, 0, 255])]] });
+    p.close();
+    const msgs = await consumeN(topic, values.length);
+    expect(msgs.map((m) => m.value && Buffer.from(m.value).toString("utf8"))).toEqual(values.map((v) => (typeof v === "string" ? v : Buffer.from(v).toString("utf8"))));
+    expect(msgs.map((m) => header(m, "h"))).toEqual(["v0é", "v1é", "v2é", "v3é"]);
+    expect(msgs.map((m) => [...m.headers!.find(([k]) => k === "bin")![1]])).toEqual([[0, 0, 255], [1, 0, 255], [2, 0, 255], [3, 0, 255]]);
+    expect(msgs.map((m) => new TextDecoder().decode(m.key!))).toEqual(["k0", "k1", "k2", "k3"]);
+  });
+
   test("a delivery failure rejects its promise with librdkafka's error (topic does not exist, auto-creation off)", async () => {
     const p = new Producer({ ...props, "message.timeout.ms": "2000" });
     try {
