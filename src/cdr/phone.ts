@@ -86,7 +86,7 @@ export class PhoneNormalizer {
       this.#old = this.#young;
       this.#young = new Map();
     }
-    this.#young.set(raw, verdict);
+    this.#young.set(ownCopy(raw), verdict);
   }
 
   /** The reference path: libphonenumber's parse, then full validity. */
@@ -101,6 +101,15 @@ export class PhoneNormalizer {
     const international = toInternational(raw.trim());
     return (international !== null ? fastValid(international) : null) ?? PhoneNormalizer.reference(raw, this.#region);
   }
+}
+
+/**
+ * A copy of `s` that holds only its own characters. A caller_num sliced out of a payload by the
+ * record scanner shares the payload's storage; kept as a cache key it would pin the whole record
+ * (measured: 100k cached verdicts cost ~75 MiB RSS instead of ~55). Runs on inserts only.
+ */
+function ownCopy(s: string): string {
+  return Buffer.from(s, "utf8").toString("utf8");
 }
 
 /** 00… and 011… (international call prefixes) become +…; anything else has no international form. */
