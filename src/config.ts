@@ -47,7 +47,7 @@ export const VARIABLES = {
   DLQ_MAX_RATIO: { schema: num(0, 1), default: "1", help: "circuit breaker: stop consuming when the DLQ share of the last DLQ_RATIO_WINDOW records exceeds this (1 = off)" },
   DLQ_RATIO_WINDOW: { schema: int(10, 10_000_000), default: "1000", help: "records in the breaker's sliding window" },
   DEFAULT_PHONE_REGION: { schema: v.union([v.literal(""), oneOf(COUNTRIES)], "an ISO 3166-1 alpha-2 region such as DE, or empty"), default: "", help: "region for caller numbers without international prefix (empty: such numbers are invalid)" },
-  PHONE_CACHE_SIZE: { schema: int(0, 10_000_000), default: "100000", help: "phone verdicts cached" },
+  PHONE_CACHE_SIZE: { schema: int(0, 10_000_000), default: "50000", help: "phone verdicts cached (~0.5 KiB of RSS each)" },
   STATS_HOST: { schema: text, default: "0.0.0.0", help: "address of the stats/metrics/health server" },
   STATS_PORT: { schema: int(0, 65_535), default: "8081", help: "port of the stats server (0: any free port)" },
   WORKER_INSTANCE: { schema: v.string(), default: "", help: "worker identity in DLQ envelopes (default: host name and pid)" },

@@ -21,7 +21,8 @@ function corpus(callers: number, seed: number): Uint8Array[] {
 const PASSES = 5;
 
 function run(name: string, values: Uint8Array[]): void {
-  const phone = new PhoneNormalizer({ cacheSize: 100_000 });
+  const cacheSize = Number(process.env.BENCH_PHONE_CACHE_SIZE ?? 100_000);
+  const phone = new PhoneNormalizer({ cacheSize });
   const ctx = { phone };
   // Warm-up on a slice so the JIT has compiled the hot path before timing.
   for (let i = 0; i < Math.min(20_000, values.length); i++) decode(values[i]!, ctx);
@@ -31,7 +32,7 @@ function run(name: string, values: Uint8Array[]): void {
   let heapGrowth = 0;
   for (let pass = 0; pass < PASSES; pass++) {
     // A fresh cache per pass: every pass pays the first sight of each caller, as a live run does.
-    const fresh = new PhoneNormalizer({ cacheSize: 100_000 });
+    const fresh = new PhoneNormalizer({ cacheSize });
     ctx.phone = fresh;
     Bun.gc(true);
     const heap0 = process.memoryUsage().heapUsed;

@@ -56,7 +56,7 @@ export class PhoneNormalizer {
 
   constructor(opts: PhoneNormalizerOptions = {}) {
     this.#region = opts.defaultRegion;
-    this.#capacity = opts.cacheSize ?? 100_000;
+    this.#capacity = opts.cacheSize ?? 50_000;
   }
 
   /** The E.164 form of `raw`, or null when it is not a valid number. */

@@ -39,7 +39,9 @@ export async function runCommand(cfg: Config): Promise<number> {
       "group.id": cfg.kafka.groupId,
       "client.id": cfg.workerInstance,
       // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
-      "queued.max.messages.kbytes": "16384",
+      // 8 MiB is ~30k records of 250 B, ~0.5 s of work at full speed; 16 MiB cost ~25 MiB more RSS
+      // under sustained load for no measurable throughput (scripts/bench/e2e.ts).
+      "queued.max.messages.kbytes": "8192",
     }),
     topics: [cfg.kafka.topicRaw],
     maxBatch: cfg.batch.size,

@@ -26,6 +26,7 @@ beforeAll(async () => {
 afterAll(async () => {
   killLeftoverWorkers();
   await deleteTopics(n.raw, n.dlq).catch(() => {});
+  await ch.command({ query: `DROP TABLE IF EXISTS e2e.${n.table}` }).catch(() => {});
   await ch.close();
 });
 

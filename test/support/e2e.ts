@@ -1,6 +1,7 @@
 /**
  * The shared frame of an end-to-end test file: a ClickHouse client, fresh names per test, and an
- * afterAll that kills leftover workers, deletes the file's topics and closes the client.
+ * afterAll that kills leftover workers, deletes the file's topics, drops its tables and closes the
+ * client (a developer running the suite again and again should not grow ClickHouse and Kafka).
  */
 import { afterAll } from "bun:test";
 import { deleteTopics } from "./kafka.ts";
@@ -10,9 +11,11 @@ import { freshNames, killLeftoverWorkers, type Names } from "./worker.ts";
 export function e2eScope() {
   const ch = clickhouse();
   const topics: string[] = [];
+  const tables: string[] = [];
   afterAll(async () => {
     killLeftoverWorkers();
     await deleteTopics(...topics).catch(() => {});
+    for (const t of tables) await ch.command({ query: `DROP TABLE IF EXISTS ${t}` }).catch(() => {});
     await ch.close();
   });
   return {
@@ -21,6 +24,7 @@ export function e2eScope() {
     async names(prefix: string): Promise<Names> {
       const n = await freshNames(prefix);
       topics.push(n.raw, n.dlq);
+      tables.push(`${n.database}.${n.table}`);
       return n;
     },
     /** Distinct cdr_id in a test's table. */
