@@ -37,8 +37,8 @@ const PLANS: Array<{ cc: string; prefix: string; digits: number; idd: "00" | "01
 const SERVICES = ["voice", "sms", "data", "volte"];
 const RATS = [1, 6, 9];
 
-/** mulberry32: small, fast, good enough for test data. */
-function rng(seed: number): () => number {
+/** mulberry32: small, fast, good enough for test data (the fuzz tests use it too). */
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -2,7 +2,7 @@
 // caller takes JSON.parse. Checked on hand-picked edge cases and on 100k mutated records.
 import { expect, test } from "bun:test";
 import { scanFlatObject } from "../../src/cdr/flat-json.ts";
-import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { rng, SyntheticCdrs } from "../../src/generate/synthetic.ts";
 
 /** JSON.parse's verdict in a comparable form: own entries in order, or "throws". */
 function reference(text: string): unknown {
@@ -43,18 +43,8 @@ test("everything else is refused, so JSON.parse decides", () => {
   for (const t of refused) expect(agrees(t)).toBe("refused");
 });
 
-function mulberry(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 test("100k mutated records: whatever the scanner accepts equals JSON.parse", () => {
-  const r = mulberry(11);
+  const r = rng(11);
   const gen = new SyntheticCdrs({ seed: 5, invalidShare: 0.2 });
   const alphabet = ' "{}[],:.-+eE0123456789\\tnulfase\u00e9\n';
   const counts = { accepted: 0, refused: 0 };

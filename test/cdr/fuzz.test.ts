@@ -4,23 +4,13 @@ import { expect, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS, REQUIRED_FIELDS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
-import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { rng, SyntheticCdrs } from "../../src/generate/synthetic.ts";
 
 const FIELDS = [...REQUIRED_FIELDS, "source_ip", "total_bytes"];
 const VALUES: unknown[] = [null, true, false, 0, -1, 1.5, 2 ** 53 + 1, "", "x", "+4915112345678", [], {}, [1], { a: 1 }, "\u0000", 1e308, -0, "9".repeat(30)];
 
-function mulberry(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 test("fuzz: 120k mutated records never throw and always map into the taxonomy", () => {
-  const r = mulberry(7);
+  const r = rng(7);
   const gen = new SyntheticCdrs({ seed: 3, invalidShare: 0 });
   const ctx = { phone: new PhoneNormalizer({ cacheSize: 1000 }) };
   const enc = new TextEncoder();
