@@ -12,11 +12,12 @@
  * another architecture), `loadDrain()` returns null and the consumer keeps its per-message path,
  * which is also the reference the tests compare this one against.
  */
-import { cc, dlopen, FFIType, ptr, type Pointer } from "bun:ffi";
+import { cc, FFIType, ptr, type Pointer } from "bun:ffi";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { log } from "../log.ts";
+import { libc } from "./message.ts";
 import { rdk } from "./native.ts";
 import { MESSAGE } from "./structs.ts";
 
@@ -35,7 +36,6 @@ typedef long long i64;
 typedef void *(*memcpy_t)(void *, const void *, size_t);
 typedef void (*destroy_t)(void *);
 typedef i64 (*timestamp_t)(void *, int *);
-
 
 #define AT(m, off, T) (*(T *)((char *)(m) + (off)))
 
@@ -105,8 +105,8 @@ export interface Drain {
 }
 
 let loaded: Drain | null | undefined;
-// The compiled code and libc handle live as long as the process: if the object cc() returns were
-// collected, its finalizer would free the code under the consumer (seen: segfaults on first poll).
+// The compiled code lives as long as the process: the object cc() returns owns it, and it must
+// not be collected while the consumer calls into it.
 const keepAlive: unknown[] = [];
 
 /** The compiled routine, or null (once logged) when it cannot be built here. */
@@ -123,12 +123,9 @@ export function loadDrain(): Drain | null {
     const { symbols } = compiled;
     // Function pointers of the symbols bun:ffi already resolved: TinyCC needs to link nothing.
     const lib = rdk() as unknown as Record<string, { ptr: Pointer }>;
-    const libc = dlopen("libc.so.6", { memcpy: { args: ["ptr", "ptr", "usize"], returns: "ptr" } });
-    keepAlive.push(compiled, libc);
-    const memcpy = libc.symbols.memcpy as unknown as { ptr: Pointer };
-    const fns = { memcpy: memcpy.ptr, destroy: lib.rd_kafka_message_destroy!.ptr, timestamp: lib.rd_kafka_message_timestamp!.ptr };
-    const table = new BigUint64Array([BigInt(fns.memcpy), BigInt(fns.destroy), BigInt(fns.timestamp)]);
-    keepAlive.push(table);
+    const memcpy = libc.memcpy as unknown as { ptr: Pointer };
+    const table = new BigUint64Array([BigInt(memcpy.ptr), BigInt(lib.rd_kafka_message_destroy!.ptr), BigInt(lib.rd_kafka_message_timestamp!.ptr)]);
+    keepAlive.push(compiled, table);
     const tablePtr = ptr(table);
     loaded = {
       size: (slots, n) => Number(symbols.drain_size(slots, n)),

@@ -27,7 +27,7 @@ export function readExactI64(p: Pointer, offset: number): number {
 
 // libc's memcpy: copying a poll's payloads into one slab costs one FFI call per message and no
 // JS allocation besides the view (toArrayBuffer + slice made two objects and a copy each).
-const libc = dlopen("libc.so.6", { memcpy: { args: ["ptr", "ptr", "usize"], returns: "ptr" } }).symbols;
+export const libc = dlopen("libc.so.6", { memcpy: { args: ["ptr", "ptr", "usize"], returns: "ptr" } }).symbols;
 
 /**
  * Copies many native buffers into one fresh slab and returns a view per buffer (null stays null).
