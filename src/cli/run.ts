@@ -103,9 +103,8 @@ export async function runCommand(cfg: Config): Promise<number> {
       return { ready: reasons.length === 0, reasons };
     },
   });
-  const server = Bun.serve({ hostname: cfg.stats.host, port: cfg.stats.port, fetch: app.fetch });
-  log.info("cdr-worker running", { version: VERSION, worker_instance: cfg.workerInstance, topic: cfg.kafka.topicRaw, stats: `http://${server.hostname}:${server.port}/internal/stats` });
-
+  // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
+  // graceful stop, not the default action (seen: exit 143 in the image test).
   let signals = 0;
   const onSignal = (sig: string) => {
     signals++;
@@ -122,6 +121,9 @@ export async function runCommand(cfg: Config): Promise<number> {
   };
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
+  const server = Bun.serve({ hostname: cfg.stats.host, port: cfg.stats.port, fetch: app.fetch });
+  log.info("cdr-worker running", { version: VERSION, worker_instance: cfg.workerInstance, topic: cfg.kafka.topicRaw, stats: `http://${server.hostname}:${server.port}/internal/stats` });
+
 
   try {
     await worker.run();

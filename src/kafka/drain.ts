@@ -119,7 +119,9 @@ export function loadDrain(): Drain | null {
     dir = mkdtempSync(join(tmpdir(), "cdr-drain-"));
     const file = join(dir, "drain.c");
     writeFileSync(file, SOURCE);
-    const compiled = cc({ source: file, symbols: SYMBOLS });
+    // -nostdlib: the code calls nothing by name, and a distroless image has no libc.so for TinyCC
+    // to link against (only libc.so.6): without it, compiling failed there (test/image).
+    const compiled = cc({ source: file, symbols: SYMBOLS, flags: ["-std=c11", "-O2", "-nostdlib"] });
     const { symbols } = compiled;
     // Function pointers of the symbols bun:ffi already resolved: TinyCC needs to link nothing.
     const lib = rdk() as unknown as Record<string, { ptr: Pointer }>;

@@ -3,7 +3,7 @@
 // filesystem that holds only those files (no Bun, no node_modules, no librdkafka1 package).
 import { beforeAll, expect, test } from "bun:test";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { KAFKA_BROKERS, ROOT, run } from "../support/services.ts";
+import { CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, run } from "../support/services.ts";
 
 const BIN = `${ROOT}/.local/image-test/cdr-worker`;
 const LIBDIR = "/usr/lib/x86_64-linux-gnu";
@@ -43,6 +43,24 @@ test("the binary runs as the non-root user in a root filesystem of only itself a
     // A real librdkafka call from inside: the embedded copy loads and talks to the broker.
     const out = await run([...env, "topics", "describe"]);
     expect(out).toContain('"topic":"cdr.raw"');
+    // `run` compiles the consumer's batch copy with Bun's TinyCC at start: it must work here too
+    // (no compiler, no headers, only /tmp writable), not fall back to the slow path.
+    const table = `image_${Date.now().toString(36)}`;
+    const runEnv = [...env.slice(0, 2), `CLICKHOUSE_URL=${CLICKHOUSE_URL}`, "CLICKHOUSE_DATABASE=e2e", `CLICKHOUSE_TABLE=${table}`, `KAFKA_GROUP_ID=image-${table}`, "STATS_PORT=0", ...env.slice(2)];
+    await run([...runEnv, "migrate"]);
+    const worker = Bun.spawn([...runEnv, "run"], { stdout: "ignore", stderr: "pipe" });
+    let logs = "";
+    for await (const chunk of worker.stderr) {
+      logs += new TextDecoder().decode(chunk);
+      if (logs.includes("cdr-worker running") || logs.includes("native batch copy unavailable")) break;
+    }
+    worker.kill("SIGTERM");
+    const code = await worker.exited;
+    if (code !== 0) console.error(logs);
+    expect(code).toBe(0);
+    expect(logs).toContain("cdr-worker running");
+    expect(logs).not.toContain("native batch copy unavailable");
+    await run(["curl", "-fsS", `${CLICKHOUSE_URL}/`, "--data-binary", `DROP TABLE IF EXISTS e2e.${table}`]);
   } finally {
     await run(["umount", `${rootfs}/proc`]);
   }
