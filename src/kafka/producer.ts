@@ -9,6 +9,7 @@
 import { ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { createHandle, destroyHandle, errName, takeError, type Handle, type KafkaProps } from "./handle.ts";
+import { readExactI64 } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { MESSAGE, RD, VTYPE, VU } from "./structs.ts";
 
@@ -28,13 +29,13 @@ export interface ProduceOptions {
 interface Pending {
   remaining: number;
   failed: KafkaError | null;
-  last: Delivery;
+  /** Partition and offset of the last report (numbers, not an object: one report per message). */
+  lastPartition: number;
+  lastOffset: number;
   resolve: (d: Delivery) => void;
   reject: (e: KafkaError) => void;
 }
 
-const encoder = new TextEncoder();
-const toBytes = (v: string | Uint8Array): Uint8Array => (typeof v === "string" ? encoder.encode(v) : v);
 
 export class Producer {
   readonly #h: Handle;
@@ -42,9 +43,12 @@ export class Producer {
   readonly #pending = new Map<number, Pending>();
   readonly #topics = new Map<string, Pointer>();
   readonly #drSlots = new BigUint64Array(1024);
+  // The same slots as 32-bit halves: reading a pointer this way makes no BigInt per report.
+  readonly #drWords = new Uint32Array(this.#drSlots.buffer);
   // Scratch for #produceva, reused by every call (see there).
   #arena = Buffer.alloc(64 * 1024); // grows (copy) when a payload needs more
   #arenaUsed = 0;
+  readonly #pinned = new Set<Uint8Array>();
   #vus = new Uint8Array(VU.size * 16);
   #nextId = 1;
   #pumping = false;
@@ -160,27 +164,38 @@ export class Producer {
     if (values.length === 0) return;
     const rkt = this.#topic(topic);
     const { id, promise } = this.#track(values.length);
-    const bytes = values.map(toBytes);
-    let total = 0;
-    for (const b of bytes) total += b.length;
-    const slab = new Uint8Array(Math.max(1, total));
-    void slab.buffer; // settle the storage before taking its address (see copyIntoSlab)
+    // Values go straight into one slab (strings encoded in place, no Uint8Array each) and pointers
+    // are written as 32-bit halves: no BigInt per message.
+    let bound = 0;
+    for (const v of values) bound += typeof v === "string" ? v.length * 3 : v.length;
+    const slab = Buffer.allocUnsafe(Math.max(1, bound));
+    // librdkafka reads the slab only inside produce_batch, but a queue-full wait (await) may come
+    // between two calls: pin it so the collector cannot free it meanwhile.
+    this.#pinned.add(slab);
     const base = ptr(slab);
-    const msgs = new Uint8Array(MESSAGE.size * bytes.length);
+    const msgs = new Uint8Array(MESSAGE.size * values.length);
+    const words = new Int32Array(msgs.buffer);
     const dv = new DataView(msgs.buffer);
+    const setU64 = (byteAt: number, v: number): void => { words[byteAt >> 2] = v % 0x1_0000_0000 | 0; words[(byteAt >> 2) + 1] = Math.floor(v / 0x1_0000_0000) | 0; };
     let off = 0;
-    for (let i = 0; i < bytes.length; i++) {
-      const b = bytes[i]!;
-      slab.set(b, off);
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i]!;
+      let len: number;
+      if (typeof v === "string") len = slab.write(v, off, "utf8");
+      else {
+        slab.set(v, off);
+        len = v.length;
+      }
       const m = i * MESSAGE.size;
-      dv.setBigUint64(m + MESSAGE.payload, BigInt(base + off), true);
-      dv.setBigUint64(m + MESSAGE.len, BigInt(b.length), true);
-      dv.setBigUint64(m + MESSAGE._private, BigInt(id), true);
-      off += b.length;
+      setU64(m + MESSAGE.payload, base + off);
+      setU64(m + MESSAGE.len, len);
+      setU64(m + MESSAGE._private, id);
+      off += len;
     }
+    const count = values.length;
     let start = 0;
-    while (start < bytes.length) {
-      const n = bytes.length - start;
+    while (start < count) {
+      const n = count - start;
       const view = msgs.subarray(start * MESSAGE.size);
       const accepted = rdk().rd_kafka_produce_batch(rkt, RD.PARTITION_UA, RD.MSG_F_COPY, view, n);
       // Messages are accepted in order; the first rejected one carries the reason in its err field.
@@ -197,6 +212,7 @@ export class Producer {
         await this.#drain();
       }
     }
+    this.#pinned.delete(slab);
     this.#settleIfDone(id);
     this.#startPump();
     await promise;
@@ -236,7 +252,7 @@ export class Producer {
   #track(count: number): { id: number; promise: Promise<Delivery> } {
     const id = this.#nextId++;
     const { promise, resolve, reject } = Promise.withResolvers<Delivery>();
-    this.#pending.set(id, { remaining: count, failed: null, last: { partition: -1, offset: -1 }, resolve, reject });
+    this.#pending.set(id, { remaining: count, failed: null, lastPartition: -1, lastOffset: -1, resolve, reject });
     return { id, promise };
   }
 
@@ -245,7 +261,7 @@ export class Producer {
     if (!p || p.remaining > 0) return;
     this.#pending.delete(id);
     if (p.failed) p.reject(p.failed);
-    else p.resolve(p.last);
+    else p.resolve({ partition: p.lastPartition, offset: p.lastOffset });
   }
 
   /** Serves every delivery report waiting on the main queue. */
@@ -259,7 +275,8 @@ export class Producer {
         for (;;) {
           const n = Number(lib.rd_kafka_event_message_array(ev, this.#drSlots, this.#drSlots.length));
           if (n === 0) break;
-          for (let i = 0; i < n; i++) this.#onReport(Number(this.#drSlots[i]) as Pointer);
+          const w = this.#drWords;
+          for (let i = 0; i < n; i++) this.#onReport((w[2 * i]! + w[2 * i + 1]! * 0x1_0000_0000) as Pointer);
           served += n;
         }
       }
@@ -273,7 +290,10 @@ export class Producer {
     if (!p) return;
     const err = read.i32(m, MESSAGE.err);
     if (err !== 0) p.failed ??= new KafkaError("KAFKA_DELIVERY", `delivery failed: ${errName(err)}: ${rdk().rd_kafka_err2str(err)}`, err, errName(err));
-    else p.last = { partition: read.i32(m, MESSAGE.partition), offset: Number(read.i64(m, MESSAGE.offset)) };
+    else {
+      p.lastPartition = read.i32(m, MESSAGE.partition);
+      p.lastOffset = readExactI64(m as Pointer, MESSAGE.offset);
+    }
     p.remaining--;
     this.#settleIfDone(id);
   }
