@@ -3,6 +3,7 @@
 // filesystem that holds only those files (no Bun, no node_modules, no librdkafka1 package).
 import { beforeAll, expect, test } from "bun:test";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { deleteTopics } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, run } from "../support/services.ts";
 
 const BIN = `${ROOT}/.local/image-test/cdr-worker`;
@@ -46,7 +47,12 @@ test("the binary runs as the non-root user in a root filesystem of only itself a
     // `run` compiles the consumer's batch copy with Bun's TinyCC at start: it must work here too
     // (no compiler, no headers, only /tmp writable), not fall back to the slow path.
     const table = `image_${Date.now().toString(36)}`;
-    const runEnv = [...env.slice(0, 2), `CLICKHOUSE_URL=${CLICKHOUSE_URL}`, "CLICKHOUSE_DATABASE=e2e", `CLICKHOUSE_TABLE=${table}`, `KAFKA_GROUP_ID=image-${table}`, "STATS_PORT=0", ...env.slice(2)];
+    const topics = [`${table}.raw`, `${table}.dlq`];
+    const runEnv = [
+      ...env.slice(0, 2), `CLICKHOUSE_URL=${CLICKHOUSE_URL}`, "CLICKHOUSE_DATABASE=e2e", `CLICKHOUSE_TABLE=${table}`,
+      `KAFKA_TOPIC_RAW=${topics[0]}`, `KAFKA_TOPIC_DLQ=${topics[1]}`, `KAFKA_GROUP_ID=image-${table}`, "STATS_PORT=0", ...env.slice(2),
+    ];
+    await run([...runEnv, "topics", "ensure"]);
     await run([...runEnv, "migrate"]);
     const worker = Bun.spawn([...runEnv, "run"], { stdout: "ignore", stderr: "pipe" });
     let logs = "";
@@ -61,6 +67,7 @@ test("the binary runs as the non-root user in a root filesystem of only itself a
     expect(logs).toContain("cdr-worker running");
     expect(logs).not.toContain("native batch copy unavailable");
     await run(["curl", "-fsS", `${CLICKHOUSE_URL}/`, "--data-binary", `DROP TABLE IF EXISTS e2e.${table}`]);
+    await deleteTopics(...topics);
   } finally {
     await run(["umount", `${rootfs}/proc`]);
   }
