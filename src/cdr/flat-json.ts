@@ -2,9 +2,9 @@
  * A scanner for the one JSON shape vendors send: a flat object of plain strings, small integers,
  * true, false and null. It builds the same object JSON.parse would in about half the time
  * (measured on freshly decoded payloads, as the worker sees them: JSON.parse ~3–4 µs, this
- * ~1.9 µs; JSON.parse is only fast on strings it has seen before), and gives up — returns undefined — on anything else:
- * escapes, fractions, exponents, integers of 16+ digits, nested values, `__proto__`, syntax it does
- * not expect. The caller then runs JSON.parse, so speed never changes a verdict: every input this
+ * ~1.9 µs; JSON.parse is only fast on strings it has seen before), and gives up (returns
+ * undefined) on anything else: escapes, fractions, exponents, integers of 16+ digits, nested
+ * values, `__proto__`, syntax it does not expect. The caller then runs JSON.parse, so speed never changes a verdict: every input this
  * accepts it parses exactly as JSON.parse does (test/cdr/flat-json.test.ts checks that on
  * mutated records), and every input it refuses takes the reference path.
  */
