@@ -35,7 +35,7 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
   const raw = `${prefix}.raw.${stamp}`, dlq = `${prefix}.dlq.${stamp}`, table = `${prefix}_${stamp}`;
   const admin = new Admin({ "bootstrap.servers": brokers });
   await ensureTopics(admin, topologySpec(raw, dlq));
-  const ch = createClient({ url: chUrl, request_timeout: 120_000 });
+  const ch = createClient({ url: chUrl, request_timeout: 60_000 });
   await migrate(ch, database, table);
   const port = 18200 + Math.floor(Math.random() * 1000);
   const env = (extra: Record<string, string> = {}) => ({
