@@ -8,6 +8,8 @@ RUN apt-get update \
 RUN npm install -g --allow-scripts=bun bun@1.4.5
 WORKDIR /src
 COPY package.json bun.lock bunfig.toml tsconfig.json ./
+# bun install applies the dependency patches listed in package.json (patchedDependencies).
+COPY scripts/patches scripts/patches
 RUN bun install --frozen-lockfile --production
 COPY src src
 COPY sql sql

@@ -30,3 +30,14 @@ test("Dockerfile: multi-stage onto distroless/cc as non-root, copying exactly th
   expect(df).toContain("scripts/image/copy-libs.txt");
   expect(df).toContain('ENTRYPOINT ["/usr/local/bin/cdr-worker"]');
 });
+
+test("Dockerfile: the dependency patches are in the build context before bun install needs them", async () => {
+  const df = await Bun.file(`${ROOT}/Dockerfile`).text();
+  const pkg = (await Bun.file(`${ROOT}/package.json`).json()) as { patchedDependencies?: Record<string, string> };
+  const patches = Object.values(pkg.patchedDependencies ?? {});
+  expect(patches.length).toBeGreaterThan(0);
+  const install = df.indexOf("RUN bun install");
+  expect(install).toBeGreaterThan(0);
+  const copied = [...df.slice(0, install).matchAll(/^COPY (\S+)/gm)].map((m) => m[1]!);
+  for (const patch of patches) expect(copied.some((c) => patch === c || patch.startsWith(`${c}/`))).toBe(true);
+});
