@@ -47,7 +47,8 @@ provision_kafka() {
 
 provision_node_modules() {
   local stamp="$ROOT/node_modules/.bun.lock.sha"
-  local want; want="$(sha256sum "$ROOT/bun.lock" "$ROOT/package.json" | sha256sum | cut -c1-64)"
+  # The dependency patches count too: bun install applies them, and editing one changes no lockfile.
+  local want; want="$(sha256sum "$ROOT/bun.lock" "$ROOT/package.json" "$ROOT"/scripts/patches/*.patch | sha256sum | cut -c1-64)"
   if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then log "ok: node_modules"; return; fi
   log "installing node_modules (frozen lockfile)"
   (cd "$ROOT" && bun install --frozen-lockfile >/dev/null)
