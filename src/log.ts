@@ -7,15 +7,10 @@ const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 4
 const SECRET_KEY = /pass(word)?|secret|token|sasl\.(password|oauthbearer)|ssl\.key/i;
 
 let threshold = RANK.info;
-let sink: (line: string) => void = (line) => process.stderr.write(line + "\n");
+const sink = (line: string): void => void process.stderr.write(line + "\n");
 
 export function setLogLevel(level: LogLevel): void {
   threshold = RANK[level];
-}
-
-/** Redirects log lines (tests capture them). */
-export function setLogSink(fn: (line: string) => void): void {
-  sink = fn;
 }
 
 function redact(ctx: Record<string, unknown>): Record<string, unknown> {

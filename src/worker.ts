@@ -8,6 +8,7 @@ import type { Batch } from "./batch/batch.ts";
 import { Batcher } from "./batch/batcher.ts";
 import { DlqBreaker } from "./batch/breaker.ts";
 import { decode } from "./cdr/decode.ts";
+import { RAT_NAMES } from "./cdr/fields.ts";
 import type { PhoneNormalizer } from "./cdr/phone.ts";
 import { withRetry, type RetryPolicy } from "./clickhouse/retry.ts";
 import type { ClickHouseWriter } from "./clickhouse/writer.ts";
@@ -37,6 +38,9 @@ export interface WorkerDeps {
 }
 
 export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
+
+/** rat code → radio access type name, as pairs (the batch counts rows per code). */
+const RAT_ENTRIES = Object.entries(RAT_NAMES).map(([code, name]) => [Number(code), name] as const);
 
 /** Most DLQ deliveries awaited at once before polling pauses. */
 const MAX_DLQ_IN_FLIGHT = 10_000;
@@ -209,9 +213,7 @@ export class Worker {
       counters.batchRows.observe(batch.count);
       counters.addDurable("durableClickhouse", batch.partitions, batch.count);
       for (const [svc, n] of batch.serviceCounts) counters.byService.set(svc, (counters.byService.get(svc) ?? 0) + n);
-      counters.byRat["3G"]! += batch.ratCounts[1]!;
-      counters.byRat.LTE_4G! += batch.ratCounts[6]!;
-      counters.byRat["5G_NR"]! += batch.ratCounts[9]!;
+      for (const [code, name] of RAT_ENTRIES) counters.byRat[name]! += batch.ratCounts[code]!;
     } else {
       this.clickhouseHealthy = false;
       counters.chExhausted++;

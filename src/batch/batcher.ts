@@ -10,7 +10,6 @@ export class Batcher {
   readonly concurrency: number;
   readonly #free: Batch[] = [];
   #current: Batch;
-  #inFlight = 0;
   #inFlightRows = 0;
   #lastFlushAt: number;
 
@@ -32,8 +31,9 @@ export class Batcher {
     return left > 0 ? left : this.#free.length > 0 ? this.size : 0;
   }
 
+  /** Sealed batches not yet released: the pool's slots that are not free. */
   get inFlight(): number {
-    return this.#inFlight;
+    return this.concurrency - this.#free.length;
   }
 
   /** Rows held in memory: filling plus in flight. */
@@ -53,7 +53,6 @@ export class Batcher {
     if (!next) throw new Error("seal() without a free batch slot");
     const sealed = this.#current;
     this.#current = next;
-    this.#inFlight++;
     this.#inFlightRows += sealed.count;
     this.#lastFlushAt = now;
     return sealed;
@@ -61,7 +60,6 @@ export class Batcher {
 
   /** Returns a flushed (or dead-lettered) batch's slot to the pool. */
   release(batch: Batch): void {
-    this.#inFlight--;
     this.#inFlightRows -= batch.count;
     batch.reset();
     this.#free.push(batch);

@@ -37,6 +37,14 @@ export const HEADERS = {
  */
 export const MAX_PAYLOAD_CHARS = 128 * 1024; // ≤ 768 KiB even if every character escapes to \uXXXX
 
+/** What every envelope starts with: the payload comes first, so readers can cut it out verbatim. */
+export const ENVELOPE_HEAD = '{"original_payload":';
+
+/** The four small fields after the payload, exactly as encodeEnvelope writes them. */
+export function envelopeTail(reason: string, field: string | null, failedAt: string, workerInstance: string): string {
+  return `,"failure_reason":${JSON.stringify(reason)},"failed_field":${field === null ? "null" : JSON.stringify(field)},"failed_at":${JSON.stringify(failedAt)},"worker_instance":${JSON.stringify(workerInstance)}}`;
+}
+
 /**
  * Serializes an envelope. An object payload is spliced in as its original text, which JSON.parse
  * already accepted: re-serializing the parsed value would round integers above 2^53. A payload
@@ -48,7 +56,7 @@ export function encodeEnvelope(input: EnvelopeInput, failedAt: Date, workerInsta
   const payload = truncated
     ? JSON.stringify(input.payload.slice(0, MAX_PAYLOAD_CHARS) + `…[truncated: ${input.payload.length} characters in all]`)
     : input.payloadIsObject ? input.payload : JSON.stringify(input.payload);
-  return `{"original_payload":${payload},"failure_reason":${JSON.stringify(input.reason)},"failed_field":${input.field === null ? "null" : JSON.stringify(input.field)},"failed_at":${JSON.stringify(failedAt.toISOString())},"worker_instance":${JSON.stringify(workerInstance)}}`;
+  return `${ENVELOPE_HEAD}${payload}${envelopeTail(input.reason, input.field, failedAt.toISOString(), workerInstance)}`;
 }
 
 export function isTruncated(payload: string): boolean {

@@ -1,7 +1,7 @@
 /** Reads the DLQ topic back (for `dlq inspect` and `dlq replay`): envelopes up to the high watermark. */
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
-import type { DlqEnvelope } from "./envelope.ts";
+import { ENVELOPE_HEAD, envelopeTail, type DlqEnvelope } from "./envelope.ts";
 
 export interface StoredEnvelope {
   partition: number;
@@ -12,7 +12,6 @@ export interface StoredEnvelope {
   headers: Record<string, string>;
 }
 
-const PREFIX = '{"original_payload":';
 const decoder = new TextDecoder();
 
 /**
@@ -21,9 +20,9 @@ const decoder = new TextDecoder();
  * Anything else falls back to re-serializing the parsed value.
  */
 export function payloadTextOf(raw: string, env: DlqEnvelope): string {
-  const tail = `,"failure_reason":${JSON.stringify(env.failure_reason)},"failed_field":${env.failed_field === null ? "null" : JSON.stringify(env.failed_field)},"failed_at":${JSON.stringify(env.failed_at)},"worker_instance":${JSON.stringify(env.worker_instance)}}`;
   if (typeof env.original_payload === "string") return env.original_payload;
-  if (raw.startsWith(PREFIX) && raw.endsWith(tail)) return raw.slice(PREFIX.length, raw.length - tail.length);
+  const tail = envelopeTail(env.failure_reason, env.failed_field, env.failed_at, env.worker_instance);
+  if (raw.startsWith(ENVELOPE_HEAD) && raw.endsWith(tail)) return raw.slice(ENVELOPE_HEAD.length, raw.length - tail.length);
   return JSON.stringify(env.original_payload);
 }
 

@@ -39,6 +39,13 @@ typedef i64 (*timestamp_t)(void *, int *);
 
 #define AT(m, off, T) (*(T *)((char *)(m) + (off)))
 
+/* Appends len bytes at p to slab (a NULL p stays null: *len_out keeps -1); returns the new end. */
+static size_t put(memcpy_t mcpy, unsigned char *slab, size_t off, void *p, size_t len, double *len_out) {
+  if (!p) return off;
+  if (len) mcpy(slab + off, p, len);
+  *len_out = (double)len;
+  return off + len;
+}
 
 /* Bytes needed to copy the payloads and keys of n messages. */
 i64 drain_size(void **msgs, int n) {
@@ -71,20 +78,8 @@ int drain_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
     r[${META.keyLen}] = -1;
     if (err == 0) {
       if (with_ts) r[${META.timestamp}] = (double)timestamp(m, 0);
-      void *p = AT(m, ${MESSAGE.payload}, void *);
-      if (p) {
-        size_t len = AT(m, ${MESSAGE.len}, size_t);
-        if (len) mcpy(slab + off, p, len);
-        off += len;
-        r[${META.valueLen}] = (double)len;
-      }
-      void *k = AT(m, ${MESSAGE.key}, void *);
-      if (k) {
-        size_t len = AT(m, ${MESSAGE.key_len}, size_t);
-        if (len) mcpy(slab + off, k, len);
-        off += len;
-        r[${META.keyLen}] = (double)len;
-      }
+      off = put(mcpy, slab, off, AT(m, ${MESSAGE.payload}, void *), AT(m, ${MESSAGE.len}, size_t), r + ${META.valueLen});
+      off = put(mcpy, slab, off, AT(m, ${MESSAGE.key}, void *), AT(m, ${MESSAGE.key_len}, size_t), r + ${META.keyLen});
     }
     destroy(m);
   }

@@ -2,7 +2,6 @@
 import { CString, dlopen, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { rdk } from "./native.ts";
-import { MESSAGE } from "./structs.ts";
 
 export interface Message {
   topic: string;
@@ -81,8 +80,4 @@ export function readHeaders(msg: Pointer): Array<[string, Uint8Array]> {
     out.push([name, copyBytes(Number(headerValue[0]) as Pointer, Number(headerSize[0])) ?? new Uint8Array(0)]);
   }
   return out;
-}
-
-export function messageError(msg: Pointer): number {
-  return read.i32(msg, MESSAGE.err);
 }

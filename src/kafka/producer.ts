@@ -37,6 +37,13 @@ interface Pending {
 }
 
 
+/** Writes a string as UTF-8, or bytes as they are, at `at`; returns the byte count (room is the caller's). */
+function writeValue(buf: Buffer, at: number, v: string | Uint8Array): number {
+  if (typeof v === "string") return buf.write(v, at, "utf8");
+  buf.set(v, at);
+  return v.length;
+}
+
 /** A non-negative integer below 2^53 (a pointer, a length) as two 32-bit words: no BigInt. */
 function writeU64(words: Int32Array, at: number, v: number): void {
   words[at] = v % 0x1_0000_0000 | 0;
@@ -151,12 +158,7 @@ export class Producer {
       this.#arena.copy(next, 0, 0, at);
       this.#arena = next;
     }
-    let n: number;
-    if (typeof v === "string") n = this.#arena.write(v, at, "utf8");
-    else {
-      this.#arena.set(v, at);
-      n = v.length;
-    }
+    let n = writeValue(this.#arena, at, v);
     if (nul) this.#arena[at + n++] = 0;
     this.#arenaUsed = at + n;
     return at;
@@ -185,13 +187,7 @@ export class Producer {
     const setU64 = (byteAt: number, v: number): void => writeU64(words, byteAt >> 2, v);
     let off = 0;
     for (let i = 0; i < values.length; i++) {
-      const v = values[i]!;
-      let len: number;
-      if (typeof v === "string") len = slab.write(v, off, "utf8");
-      else {
-        slab.set(v, off);
-        len = v.length;
-      }
+      const len = writeValue(slab, off, values[i]!);
       const m = i * MESSAGE.size;
       setU64(m + MESSAGE.payload, base + off);
       setU64(m + MESSAGE.len, len);

@@ -17,6 +17,11 @@ export interface PartitionCounters {
   durableDlq: number;
 }
 
+/** Records of a partition consumed and not yet durable. */
+export function inFlightOf(pc: Pick<PartitionCounters, "consumed" | "durableClickhouse" | "durableDlq">): number {
+  return pc.consumed - pc.durableClickhouse - pc.durableDlq;
+}
+
 export class Counters {
   readonly startedAt = Date.now();
   readonly partitions = new Map<number, PartitionCounters>();

@@ -1,5 +1,5 @@
 /** Prometheus text exposition (format 0.0.4) of the same counters. */
-import type { Histogram } from "./counters.ts";
+import { inFlightOf, type Histogram } from "./counters.ts";
 import type { StatsSource } from "./snapshot.ts";
 
 const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
@@ -23,7 +23,7 @@ export function metricsText(s: StatsSource): string {
   metric("cdr_worker_records_consumed_total", "counter", "Records handed to the worker by Kafka.", parts.map(([p, v]) => [{ partition: p }, v.consumed]));
   metric("cdr_worker_records_clickhouse_total", "counter", "Records durable in ClickHouse.", parts.map(([p, v]) => [{ partition: p }, v.durableClickhouse]));
   metric("cdr_worker_records_dlq_total", "counter", "Records acknowledged by the DLQ topic.", parts.map(([p, v]) => [{ partition: p }, v.durableDlq]));
-  metric("cdr_worker_records_in_flight", "gauge", "Records consumed and not yet durable.", parts.map(([p, v]) => [{ partition: p }, v.consumed - v.durableClickhouse - v.durableDlq]));
+  metric("cdr_worker_records_in_flight", "gauge", "Records consumed and not yet durable.", parts.map(([p, v]) => [{ partition: p }, inFlightOf(v)]));
   metric("cdr_worker_dlq_records_total", "counter", "DLQ records by failure_reason.", Object.entries(c.byDlqReason).map(([r, n]) => [{ reason: r }, n]));
   metric("cdr_worker_rows_by_rat_total", "counter", "Rows inserted by radio access type.", Object.entries(c.byRat).map(([r, n]) => [{ rat: r }, n]));
   metric("cdr_worker_rows_by_service_total", "counter", "Rows inserted by service type.", [...c.byService].map(([svc, n]) => [{ service_type: svc }, n]));

@@ -1,5 +1,5 @@
 /** The JSON of GET /internal/stats, computed from the counters without touching Kafka or ClickHouse. */
-import type { Counters } from "./counters.ts";
+import { inFlightOf, type Counters } from "./counters.ts";
 
 export interface StatsSource {
   counters: Counters;
@@ -35,7 +35,7 @@ export function statsSnapshot(s: StatsSource) {
       consumed: pc.consumed,
       durable_clickhouse: pc.durableClickhouse,
       durable_dlq: pc.durableDlq,
-      in_flight: pc.consumed - pc.durableClickhouse - pc.durableDlq,
+      in_flight: inFlightOf(pc),
       committed_offset: committed,
       high_watermark: high,
       lag: high !== null && committed !== null ? Math.max(0, high - committed) : null,

@@ -36,11 +36,9 @@ async function produceSynthetic(topic: string, count: number, invalidShare: numb
 describe("ClickHouse down", () => {
   test("retries with the configured backoff, then dead-letters the batch and commits; readyz flips; progress resumes when it is back", async () => {
     const n = await names("chdown");
-    const url = new URL(CLICKHOUSE_URL);
-    const proxy = new TcpProxy(url.hostname, Number(url.port));
-    proxy.up();
+    const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
     const w = await startWorker(workerEnv(n, {
-      CLICKHOUSE_URL: `http://127.0.0.1:${proxy.port}`, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000",
+      CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000",
       CH_RETRY_MAX_ATTEMPTS: "3", CH_RETRY_INITIAL_DELAY_MS: "200", CH_RETRY_BACKOFF_FACTOR: "2", DLQ_STORAGE_FAILURE_REASON: "ch_insert_failed",
     }));
     try {

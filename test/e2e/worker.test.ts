@@ -166,11 +166,9 @@ describe("rebalance and shutdown deadlines", () => {
 
   test("a shutdown that cannot flush in SHUTDOWN_TIMEOUT_SECONDS exits nonzero and commits nothing that is not durable", async () => {
     const n = await names("deadline");
-    const url = new URL(CLICKHOUSE_URL);
-    const proxy = new TcpProxy(url.hostname, Number(url.port));
-    proxy.up();
+    const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
     const w = await startWorker(workerEnv(n, {
-      CLICKHOUSE_URL: `http://127.0.0.1:${proxy.port}`, BATCH_FLUSH_INTERVAL_SECONDS: "3600", SHUTDOWN_TIMEOUT_SECONDS: "2",
+      CLICKHOUSE_URL: proxy.url, BATCH_FLUSH_INTERVAL_SECONDS: "3600", SHUTDOWN_TIMEOUT_SECONDS: "2",
       CH_RETRY_MAX_ATTEMPTS: "5", CH_RETRY_INITIAL_DELAY_MS: "5000",
     }));
     try {

@@ -11,6 +11,19 @@ export class TcpProxy {
     this.#target = { hostname: targetHost, port: targetPort };
   }
 
+  /** A proxy already up in front of an HTTP service (e.g. CLICKHOUSE_URL). */
+  static inFrontOf(serviceUrl: string): TcpProxy {
+    const u = new URL(serviceUrl);
+    const proxy = new TcpProxy(u.hostname, Number(u.port));
+    proxy.up();
+    return proxy;
+  }
+
+  /** The proxy's own HTTP address. */
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
   up(): void {
     const sockets = this.#sockets;
     const target = this.#target;
