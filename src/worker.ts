@@ -42,6 +42,8 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 /** rat code → radio access type name, as pairs (the batch counts rows per code). */
 const RAT_ENTRIES = Object.entries(RAT_NAMES).map(([code, name]) => [Number(code), name] as const);
 
+/** Longest idle wait between polls of an empty queue (arrivals wake the worker at once). */
+const IDLE_WAIT_MS = 20;
 /** Most DLQ deliveries awaited at once before polling pauses. */
 const MAX_DLQ_IN_FLIGHT = 10_000;
 /** Most records handled between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
@@ -102,7 +104,6 @@ export class Worker {
   /** Runs until stopped (resolves) or a fatal error (rejects). */
   async run(): Promise<void> {
     this.#state = "running";
-    let idle = 1;
     while (!this.#stopRequested && !this.#fatal) {
       this.#handleRebalance();
       if (this.#d.consumer.pendingRevoke) {
@@ -122,11 +123,9 @@ export class Worker {
       }
       const messages = this.#d.consumer.poll(Math.min(room, MAX_POLL));
       if (messages.length === 0) {
-        await this.#sleep(idle);
-        idle = Math.min(idle * 2, 20);
+        await this.#idle();
         continue;
       }
-      idle = 1;
       this.#process(messages);
       this.#flushIfDue();
       // Let timers, HTTP and delivery reports run between batches.
@@ -300,6 +299,15 @@ export class Worker {
     if (this.#fatal) return;
     this.#fatal = e instanceof Error ? e : new Error(String(e));
     log.error("fatal: stopping without flushing or committing further", { err: this.#fatal });
+    this.#wakeUp();
+  }
+
+  /**
+   * After an empty poll: until librdkafka signals that the queue has something (no CPU spent
+   * meanwhile), a stop or fatal error, or IDLE_WAIT_MS, which bounds how late a due flush runs.
+   */
+  async #idle(): Promise<void> {
+    await Promise.race([this.#sleep(IDLE_WAIT_MS), this.#d.consumer.waitForMessages(IDLE_WAIT_MS)]);
     this.#wakeUp();
   }
 

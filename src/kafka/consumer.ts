@@ -17,6 +17,7 @@ import { createHandle, destroyHandle, errName, kafkaError, pollQueue, takeError,
 import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadDrain, META, META_STRIDE, type Drain } from "./drain.ts";
 import { cstr, rdk } from "./native.ts";
+import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
 import { MESSAGE, RD } from "./structs.ts";
 
@@ -43,6 +44,7 @@ export class Consumer {
   readonly #h: Handle;
   readonly #queue: Pointer;
   readonly #commitQueue: Pointer;
+  readonly #wakeup: QueueWakeup;
   readonly #slots: BigUint64Array;
   readonly #slotsPtr: Pointer;
   readonly #readHeaders: boolean;
@@ -86,6 +88,7 @@ export class Consumer {
     lib.rd_kafka_poll_set_consumer(rk);
     this.#queue = lib.rd_kafka_queue_get_consumer(rk)!;
     this.#commitQueue = lib.rd_kafka_queue_new(rk)!;
+    this.#wakeup = new QueueWakeup(this.#queue);
     this.#cooperative = String(lib.rd_kafka_rebalance_protocol(rk)) === "COOPERATIVE";
     this.#readHeaders = opts.readHeaders ?? false;
     this.#readTimestamps = opts.readTimestamps ?? true;
@@ -117,6 +120,14 @@ export class Consumer {
     const e = this.#events;
     this.#events = [];
     return e;
+  }
+
+  /**
+   * Resolves when a poll may return something (messages, a rebalance, an error), or after
+   * `timeoutMs`. Meant for after a poll came back empty: waiting costs no CPU, unlike polling.
+   */
+  waitForMessages(timeoutMs: number): Promise<void> {
+    return this.#closed ? Promise.resolve() : this.#wakeup.wait(timeoutMs);
   }
 
   /**
@@ -305,6 +316,7 @@ export class Consumer {
   #destroy(): void {
     this.#closed = true;
     const lib = rdk();
+    this.#wakeup.close();
     lib.rd_kafka_queue_destroy(this.#queue);
     lib.rd_kafka_queue_destroy(this.#commitQueue);
     destroyHandle(this.#h);

@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { log } from "../log.ts";
-import { libc } from "./message.ts";
+import { libc } from "./libc.ts";
 import { rdk } from "./native.ts";
 import { MESSAGE } from "./structs.ts";
 

@@ -1,6 +1,7 @@
 /** Copying rd_kafka_message_t out of native memory before it is destroyed. */
-import { CString, dlopen, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
+import { CString, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
+import { libc } from "./libc.ts";
 import { rdk } from "./native.ts";
 
 export interface Message {
@@ -23,10 +24,6 @@ export function readExactI64(p: Pointer, offset: number): number {
   if (hi >= 0x200000 || hi < -0x200000) throw new KafkaError("KAFKA_CLIENT", `64-bit value at +${offset} exceeds 2^53`);
   return hi * 0x1_0000_0000 + lo;
 }
-
-// libc's memcpy: copying a poll's payloads into one slab costs one FFI call per message and no
-// JS allocation besides the view (toArrayBuffer + slice made two objects and a copy each).
-export const libc = dlopen("libc.so.6", { memcpy: { args: ["ptr", "ptr", "usize"], returns: "ptr" } }).symbols;
 
 /**
  * Copies many native buffers into one fresh slab and returns a view per buffer (null stays null).

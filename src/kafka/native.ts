@@ -42,6 +42,7 @@ const symbols = {
   rd_kafka_queue_get_main: { args: ["ptr"], returns: "ptr" },
   rd_kafka_queue_get_consumer: { args: ["ptr"], returns: "ptr" },
   rd_kafka_queue_poll: { args: ["ptr", "i32"], returns: "ptr" },
+  rd_kafka_queue_io_event_enable: { args: ["ptr", "i32", "ptr", "usize"], returns: "void" },
   rd_kafka_event_type: { args: ["ptr"], returns: "i32" },
   rd_kafka_event_error: { args: ["ptr"], returns: "i32" },
   rd_kafka_event_error_string: { args: ["ptr"], returns: "cstring" },

@@ -1,5 +1,6 @@
 // The librdkafka binding against the real broker.
 import { afterAll, describe, expect, test } from "bun:test";
+import { readdirSync } from "node:fs";
 import { Admin } from "../../src/kafka/admin.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -97,6 +98,42 @@ describe("producer and consumer", () => {
     a.close();
     b.close();
   });
+
+  test("an empty poll's wait ends when a message arrives (librdkafka's wake-up), not at its deadline; close frees the pipe", async () => {
+    const topic = await createTopic("wake", 1);
+    cleanup.push(topic);
+    const c = new Consumer({ props: { ...props, "group.id": uniqueName("wake") }, topics: [topic] });
+    const p = new Producer(props);
+    try {
+      await waitFor(() => { c.poll(); return c.assignment.length === 1 ? true : undefined; });
+      // Nothing to read: a short wait ends at its deadline.
+      expect(c.poll()).toEqual([]);
+      await c.waitForMessages(50);
+      // An arrival ends a wait whose deadline is far away.
+      const deadlineMs = 60_000;
+      const t0 = performance.now();
+      const woken = c.waitForMessages(deadlineMs);
+      await p.produce(topic, "wake up");
+      await woken;
+      expect(performance.now() - t0).toBeLessThan(deadlineMs / 2);
+      const got = await waitFor(() => { const m = c.poll(); return m.length ? m : undefined; });
+      expect(got.map(text)).toEqual(["wake up"]);
+    } finally {
+      p.close();
+      c.close();
+    }
+    // Closed consumers leave no descriptor behind (the read end of the pipe closes once its stream
+    // lets go of it, a turn of the event loop later). Counted after the first consumer: Bun opens
+    // a pipe of its own on the first stream over a descriptor.
+    const openFds = () => readdirSync("/proc/self/fd").length;
+    const fdsBefore = openFds();
+    for (let i = 0; i < 3; i++) {
+      const more = new Consumer({ props: { ...props, "group.id": uniqueName("wake") }, topics: [topic] });
+      await more.waitForMessages(10);
+      more.close();
+    }
+    await waitFor(() => (openFds() <= fdsBefore ? true : undefined), 4_000, "wake-up pipes closed");
+  }, 30_000);
 
   test("200k messages consumed without a leak: RSS after the run within a few MiB of RSS after a warm-up", async () => {
     const topic = await createTopic("leak", 1);
