@@ -49,8 +49,9 @@ export class PhoneNormalizer {
   readonly #capacity: number;
   // Two generations instead of LRU: O(1) everywhere, no per-hit bookkeeping, and no eviction scan
   // (deleting a Map's oldest key one at a time degrades badly in JSC). Holds at most `capacity`.
-  #young = new Map<string, string | null>();
-  #old = new Map<string, string | null>();
+  // Keys: digitKey() for "+digits"/"digits" strings (nearly every caller_num), else the string.
+  #young = new Map<number | string, string | null>();
+  #old = new Map<number | string, string | null>();
   hits = 0;
   misses = 0;
 
@@ -61,10 +62,11 @@ export class PhoneNormalizer {
 
   /** The E.164 form of `raw`, or null when it is not a valid number. */
   normalize(raw: string): string | null {
-    let cached = this.#young.get(raw);
+    const key = digitKey(raw) || raw;
+    let cached = this.#young.get(key);
     if (cached === undefined) {
-      cached = this.#old.get(raw);
-      if (cached !== undefined) this.#remember(raw, cached);
+      cached = this.#old.get(key);
+      if (cached !== undefined) this.#remember(key, cached);
     }
     if (cached !== undefined) {
       this.hits++;
@@ -72,7 +74,7 @@ export class PhoneNormalizer {
     }
     this.misses++;
     const verdict = this.#parse(raw);
-    this.#remember(raw, verdict);
+    this.#remember(key, verdict);
     return verdict;
   }
 
@@ -80,13 +82,13 @@ export class PhoneNormalizer {
     return this.#young.size + this.#old.size;
   }
 
-  #remember(raw: string, verdict: string | null): void {
+  #remember(key: number | string, verdict: string | null): void {
     if (this.#capacity <= 0) return;
     if (this.#young.size >= Math.max(1, this.#capacity >> 1)) {
       this.#old = this.#young;
       this.#young = new Map();
     }
-    this.#young.set(ownCopy(raw), verdict);
+    this.#young.set(typeof key === "number" ? key : ownCopy(key), verdict);
   }
 
   /** The reference path: libphonenumber's parse, then full validity. */
@@ -101,6 +103,34 @@ export class PhoneNormalizer {
     const international = toInternational(raw.trim());
     return (international !== null ? fastValid(international) : null) ?? PhoneNormalizer.reference(raw, this.#region);
   }
+}
+
+const POW10 = Array.from({ length: 16 }, (_, i) => 10 ** i);
+
+/**
+ * A number standing for `s` when it is 1–15 ASCII digits, optionally after "+"; 0 otherwise.
+ * Injective on those strings: the length is the leading 1 of 10^length + digits (below 2^51, so
+ * exact), "+" the sign. A Map finds a number faster than a string sliced out of a fresh payload
+ * (no hashing of characters, no character comparison; measured ~0.3 vs ~0.5 µs a lookup on 48k
+ * entries), and a number key pins no payload.
+ */
+export function digitKey(s: string): number {
+  const n = s.length;
+  let i = 0;
+  let sign = 1;
+  if (n > 0 && s.charCodeAt(0) === 0x2b) {
+    i = 1;
+    sign = -1;
+  }
+  const len = n - i;
+  if (len < 1 || len > 15) return 0;
+  let v = 0;
+  for (; i < n; i++) {
+    const d = s.charCodeAt(i) - 0x30;
+    if (d < 0 || d > 9) return 0;
+    v = v * 10 + d;
+  }
+  return sign * (POW10[len]! + v);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { digitKey, PhoneNormalizer } from "../../src/cdr/phone.ts";
 import verdicts from "../fixtures/phone-verdicts.json";
 
 describe("E.164 Phone Number Normalization", () => {
@@ -41,6 +41,43 @@ describe("phone verdict cache", () => {
     expect(cached.size).toBeLessThanOrEqual(4);
     expect(cached.hits + cached.misses).toBe(inputs.length);
     expect(cached.hits).toBeGreaterThan(0);
+  });
+});
+
+describe("digitKey: the cache's number for digit-only strings", () => {
+  test("is distinct for distinct strings: leading zeros, the plus sign and the length all count", () => {
+    const forms = ["0", "00", "000", "1", "01", "001", "+1", "+01", "+0", "33", "033", "0033", "+33", "+033", "0033600009252", "033600009252",
+      "+33600009252", "33600009252", "999999999999999", "+999999999999999", "000000000000000", "100000000000000", "+100000000000000"];
+    const keys = forms.map(digitKey);
+    expect(keys.every((k) => k !== 0 && Number.isSafeInteger(k))).toBe(true);
+    expect(new Set(keys).size).toBe(forms.length);
+    // And on 200k random digit strings of 1-15 digits, with and without "+": no two share a key.
+    const seen = new Map<number, string>();
+    let seed = 7;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    let collisions = 0;
+    for (let i = 0; i < 200_000; i++) {
+      const len = 1 + Math.floor(rnd() * 15);
+      let s = rnd() < 0.5 ? "+" : "";
+      for (let j = 0; j < len; j++) s += String(Math.floor(rnd() * (j < 3 ? 2 : 10)));
+      const k = digitKey(s);
+      const before = seen.get(k);
+      if (before !== undefined && before !== s) collisions++;
+      seen.set(k, s);
+    }
+    expect(collisions).toBe(0);
+  });
+
+  test("is 0 (the string itself is the key) for anything but 1-15 digits after an optional plus", () => {
+    for (const s of ["", "+", "++1", "1+", "+33 6", "0033-6", "１２３", "3.5", "-1", "1234567890123456", "+1234567890123456", "12a"]) expect(digitKey(s)).toBe(0);
+  });
+
+  test("a cache keyed by it gives each form its own verdict", () => {
+    const cached = new PhoneNormalizer({ cacheSize: 100 });
+    const forms = ["+33612345678", "0033612345678", "033612345678", "33612345678", "+033612345678", "+33 612345678"];
+    const plain = forms.map((s) => PhoneNormalizer.reference(s));
+    for (let round = 0; round < 3; round++) expect(forms.map((s) => cached.normalize(s))).toEqual(plain);
+    expect(cached.hits).toBe(2 * forms.length);
   });
 });
 
