@@ -40,12 +40,17 @@ export function scanFlatObject(text: string): Record<string, unknown> | undefine
   for (;;) {
     // Key.
     if (i >= n || text.charCodeAt(i) !== QUOTE) return undefined;
-    const keyEnd = stringEnd(text, i + 1, n);
-    if (keyEnd < 0) return undefined;
     const seen = seenKeys[position];
     let key: string;
-    if (seen !== undefined && seen.length === keyEnd - i - 1 && same(text, i + 1, seen)) key = seen;
-    else {
+    let keyEnd: number;
+    // The key seen here last time, followed by its closing quote: matched natively, no scan.
+    // (A key that is the seen one plus more characters fails the quote check and is scanned.)
+    if (seen !== undefined && text.startsWith(seen, i + 1) && text.charCodeAt(i + 1 + seen.length) === QUOTE) {
+      key = seen;
+      keyEnd = i + 1 + seen.length;
+    } else {
+      keyEnd = stringEnd(text, i + 1, n);
+      if (keyEnd < 0) return undefined;
       key = text.slice(i + 1, keyEnd);
       if (position < MAX_POSITIONS) seenKeys[position] = key;
     }
@@ -127,9 +132,4 @@ function skipWs(text: string, i: number, n: number): number {
 
 function finish(text: string, i: number, n: number, out: Record<string, unknown>): Record<string, unknown> | undefined {
   return skipWs(text, i, n) === n ? out : undefined;
-}
-
-function same(text: string, at: number, s: string): boolean {
-  for (let k = 0; k < s.length; k++) if (text.charCodeAt(at + k) !== s.charCodeAt(k)) return false;
-  return true;
 }
