@@ -15,8 +15,15 @@ import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { prepareRun } from "../lib/harness.ts";
+import { readFileSync } from "node:fs";
 
 const N = Number(process.argv[2] ?? 300_000);
+/** utime + stime of a process, from /proc (clock ticks of 1/100 s on Linux). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 // Rows per insert, for the worker and the ClickHouse ceiling alike (the spec default is 1000).
 const BATCH = Number(process.env.BENCH_BATCH_SIZE ?? 1000);
 const run = await prepareRun("bench", "bench");
@@ -42,6 +49,9 @@ for (;;) {
   await Bun.sleep(20);
 }
 const workerRate = N / ((performance.now() - t0) / 1000);
+// CPU the worker process spent on the backlog (all its threads; start-up included), per record:
+// the figure to lower when the two cores are saturated, and steadier than the rate.
+const workerCpuUs = (cpuSeconds(worker.pid) * 1e6) / N;
 
 // Latency: a paced stream at ~2k records/s for 10 s.
 const seen = new Map<string, number>();
@@ -101,7 +111,7 @@ const pct = (a: number[], p: number) => (a.length ? Math.round(a[Math.min(a.leng
 statsLatency.sort((a, b) => a - b);
 const r = Math.round;
 console.log(JSON.stringify({
-  records: N, worker_records_per_s: r(workerRate), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
+  records: N, worker_records_per_s: r(workerRate), worker_cpu_us_per_record: +workerCpuUs.toFixed(1), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
   ceilings: { kcat_drain_records_per_s: r(kcatRate), clickhouse_ingest_rows_per_s: r(chRate) },
   fraction_of_lower_ceiling: +(workerRate / Math.min(kcatRate, chRate)).toFixed(2),
   visibility_latency_ms: { samples: latencies.length, of: sent.size, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) },

@@ -28,3 +28,23 @@ test("RowBuffer bytes equal formatRow lines for 20k synthetic rows and awkward v
   expect(lines.length).toBe(20_004);
   expect(Buffer.from(buf.bytes()).toString("utf8")).toBe(lines.join("\n") + "\n");
 });
+
+test("numbers are written digit by digit exactly as formatRow writes them, at every boundary", () => {
+  const base = decode(toJson(withFields({})), { phone: new PhoneNormalizer() });
+  if (!base.ok) throw new Error("fixture record must be valid");
+  const values: Array<number | bigint> = [
+    0, 1, 9, 10, 99, 100, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 999_999_999, 1_000_000_000, 1_000_000_001,
+    5_000_000_007, 10 ** 15, 10 ** 15 + 1, 2 ** 53 - 1, 18446744073709551615n, 9007199254740993n,
+  ];
+  let seed = 3;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  for (let i = 0; i < 5000; i++) values.push(Math.floor(rnd() * 10 ** (1 + Math.floor(rnd() * 15))));
+  const buf = new RowBuffer(16);
+  const lines: string[] = [];
+  for (const v of values) {
+    const row = { ...base.row, up_bytes: v, down_bytes: v, total_bytes: v, session_start_time: typeof v === "number" && v < 2 ** 32 ? v : 0 };
+    buf.add(row, typeof v === "number" ? v : 0);
+    lines.push(formatRow(row, typeof v === "number" ? v : 0));
+  }
+  expect(Buffer.from(buf.bytes()).toString("utf8")).toBe(lines.join("\n") + "\n");
+});
