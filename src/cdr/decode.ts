@@ -18,7 +18,12 @@ export interface CdrRow {
   radio_access_type: RadioAccessType;
   /** The raw rat code (1, 6 or 9): what the Enum8 column stores. */
   rat: number;
-  cell_id: string;
+  /**
+   * The parts of cell_id ("<lac>_<ci>", see cellId()): kept apart so the encoder writes them
+   * without building and flattening a concatenated string per row (~0.4 µs, measured).
+   */
+  lac: CellPart;
+  ci: CellPart;
   /** Seconds since the epoch, UTC. */
   session_start_time: number;
   session_end_time: number;
@@ -29,6 +34,14 @@ export interface CdrRow {
   total_bytes: number | bigint;
   /** IPv4 as an unsigned 32-bit number (0 = 0.0.0.0). */
   source_ip: number;
+}
+
+/** lac or ci as the vendor sent it: an integer below 2^32 or a short string (field-checks.ts). */
+export type CellPart = number | bigint | string;
+
+/** cell_id as stored: lac and ci joined by "_". */
+export function cellId(r: Pick<CdrRow, "lac" | "ci">): string {
+  return `${r.lac}_${r.ci}`;
 }
 
 export interface Rejection {
@@ -101,7 +114,8 @@ export function decode(value: Uint8Array | string | null, ctx: DecodeContext): D
       service_type: rec.svc as string,
       radio_access_type: ratName,
       rat,
-      cell_id: `${rec.lac}_${rec.ci}`,
+      lac: rec.lac as CellPart,
+      ci: rec.ci as CellPart,
       session_start_time: start,
       session_end_time: end,
       duration_seconds: end - start,

@@ -4,7 +4,7 @@
  * cheapest text format for ClickHouse to parse and the same on 18.16 and current releases;
  * DateTime columns take unix seconds, UInt64 exact digits.
  */
-import type { CdrRow } from "../cdr/decode.ts";
+import { cellId, type CdrRow } from "../cdr/decode.ts";
 
 /** Column order of every line; INSERT names them explicitly so the table may gain columns. */
 export const COLUMNS = [
@@ -23,5 +23,5 @@ export function escapeTsv(s: string): string {
 
 /** One line without its trailing newline; `ingestedAt` in unix seconds. */
 export function formatRow(r: CdrRow, ingestedAt: number): string {
-  return `${r.cdr_id}\t${escapeTsv(r.raw_id)}\t${escapeTsv(r.device_id)}\t${r.msisdn}\t${escapeTsv(r.service_type)}\t${r.radio_access_type}\t${escapeTsv(r.cell_id)}\t${r.session_start_time}\t${r.session_end_time}\t${r.duration_seconds}\t${r.up_bytes}\t${r.down_bytes}\t${r.total_bytes}\t${r.source_ip}\t${ingestedAt}`;
+  return `${r.cdr_id}\t${escapeTsv(r.raw_id)}\t${escapeTsv(r.device_id)}\t${r.msisdn}\t${escapeTsv(r.service_type)}\t${r.radio_access_type}\t${escapeTsv(cellId(r))}\t${r.session_start_time}\t${r.session_end_time}\t${r.duration_seconds}\t${r.up_bytes}\t${r.down_bytes}\t${r.total_bytes}\t${r.source_ip}\t${ingestedAt}`;
 }

@@ -5,7 +5,7 @@ import type { CdrRow } from "../../src/cdr/decode.ts";
 
 const ROW: CdrRow = {
   cdr_id: "9342d47a-1bab-5709-9869-c840b2eac501", raw_id: "r", device_id: "d", msisdn: "+4915112345678", service_type: "voice",
-  radio_access_type: "LTE_4G", rat: 6, cell_id: "1_2", session_start_time: 1, session_end_time: 2, duration_seconds: 1,
+  radio_access_type: "LTE_4G", rat: 6, lac: 1, ci: 2, session_start_time: 1, session_end_time: 2, duration_seconds: 1,
   up_bytes: 1, down_bytes: 2, total_bytes: 3, source_ip: 0,
 };
 

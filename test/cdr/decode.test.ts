@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { decode, type Decoded } from "../../src/cdr/decode.ts";
+import { cellId, decode, type Decoded } from "../../src/cdr/decode.ts";
 import { REQUIRED_FIELDS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import uuidCases from "../fixtures/uuid5-python.json";
@@ -75,7 +75,8 @@ describe("Schema Transformation and Deterministic Identity", () => {
       service_type: "voice",
       radio_access_type: "LTE_4G",
       rat: 6,
-      cell_id: "1234_5678",
+      lac: 1234,
+      ci: 5678,
       session_start_time: 1_700_000_000,
       session_end_time: 1_700_000_120,
       duration_seconds: 120,
@@ -154,7 +155,8 @@ describe("Storage-safe normalization", () => {
   });
 
   test("lac and ci may be strings", () => {
-    expect(row(run(withFields({ lac: "0x1A2B", ci: "77" }))).cell_id).toBe("0x1A2B_77");
+    expect(cellId(row(run(withFields({ lac: "0x1A2B", ci: "77" }))))).toBe("0x1A2B_77");
+    expect(cellId(row(run(withFields({ lac: 1234, ci: 5678 }))))).toBe("1234_5678");
   });
 });
 

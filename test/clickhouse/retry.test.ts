@@ -29,7 +29,7 @@ test("TSV escaping keeps tabs, newlines and backslashes inside one field", () =>
 test("a row formats as 15 tab-separated columns with exact UInt64 digits", () => {
   const line = formatRow({
     cdr_id: "9342d47a-1bab-5709-9869-c840b2eac501", raw_id: "r\t1", device_id: "d", msisdn: "+4915112345678", service_type: "voice",
-    radio_access_type: "5G_NR", rat: 9, cell_id: "1_2", session_start_time: 1, session_end_time: 2, duration_seconds: 1,
+    radio_access_type: "5G_NR", rat: 9, lac: 1, ci: 2, session_start_time: 1, session_end_time: 2, duration_seconds: 1,
     up_bytes: 18446744073709551615n, down_bytes: 0, total_bytes: 18446744073709551615n, source_ip: 167772161,
   }, 100);
   const cols = line.split("\t");
