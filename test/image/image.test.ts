@@ -44,8 +44,8 @@ test("the binary runs as the non-root user in a root filesystem of only itself a
     // A real librdkafka call from inside: the embedded copy loads and talks to the broker.
     const out = await run([...env, "topics", "describe"]);
     expect(out).toContain('"topic":"cdr.raw"');
-    // `run` compiles the consumer's batch copy with Bun's TinyCC at start: it must work here too
-    // (no compiler, no headers, only /tmp writable), not fall back to the slow path.
+    // `run` compiles the consumer's batch copy with Bun's TinyCC at start and opens the consumer's
+    // wake-up pipe: both must work here too (no compiler, no headers, only /tmp writable).
     const table = `image_${Date.now().toString(36)}`;
     const topics = [`${table}.raw`, `${table}.dlq`];
     const runEnv = [
@@ -66,6 +66,8 @@ test("the binary runs as the non-root user in a root filesystem of only itself a
     expect(code).toBe(0);
     expect(logs).toContain("cdr-worker running");
     expect(logs).not.toContain("native batch copy unavailable");
+    // Nor may the consumer's wake-up pipe fall back to timers there.
+    expect(logs).not.toContain("no wake-up pipe");
     await run(["curl", "-fsS", `${CLICKHOUSE_URL}/`, "--data-binary", `DROP TABLE IF EXISTS e2e.${table}`]);
     await deleteTopics(...topics);
   } finally {
