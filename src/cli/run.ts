@@ -39,9 +39,13 @@ export async function runCommand(cfg: Config): Promise<number> {
       "group.id": cfg.kafka.groupId,
       "client.id": cfg.workerInstance,
       // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
-      // 8 MiB is ~30k records of 250 B, ~0.5 s of work at full speed; 16 MiB cost ~25 MiB more RSS
-      // under sustained load for no measurable throughput (scripts/bench/e2e.ts).
-      "queued.max.messages.kbytes": "8192",
+      // librdkafka 2.0.2 stops fetching once the queue is over this and looks again only when its
+      // broker thread next wakes, up to ~1 s later: a queue smaller than ~1 s of work runs dry on
+      // every cycle (8 MiB at 50k records/s: 28 % of the time idle, scripts/bench/prefetch.ts).
+      // 16 MiB (~60k records) keeps this machine's rates fed for peak RSS 189 MiB draining a
+      // backlog (8 MiB: 173-182, 32 MiB: 212). Faster deployments raise it with
+      // KAFKA_PROP_QUEUED_MAX_MESSAGES_KBYTES (about 1 s of records).
+      "queued.max.messages.kbytes": "16384",
     }),
     topics: [cfg.kafka.topicRaw],
     maxBatch: cfg.batch.size,
