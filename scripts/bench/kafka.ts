@@ -32,7 +32,11 @@ async function timed(fn: () => Promise<void> | void): Promise<number> {
 interface Round {
   produce: number; produceKcat: number;
   resume: number; resumeFirstMs: number; fresh: number; freshFirstMs: number; kcat: number; kcatGroup: number;
+  uncapped: number; kcatUncapped: number;
 }
+
+/** Prefetch limits both clients never reach on this topic. */
+const UNCAPPED = { "queued.min.messages": "10000000", "queued.max.messages.kbytes": "2097151" };
 
 async function round(): Promise<Round> {
   const stamp = Date.now().toString(36);
@@ -60,11 +64,11 @@ async function round(): Promise<Round> {
   // deployment; librdkafka 2.0.2 then waits ~100 ms (a fixed offset-query backoff) before it asks
   // for the earliest offset, and kcat -G pays the same. "resume": the group has committed offset
   // 0, as on every later start of the worker; the ratios against kcat use this one.
-  async function consumeBinding(group: string): Promise<{ rate: number; firstMs: number }> {
+  async function consumeBinding(group: string, extra: Record<string, string> = {}): Promise<{ rate: number; firstMs: number }> {
     let firstMs = 0;
     const rate = await timed(async () => {
       const t0 = performance.now();
-      const c = new Consumer({ props: { ...props, "group.id": group }, topics: [topics.binding], maxBatch: 10_000 });
+      const c = new Consumer({ props: { ...props, "group.id": group, ...extra }, topics: [topics.binding], maxBatch: 10_000 });
       let got = 0;
       while (got < N) {
         const b = c.poll();
@@ -83,15 +87,25 @@ async function round(): Promise<Round> {
   await committer.commit([{ topic: topics.binding, partition: 0, offset: 0n }]);
   committer.close();
   const resume = await consumeBinding(resumeGroup);
+  // Again with the prefetch cap out of reach, for both clients: librdkafka 2.0.2 stops fetching
+  // at the cap and resumes only when its broker thread next wakes (up to ~1 s), which hits
+  // whichever consumer is slower than the fetcher at random (see scripts/bench/prefetch.ts).
+  const uncappedGroup = `bench-uncapped-${stamp}`;
+  const committer2 = new Consumer({ props: { ...props, "group.id": uncappedGroup }, topics: [] });
+  await committer2.commit([{ topic: topics.binding, partition: 0, offset: 0n }]);
+  committer2.close();
+  const uncapped = await consumeBinding(uncappedGroup, UNCAPPED);
 
-  const kcatConsume = (mode: string[]) => timed(() => {
-    Bun.spawnSync(["kcat", "-b", brokers, ...mode, "-o", "beginning", "-c", String(N), "-e", "-q", "-f", "%s\n", "-X", "auto.offset.reset=earliest"], { stdout: "ignore" });
+  const kcatConsume = (mode: string[], extra: Record<string, string> = {}) => timed(() => {
+    const x = Object.entries(extra).flatMap(([k, v]) => ["-X", `${k}=${v}`]);
+    Bun.spawnSync(["kcat", "-b", brokers, ...mode, "-o", "beginning", "-c", String(N), "-e", "-q", "-f", "%s\n", "-X", "auto.offset.reset=earliest", ...x], { stdout: "ignore" });
   });
   const kcat = await kcatConsume(["-C", "-t", topics.binding]);
+  const kcatUncapped = await kcatConsume(["-C", "-t", topics.binding], UNCAPPED);
   const kcatGroup = await kcatConsume(["-G", `bench-kcat-${stamp}`, topics.binding]);
   await admin.deleteTopics(Object.values(topics));
   await Bun.file(file).delete();
-  return { produce, produceKcat, resume: resume.rate, resumeFirstMs: resume.firstMs, fresh: fresh.rate, freshFirstMs: fresh.firstMs, kcat, kcatGroup };
+  return { produce, produceKcat, resume: resume.rate, resumeFirstMs: resume.firstMs, fresh: fresh.rate, freshFirstMs: fresh.firstMs, kcat, kcatGroup, uncapped: uncapped.rate, kcatUncapped };
 }
 
 const rounds: Round[] = [];
@@ -113,6 +127,10 @@ console.log(JSON.stringify({
     kcat_msgs_per_s: med((x) => x.kcat), ratio: ratio((x) => x.resume / x.kcat), ratio_each_round: each((x) => x.resume / x.kcat),
     kcat_group_msgs_per_s: med((x) => x.kcatGroup), ratio_group: ratio((x) => x.resume / x.kcatGroup),
     fresh_group: { binding_msgs_per_s: med((x) => x.fresh), binding_first_message_ms: med((x) => x.freshFirstMs), ratio: ratio((x) => x.fresh / x.kcat) },
+    uncapped_prefetch: {
+      binding_msgs_per_s: med((x) => x.uncapped), kcat_msgs_per_s: med((x) => x.kcatUncapped),
+      ratio: ratio((x) => x.uncapped / x.kcatUncapped), ratio_each_round: each((x) => x.uncapped / x.kcatUncapped),
+    },
   },
 }));
 process.exit(0);
