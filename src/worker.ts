@@ -307,8 +307,10 @@ export class Worker {
    * meanwhile), a stop or fatal error, or IDLE_WAIT_MS, which bounds how late a due flush runs.
    */
   async #idle(): Promise<void> {
-    await Promise.race([this.#sleep(IDLE_WAIT_MS), this.#d.consumer.waitForMessages(IDLE_WAIT_MS)]);
-    this.#wakeUp();
+    // The consumer's wait carries the deadline; #wakeUp only needs a way in (no second timer).
+    const woken = new Promise<void>((resolve) => { this.#wake = resolve; });
+    await Promise.race([woken, this.#d.consumer.waitForMessages(IDLE_WAIT_MS)]);
+    this.#wake = null;
   }
 
   #sleep(ms: number): Promise<void> {

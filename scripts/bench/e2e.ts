@@ -15,15 +15,8 @@ import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { prepareRun } from "../lib/harness.ts";
-import { readFileSync } from "node:fs";
 
 const N = Number(process.argv[2] ?? 300_000);
-/** utime + stime of a process, from /proc (clock ticks of 1/100 s on Linux). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 // Rows per insert, for the worker and the ClickHouse ceiling alike (the spec default is 1000).
 const BATCH = Number(process.env.BENCH_BATCH_SIZE ?? 1000);
 const run = await prepareRun("bench", "bench");
@@ -51,7 +44,7 @@ for (;;) {
 const workerRate = N / ((performance.now() - t0) / 1000);
 // CPU the worker process spent on the backlog (all its threads; start-up included), per record:
 // the figure to lower when the two cores are saturated, and steadier than the rate.
-const workerCpuUs = (cpuSeconds(worker.pid) * 1e6) / N;
+const workerCpuUs = (run.cpuSeconds(worker.pid) * 1e6) / N;
 
 // Latency: a paced stream at ~2k records/s for 10 s.
 const seen = new Map<string, number>();

@@ -82,19 +82,18 @@ async function round(): Promise<Round> {
     return { rate, firstMs };
   }
   const fresh = await consumeBinding(`bench-fresh-${stamp}`);
-  const resumeGroup = `bench-resume-${stamp}`;
-  const committer = new Consumer({ props: { ...props, "group.id": resumeGroup }, topics: [] });
-  await committer.commit([{ topic: topics.binding, partition: 0, offset: 0n }]);
-  committer.close();
-  const resume = await consumeBinding(resumeGroup);
+  /** A group whose committed offset is 0, as a worker that has run before finds its own. */
+  async function groupAtStart(group: string): Promise<string> {
+    const committer = new Consumer({ props: { ...props, "group.id": group }, topics: [] });
+    await committer.commit([{ topic: topics.binding, partition: 0, offset: 0n }]);
+    committer.close();
+    return group;
+  }
+  const resume = await consumeBinding(await groupAtStart(`bench-resume-${stamp}`));
   // Again with the prefetch cap out of reach, for both clients: librdkafka 2.0.2 stops fetching
   // at the cap and resumes only when its broker thread next wakes (up to ~1 s), which hits
   // whichever consumer is slower than the fetcher at random (see scripts/bench/prefetch.ts).
-  const uncappedGroup = `bench-uncapped-${stamp}`;
-  const committer2 = new Consumer({ props: { ...props, "group.id": uncappedGroup }, topics: [] });
-  await committer2.commit([{ topic: topics.binding, partition: 0, offset: 0n }]);
-  committer2.close();
-  const uncapped = await consumeBinding(uncappedGroup, UNCAPPED);
+  const uncapped = await consumeBinding(await groupAtStart(`bench-uncapped-${stamp}`), UNCAPPED);
 
   const kcatConsume = (mode: string[], extra: Record<string, string> = {}) => timed(() => {
     const x = Object.entries(extra).flatMap(([k, v]) => ["-X", `${k}=${v}`]);

@@ -17,6 +17,7 @@ import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 const N = Number(process.argv[2] ?? 300_000);
 const ALLOC_CHILD = process.argv[3];
 const ALLOC_PASSES = 5;
+const CACHE_SIZE = Number(process.env.BENCH_PHONE_CACHE_SIZE ?? 100_000);
 const enc = new TextEncoder();
 
 function corpus(callers: number, seed: number): Uint8Array[] {
@@ -30,12 +31,12 @@ const PASSES = 5;
 
 /** In the child: decode the corpus ALLOC_PASSES times between markers on stderr. */
 function allocChild(values: Uint8Array[]): void {
-  const ctx = { phone: new PhoneNormalizer({ cacheSize: Number(process.env.BENCH_PHONE_CACHE_SIZE ?? 100_000)}) };
+  const ctx = { phone: new PhoneNormalizer({ cacheSize: CACHE_SIZE }) };
   for (let i = 0; i < Math.min(20_000, values.length); i++) decode(values[i]!, ctx);
   Bun.gc(true);
   console.error("ALLOC_START");
   for (let pass = 0; pass < ALLOC_PASSES; pass++) {
-    ctx.phone = new PhoneNormalizer({ cacheSize: Number(process.env.BENCH_PHONE_CACHE_SIZE ?? 100_000) });
+    ctx.phone = new PhoneNormalizer({ cacheSize: CACHE_SIZE });
     for (const v of values) decode(v, ctx);
   }
   console.error("ALLOC_END");
@@ -56,8 +57,7 @@ function allocation(name: string): { bytes_per_record: number; uncertainty: numb
 }
 
 function run(name: string, values: Uint8Array[]): void {
-  const cacheSize = Number(process.env.BENCH_PHONE_CACHE_SIZE ?? 100_000);
-  const phone = new PhoneNormalizer({ cacheSize });
+  const phone = new PhoneNormalizer({ cacheSize: CACHE_SIZE });
   const ctx = { phone };
   // Warm-up on a slice so the JIT has compiled the hot path before timing.
   for (let i = 0; i < Math.min(20_000, values.length); i++) decode(values[i]!, ctx);
@@ -67,7 +67,7 @@ function run(name: string, values: Uint8Array[]): void {
   let heapGrowth = 0;
   for (let pass = 0; pass < PASSES; pass++) {
     // A fresh cache per pass: every pass pays the first sight of each caller, as a live run does.
-    const fresh = new PhoneNormalizer({ cacheSize });
+    const fresh = new PhoneNormalizer({ cacheSize: CACHE_SIZE });
     ctx.phone = fresh;
     Bun.gc(true);
     const heap0 = process.memoryUsage().heapUsed;

@@ -24,6 +24,8 @@ export interface Harness {
   startWorker(opts?: { binary?: string; extra?: Record<string, string> }): Promise<Bun.Subprocess>;
   stats(): Promise<Record<string, any>>;
   rssMiB(pid: number): number;
+  /** utime + stime of a process so far, in seconds (all its threads). */
+  cpuSeconds(pid: number): number;
   /** Drops the table and topics; failures are reported, not thrown (a report must not be lost to cleanup). */
   cleanup(): Promise<void>;
 }
@@ -62,6 +64,11 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
       }
     },
     rssMiB: (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024,
+    cpuSeconds: (pid) => {
+      // /proc/<pid>/stat after the command name: utime and stime are fields 14 and 15, in ticks of 1/100 s.
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      return (Number(fields[11]) + Number(fields[12])) / 100;
+    },
     async cleanup() {
       await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${table}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));
       await ch.close().catch(() => {});

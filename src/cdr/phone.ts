@@ -94,15 +94,20 @@ export class PhoneNormalizer {
   /** The reference path: libphonenumber's parse, then full validity. */
   static reference(raw: string, region?: CountryCode): string | null {
     const s = raw.trim();
-    const international = toInternational(s);
-    const parsed = international !== null ? parsePhoneNumberFromString(international) : region ? parsePhoneNumberFromString(s, region) : undefined;
-    return parsed && parsed.isValid() ? parsed.number : null;
+    return parseAndValidate(s, toInternational(s), region);
   }
 
   #parse(raw: string): string | null {
-    const international = toInternational(raw.trim());
-    return (international !== null ? fastValid(international) : null) ?? PhoneNormalizer.reference(raw, this.#region);
+    const s = raw.trim();
+    const international = toInternational(s);
+    return (international !== null ? fastValid(international) : null) ?? parseAndValidate(s, international, this.#region);
   }
+}
+
+/** libphonenumber's parse, then full validity; `international` is toInternational(s). */
+function parseAndValidate(s: string, international: string | null, region: CountryCode | undefined): string | null {
+  const parsed = international !== null ? parsePhoneNumberFromString(international) : region ? parsePhoneNumberFromString(s, region) : undefined;
+  return parsed && parsed.isValid() ? parsed.number : null;
 }
 
 const POW10 = Array.from({ length: 16 }, (_, i) => 10 ** i);

@@ -63,6 +63,7 @@ export class Producer {
   #arenaUsed = 0;
   readonly #pinned = new Set<Uint8Array>();
   #vus = new Uint8Array(VU.size * 16);
+  #vuWords = new Int32Array(this.#vus.buffer);
   #nextId = 1;
   #pumping = false;
   #closed = false;
@@ -102,10 +103,13 @@ export class Producer {
   #produceva(topic: string, value: string | Uint8Array | null, opts: ProduceOptions, id: number): Pointer | null {
     const headers = opts.headers ?? [];
     const count = 5 + (opts.key !== undefined ? 1 : 0) + headers.length;
-    if (this.#vus.length < count * VU.size) this.#vus = new Uint8Array(count * VU.size * 2);
+    if (this.#vus.length < count * VU.size) {
+      this.#vus = new Uint8Array(count * VU.size * 2);
+      this.#vuWords = new Int32Array(this.#vus.buffer);
+    }
     const vus = this.#vus;
+    const words = this.#vuWords;
     vus.fill(0, 0, count * VU.size);
-    const words = new Int32Array(vus.buffer, vus.byteOffset, (count * VU.size) >> 2);
     // Pass 1: bytes into the arena, remembering offsets (the arena may grow and move meanwhile).
     this.#arenaUsed = 0;
     const topicAt = this.#put(topic, true);
