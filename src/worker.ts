@@ -8,11 +8,11 @@ import type { Batch } from "./batch/batch.ts";
 import { Batcher } from "./batch/batcher.ts";
 import { DlqBreaker } from "./batch/breaker.ts";
 import { decode } from "./cdr/decode.ts";
-import { RAT_NAMES } from "./cdr/fields.ts";
 import type { PhoneNormalizer } from "./cdr/phone.ts";
-import { withRetry, type RetryPolicy } from "./clickhouse/retry.ts";
+import type { RetryPolicy } from "./clickhouse/retry.ts";
+import { storeBatch } from "./clickhouse/store.ts";
 import type { ClickHouseWriter } from "./clickhouse/writer.ts";
-import type { DlqPublisher } from "./dlq/publisher.ts";
+import type { DlqPublisher, SourceRecord } from "./dlq/publisher.ts";
 import type { Consumer } from "./kafka/consumer.ts";
 import type { Message } from "./kafka/message.ts";
 import { log } from "./log.ts";
@@ -38,9 +38,6 @@ export interface WorkerDeps {
 }
 
 export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
-
-/** rat code → radio access type name, as pairs (the batch counts rows per code). */
-const RAT_ENTRIES = Object.entries(RAT_NAMES).map(([code, name]) => [Number(code), name] as const);
 
 /** Longest idle wait between polls of an empty queue (arrivals wake the worker at once). */
 const IDLE_WAIT_MS = 20;
@@ -193,33 +190,51 @@ export class Worker {
   }
 
   async #flush(batch: Batch): Promise<void> {
-    const { counters, writer } = this.#d;
+    const { counters, writer, dlq } = this.#d;
     const started = performance.now();
-    const body = batch.body.bytes();
-    const outcome = await withRetry(this.#o.retry, () => writer.insert(body, batch.count), (attempt, error, delayMs) => {
-      this.clickhouseHealthy = false;
-      counters.chRetries++;
-      log.warn("ClickHouse insert failed; retrying", { attempt, delay_ms: delayMs, rows: batch.count, err: error as Error });
+    const outcome = await storeBatch(batch.count, (lo, hi) => writer.insert(batch.rows(lo, hi), hi - lo), this.#o.retry, {
+      onRetry: (attempt, error, delayMs) => {
+        this.clickhouseHealthy = false;
+        counters.chRetries++;
+        log.warn("ClickHouse insert failed; retrying", { attempt, delay_ms: delayMs, rows: batch.count, err: error as Error });
+      },
     });
-    if (outcome.ok) {
+    counters.chSplitInserts += outcome.splitInserts;
+    const toDlq: Promise<void>[] = [];
+    const notInserted: number[] = [];
+    for (const { row, error } of outcome.refused) {
+      notInserted.push(row);
+      log.warn("ClickHouse refused a row; it goes to the DLQ alone", { partition: batch.partitions[row], offset: batch.offsets[row], column: error.column, err: error });
+      toDlq.push(dlq.publishRefused(sourceRecord(batch, row), this.#o.topic, error.column, error.message));
+    }
+    const failed = outcome.failed;
+    if (failed) {
+      const records: SourceRecord[] = [];
+      for (const [lo, hi] of failed.ranges) for (let i = lo; i < hi; i++) { notInserted.push(i); records.push(sourceRecord(batch, i)); }
+      this.clickhouseHealthy = false;
+      counters.chExhausted++;
+      log.error("ClickHouse insert failed; routing the batch's records to the DLQ", { attempts: failed.attempts, rows: records.length, err: failed.error as Error });
+      toDlq.push(dlq.publishStorageFailure(records, this.#o.topic, failed.attempts, failed.error));
+    }
+    if (outcome.inserted > 0) {
       this.clickhouseHealthy = true;
       const seconds = (performance.now() - started) / 1000;
       counters.flushes++;
-      counters.flushRows += batch.count;
+      counters.flushRows += outcome.inserted;
       counters.lastFlushAt = Date.now();
       counters.lastFlushMs = seconds * 1000;
       counters.flushSeconds.observe(seconds);
-      counters.batchRows.observe(batch.count);
-      counters.addDurable("durableClickhouse", batch.partitions, batch.count);
-      for (const [svc, n] of batch.serviceCounts) counters.byService.set(svc, (counters.byService.get(svc) ?? 0) + n);
-      for (const [code, name] of RAT_ENTRIES) counters.byRat[name]! += batch.ratCounts[code]!;
-    } else {
-      this.clickhouseHealthy = false;
-      counters.chExhausted++;
-      log.error("ClickHouse insert failed after all attempts; routing the batch to the DLQ", { attempts: outcome.attempts, rows: batch.count, err: outcome.error as Error });
-      await this.#d.dlq.publishStorageFailure(batch, this.#o.topic, outcome.attempts, outcome.error);
-      counters.addDurable("durableDlq", batch.partitions, batch.count);
-      counters.byDlqReason[this.#d.dlq.storageFailureReason] += batch.count;
+      counters.batchRows.observe(outcome.inserted);
+      notInserted.sort((a, b) => a - b);
+      counters.recordInserted(batch, batch.count, notInserted);
+    }
+    // Offsets move only when both destinations acknowledged (a DLQ failure rejects: fatal).
+    await Promise.all(toDlq);
+    if (notInserted.length > 0) {
+      counters.addDurable("durableDlq", notInserted.map((i) => batch.partitions[i]!), notInserted.length);
+      counters.chRefusedRows += outcome.refused.length;
+      counters.byDlqReason.normalization_error += outcome.refused.length;
+      if (failed) counters.byDlqReason[dlq.storageFailureReason] += notInserted.length - outcome.refused.length;
     }
     for (const h of batch.holds) h.done = true;
     this.#batcher.release(batch);
@@ -323,4 +338,8 @@ export class Worker {
   #wakeUp(): void {
     this.#wake?.();
   }
+}
+
+function sourceRecord(batch: Batch, i: number): SourceRecord {
+  return { payload: batch.payloads[i]!, partition: batch.partitions[i]!, offset: batch.offsets[i]! };
 }

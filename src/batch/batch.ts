@@ -1,34 +1,36 @@
 /**
  * One ClickHouse insert's worth of rows, in preallocated slots that are reused: a batch is reset
- * and refilled, never reallocated. Alongside each row it keeps what the DLQ would need if the
- * insert exhausted its retries (original payload, source partition and offset).
+ * and refilled, never reallocated. Alongside each row it keeps where the row ends in the body (so
+ * any run of rows can be inserted alone), what the DLQ needs if ClickHouse refuses it (original
+ * payload, source partition and offset), and its rat code and service for the stats breakdowns.
  */
 import type { CdrRow } from "../cdr/decode.ts";
 import { RowBuffer } from "../clickhouse/row-encoder.ts";
 import type { Hold } from "../offsets/tracker.ts";
 
-/** Distinct service types counted per batch before the rest fold into "other" (vendor input is unbounded). */
-const MAX_SERVICES = 64;
-
 export class Batch {
   readonly capacity: number;
   /** The rows as the TSV body of the insert. */
   readonly body = new RowBuffer();
+  /** Byte offset in `body` just past each row's newline. */
+  readonly rowEnds: Uint32Array;
   readonly payloads: string[];
   readonly partitions: Int32Array;
   readonly offsets: Float64Array;
+  readonly rats: Uint8Array;
+  readonly services: string[];
   /** Holds of the offset tracker this batch owns; marked done when the batch is durable. */
   readonly holds: Hold[] = [];
-  /** Rows per rat code (index 1, 6, 9). */
-  readonly ratCounts = new Float64Array(10);
-  readonly serviceCounts = new Map<string, number>();
   count = 0;
 
   constructor(capacity: number) {
     this.capacity = capacity;
+    this.rowEnds = new Uint32Array(capacity);
     this.payloads = new Array<string>(capacity);
     this.partitions = new Int32Array(capacity);
     this.offsets = new Float64Array(capacity);
+    this.rats = new Uint8Array(capacity);
+    this.services = new Array<string>(capacity);
   }
 
   get full(): boolean {
@@ -38,25 +40,25 @@ export class Batch {
   add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number): void {
     const i = this.count++;
     this.body.add(row, ingestedAt);
-    const service = row.service_type;
-    const rat = row.rat;
+    this.rowEnds[i] = this.body.length;
     this.payloads[i] = payload;
     this.partitions[i] = partition;
     this.offsets[i] = offset;
-    this.ratCounts[rat]!++;
-    const n = this.serviceCounts.get(service);
-    if (n !== undefined) this.serviceCounts.set(service, n + 1);
-    else if (this.serviceCounts.size < MAX_SERVICES) this.serviceCounts.set(service, 1);
-    else this.serviceCounts.set("other", (this.serviceCounts.get("other") ?? 0) + 1);
+    this.rats[i] = row.rat;
+    this.services[i] = row.service_type;
+  }
+
+  /** The TSV body of rows [lo, hi) (a view: valid until the batch is reset). */
+  rows(lo: number, hi: number): Uint8Array {
+    return this.body.buf.subarray(lo === 0 ? 0 : this.rowEnds[lo - 1]!, this.rowEnds[hi - 1]!);
   }
 
   reset(): void {
     // Drop string references so a reused slot does not pin old payloads.
     this.body.reset();
     this.payloads.fill(undefined as unknown as string, 0, this.count);
+    this.services.fill(undefined as unknown as string, 0, this.count);
     this.count = 0;
     this.holds.length = 0;
-    this.ratCounts.fill(0);
-    this.serviceCounts.clear();
   }
 }

@@ -4,15 +4,14 @@
  * checks on a fuzz corpus that both report the same field for every record, so speed never
  * changes a verdict.
  */
-import { DATETIME_MAX, MAX_TEXT, UINT32_MAX, UINT64_MAX, type RawField } from "./fields.ts";
+import { DATETIME_MAX, UINT32_MAX, UINT64_MAX, type RawField } from "./fields.ts";
 import type { FieldIssue } from "./schema.ts";
 
 const NEG_UINT64_MAX = -UINT64_MAX;
 const NEG_UINT64_MAX_NUMBER = Number(NEG_UINT64_MAX);
 
-function text(v: unknown, max: number): string | null {
-  if (typeof v !== "string") return "must be a string";
-  return v.length > max ? `must be at most ${max} characters` : null;
+function text(v: unknown): string | null {
+  return typeof v === "string" ? null : "must be a string";
 }
 
 const DATETIME_MAX_BIG = BigInt(DATETIME_MAX);
@@ -32,10 +31,10 @@ function bytes(v: unknown): string | null {
   return "must be an integer no larger than 18446744073709551615 (UInt64)";
 }
 
-function cellPart(v: unknown, max: number): string | null {
+function cellPart(v: unknown): string | null {
   if (typeof v === "number" && Number.isInteger(v) && v >= 0 && v <= UINT32_MAX) return null;
   if (typeof v === "bigint" && v >= 0n && v <= UINT32_MAX_BIG) return null;
-  if (typeof v === "string" && v.length <= max) return null;
+  if (typeof v === "string") return null;
   return "must be a non-negative integer below 2^32 or a string";
 }
 
@@ -44,17 +43,17 @@ const issue = (field: RawField, message: string | null): FieldIssue | null => (m
 /** The first type or range problem in precedence order, or null. Same verdicts as schema.ts. */
 export function checkFieldTypes(r: Record<string, unknown>): FieldIssue | null {
   let m: string | null;
-  if ((m = text(r.raw_id, MAX_TEXT.raw_id))) return issue("raw_id", m);
-  if ((m = text(r.device_id, MAX_TEXT.device_id))) return issue("device_id", m);
-  if ((m = text(r.caller_num, MAX_TEXT.caller_num))) return issue("caller_num", m);
-  if ((m = text(r.svc, MAX_TEXT.svc))) return issue("svc", m);
+  if ((m = text(r.raw_id))) return issue("raw_id", m);
+  if ((m = text(r.device_id))) return issue("device_id", m);
+  if ((m = text(r.caller_num))) return issue("caller_num", m);
+  if ((m = text(r.svc))) return issue("svc", m);
   if (typeof r.rat !== "number" || !Number.isInteger(r.rat)) return issue("rat", "must be an integer");
   if ((m = epoch(r.epoch_start))) return issue("epoch_start", m);
   if ((m = epoch(r.epoch_end))) return issue("epoch_end", m);
   if ((m = bytes(r.up_bytes))) return issue("up_bytes", m);
   if ((m = bytes(r.down_bytes))) return issue("down_bytes", m);
-  if ((m = cellPart(r.lac, MAX_TEXT.lac))) return issue("lac", m);
-  if ((m = cellPart(r.ci, MAX_TEXT.ci))) return issue("ci", m);
+  if ((m = cellPart(r.lac))) return issue("lac", m);
+  if ((m = cellPart(r.ci))) return issue("ci", m);
   const ip = r.source_ip;
   if (ip !== undefined && ip !== null && typeof ip !== "string") return issue("source_ip", "must be a string");
   return null;

@@ -29,5 +29,5 @@ export const UINT64_MAX = 18_446_744_073_709_551_615n;
 /** ClickHouse DateTime holds seconds 0 … 2^32−1. */
 export const DATETIME_MAX = UINT32_MAX;
 
-/** Longest accepted text per field: beyond these a value is hostile or broken, not a CDR. */
-export const MAX_TEXT = { raw_id: 256, device_id: 256, caller_num: 64, svc: 64, lac: 32, ci: 32, source_ip: 15 } as const;
+// Texts have no length limit of their own: ClickHouse String stores any length, and the DLQ
+// envelope truncates an oversized payload itself (dlq/envelope.ts). Kafka's message size bounds them.

@@ -4,9 +4,9 @@
  * later in the precedence (RAT values, epoch order, byte sums, phone, IP format) live in decode.ts.
  */
 import * as v from "valibot";
-import { DATETIME_MAX, MAX_TEXT, UINT32_MAX, UINT64_MAX, type RawField } from "./fields.ts";
+import { DATETIME_MAX, UINT32_MAX, UINT64_MAX, type RawField } from "./fields.ts";
 
-const text = (max: number) => v.pipe(v.string("must be a string"), v.maxLength(max, `must be at most ${max} characters`));
+const text = () => v.string("must be a string");
 
 /** An integer given as a JSON number (exact below 2^53) or as a big literal parsed to BigInt. */
 const integer = (min: number | bigint, max: number | bigint, what: string) =>
@@ -21,20 +21,20 @@ const integer = (min: number | bigint, max: number | bigint, what: string) =>
 const epoch = integer(0, DATETIME_MAX, "an integer number of seconds in 0…4294967295 (ClickHouse DateTime)");
 // Negative counters pass here and are reported by the byte rule, which names them as negative.
 const bytes = integer(-UINT64_MAX, UINT64_MAX, "an integer no larger than 18446744073709551615 (UInt64)");
-const cellPart = (max: number) => v.union([integer(0, UINT32_MAX, ""), text(max)], "must be a non-negative integer below 2^32 or a string");
+const cellPart = () => v.union([integer(0, UINT32_MAX, ""), text()], "must be a non-negative integer below 2^32 or a string");
 
 export const FIELD_SCHEMAS = {
-  raw_id: text(MAX_TEXT.raw_id),
-  device_id: text(MAX_TEXT.device_id),
-  caller_num: text(MAX_TEXT.caller_num),
-  svc: text(MAX_TEXT.svc),
+  raw_id: text(),
+  device_id: text(),
+  caller_num: text(),
+  svc: text(),
   rat: v.pipe(v.number("must be an integer"), v.integer("must be an integer")),
   epoch_start: epoch,
   epoch_end: epoch,
   up_bytes: bytes,
   down_bytes: bytes,
-  lac: cellPart(MAX_TEXT.lac),
-  ci: cellPart(MAX_TEXT.ci),
+  lac: cellPart(),
+  ci: cellPart(),
   source_ip: v.nullish(v.string("must be a string")),
 } as const satisfies Record<RawField, v.GenericSchema>;
 

@@ -14,8 +14,9 @@ export function backoffDelay(policy: RetryPolicy, attempt: number): number {
 }
 
 /**
- * Runs `fn` up to maxAttempts times. `onRetry` hears each failure that will be retried.
- * Never throws: exhausting the attempts is an outcome the caller routes (to the DLQ).
+ * Runs `fn` up to maxAttempts times while its errors say a retry can help (`retryable`; an error
+ * without the flag counts as retryable). `onRetry` hears each failure that will be retried.
+ * Never throws: exhausting the attempts, or an error no retry helps, is an outcome the caller routes.
  */
 export async function withRetry(
   policy: RetryPolicy,
@@ -30,11 +31,16 @@ export async function withRetry(
       return { ok: true, attempts: attempt };
     } catch (e) {
       error = e;
-      if (attempt === policy.maxAttempts) break;
+      if (attempt === policy.maxAttempts || !canRetry(e)) return { ok: false, attempts: attempt, error };
       const delay = backoffDelay(policy, attempt);
       onRetry(attempt, e, delay);
       await sleep(delay);
     }
   }
   return { ok: false, attempts: policy.maxAttempts, error };
+}
+
+function canRetry(e: unknown): boolean {
+  const flag = (e as { retryable?: unknown } | null)?.retryable;
+  return typeof flag === "boolean" ? flag : true;
 }

@@ -86,8 +86,23 @@ export class RowBuffer {
     // Above 2^31: the high part (below 2^24) then the low nine digits, zero-padded.
     const lo = n % 1e9;
     this.#digits((n - lo) / 1e9);
+    this.#nineDigits(lo | 0);
+  }
+
+  /**
+   * A DateTime as exactly ten digits of unix seconds (0 … 4294967295, zero-padded): the one form
+   * every supported ClickHouse reads alike (see row-format.ts). Room for ten bytes is reserved.
+   */
+  #datetime(n: number): void {
+    this.#reserve(10);
+    const lo = n % 1e9;
+    this.buf[this.length++] = 0x30 + (n - lo) / 1e9;
+    this.#nineDigits(lo | 0);
+  }
+
+  /** Nine decimal digits of v (0 … 999 999 999), zero-padded; room already reserved. */
+  #nineDigits(v: number): void {
     const b = this.buf;
-    let v = lo | 0;
     let p = this.length + 9;
     this.length = p;
     for (let k = 0; k < 9; k++) {
@@ -135,14 +150,14 @@ export class RowBuffer {
     this.#reserve(1);
     this.buf[this.length++] = UNDERSCORE;
     this.#cellPart(r.ci); this.#tab();
-    this.#uint(r.session_start_time); this.#tab();
-    this.#uint(r.session_end_time); this.#tab();
+    this.#datetime(r.session_start_time); this.#tab();
+    this.#datetime(r.session_end_time); this.#tab();
     this.#uint(r.duration_seconds); this.#tab();
     this.#uint(r.up_bytes); this.#tab();
     this.#uint(r.down_bytes); this.#tab();
     this.#uint(r.total_bytes); this.#tab();
     this.#uint(r.source_ip); this.#tab();
-    this.#uint(ingestedAt);
+    this.#datetime(ingestedAt);
     this.#reserve(1);
     this.buf[this.length++] = NL;
   }

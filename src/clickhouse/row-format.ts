@@ -1,10 +1,27 @@
 /**
- * CdrRow → one TabSeparated line: the straightforward reference of the format. The worker writes
- * the same bytes with row-encoder.ts (no string per row); tests compare the two. TSV is the
- * cheapest text format for ClickHouse to parse and the same on 18.16 and current releases;
- * DateTime columns take unix seconds, UInt64 exact digits.
+ * CdrRow → one TabSeparated line: the straightforward reference of the insert format. The worker
+ * writes the same bytes with row-encoder.ts (no string per row); tests compare the two.
+ *
+ * Every column has a text form that each supported ClickHouse (18.16 through the current release)
+ * reads alike, whatever its defaults: test/clickhouse/compat.test.ts inserts these exact bytes into
+ * 18.16 and into the current engine and reads every column back. DateTime is the column whose
+ * reading changed between releases:
+ * - bare unix seconds with fewer than ten digits are misread by the `basic` parser (18.16's only
+ *   reader, and current releases' `basic`), and current releases default to `best_effort`, which
+ *   reads "1" as 2026-01-01;
+ * - "YYYY-MM-DD hh:mm:ss" text is stored wrong by 18.16 after 2105-12-31 (2106-02-07 06:28:15
+ *   became 23295);
+ * - so a DateTime is exactly ten digits of unix seconds, zero-padded ("0000000001"), which every
+ *   parser mode of the current engine and 18.16's `basic` read exactly; the insert also pins
+ *   `date_time_input_format=basic` (writer.ts), because 18.16's `best_effort` adds two seconds to it.
+ * UInt64 are exact digits, UUID its text, the Enum8 its names, strings TSV-escaped UTF-8.
  */
 import { cellId, type CdrRow } from "../cdr/decode.ts";
+
+/** A DateTime value: ten digits of unix seconds. */
+export function dateTimeText(seconds: number): string {
+  return String(seconds).padStart(10, "0");
+}
 
 /** Column order of every line; INSERT names them explicitly so the table may gain columns. */
 export const COLUMNS = [
@@ -23,5 +40,5 @@ export function escapeTsv(s: string): string {
 
 /** One line without its trailing newline; `ingestedAt` in unix seconds. */
 export function formatRow(r: CdrRow, ingestedAt: number): string {
-  return `${r.cdr_id}\t${escapeTsv(r.raw_id)}\t${escapeTsv(r.device_id)}\t${r.msisdn}\t${escapeTsv(r.service_type)}\t${r.radio_access_type}\t${escapeTsv(cellId(r))}\t${r.session_start_time}\t${r.session_end_time}\t${r.duration_seconds}\t${r.up_bytes}\t${r.down_bytes}\t${r.total_bytes}\t${r.source_ip}\t${ingestedAt}`;
+  return `${r.cdr_id}\t${escapeTsv(r.raw_id)}\t${escapeTsv(r.device_id)}\t${r.msisdn}\t${escapeTsv(r.service_type)}\t${r.radio_access_type}\t${escapeTsv(cellId(r))}\t${dateTimeText(r.session_start_time)}\t${dateTimeText(r.session_end_time)}\t${r.duration_seconds}\t${r.up_bytes}\t${r.down_bytes}\t${r.total_bytes}\t${r.source_ip}\t${dateTimeText(ingestedAt)}`;
 }

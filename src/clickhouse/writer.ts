@@ -1,8 +1,14 @@
 /** Inserts a batch of preformatted TSV lines: one HTTP request, acknowledged or thrown. */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
-import { CdrWorkerError } from "../errors.ts";
+import { classifyInsertError } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
+
+/**
+ * Pins how DateTime text is read, on every supported server (row-format.ts says why). 18.16
+ * knows the setting too: test/clickhouse/compat.test.ts inserts with it on 18.16 and the current engine.
+ */
+export const INSERT_SETTINGS = { date_time_input_format: "basic" } as const;
 
 export class ClickHouseWriter {
   readonly #ch: ClickHouseClient;
@@ -13,7 +19,10 @@ export class ClickHouseWriter {
     this.#table = `${database}.${table}`;
   }
 
-  /** Resolves once ClickHouse acknowledged every row of `body` (TSV, one row per line). */
+  /**
+   * Resolves once ClickHouse acknowledged every row of `body` (TSV, one row per line); throws a
+   * ClickHouseInsertError that says whether a resend, a split or neither can help.
+   */
   async insert(body: Uint8Array | string, rows: number): Promise<void> {
     try {
       await this.#ch.insert({
@@ -21,9 +30,10 @@ export class ClickHouseWriter {
         values: Readable.from([typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)], { objectMode: false }),
         format: "TabSeparated",
         columns: [...COLUMNS],
+        clickhouse_settings: INSERT_SETTINGS,
       });
     } catch (cause) {
-      throw new CdrWorkerError("CLICKHOUSE_INSERT", `insert of ${rows} rows into ${this.#table}: ${(cause as Error).message}`, true, { cause });
+      throw classifyInsertError(cause, `insert of ${rows} rows into ${this.#table}`);
     }
   }
 

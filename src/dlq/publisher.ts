@@ -4,9 +4,16 @@
  */
 import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
-import type { Batch } from "../batch/batch.ts";
 import type { Producer } from "../kafka/producer.ts";
 import { encodeEnvelope, isTruncated, provenanceHeaders } from "./envelope.ts";
+
+/** A record of the source topic, as the DLQ needs it. */
+export interface SourceRecord {
+  /** The original vendor payload (a JSON object's text: the decoder accepted it). */
+  payload: string;
+  partition: number;
+  offset: number;
+}
 
 export interface DlqPublisherOptions {
   topic: string;
@@ -35,19 +42,26 @@ export class DlqPublisher {
   }
 
   /**
-   * Every record of a batch whose inserts all failed, with its original vendor payload and
-   * failed_field null (processing-worker spec); resolves when all are acknowledged.
+   * Records whose inserts all failed, each with its original vendor payload and failed_field null
+   * (processing-worker spec); resolves when all are acknowledged.
    */
-  async publishStorageFailure(batch: Batch, sourceTopic: string, attempts: number, error: unknown): Promise<void> {
-    const failedAt = new Date();
+  async publishStorageFailure(records: readonly SourceRecord[], sourceTopic: string, attempts: number, error: unknown): Promise<void> {
     const detail = `ClickHouse insert failed after ${attempts} attempts: ${(error as Error)?.message ?? String(error)}`;
-    const sends: Promise<unknown>[] = [];
-    for (let i = 0; i < batch.count; i++) {
-      const value = encodeEnvelope({ reason: this.#opts.storageFailureReason, field: null, payload: batch.payloads[i]!, payloadIsObject: true }, failedAt, this.#opts.workerInstance);
-      sends.push(this.#producer.produce(this.#opts.topic, value, {
-        headers: provenanceHeaders({ topic: sourceTopic, partition: batch.partitions[i]!, offset: batch.offsets[i]!, detail, attempts, truncated: isTruncated(batch.payloads[i]!) }),
-      }));
-    }
-    await Promise.all(sends);
+    await Promise.all(records.map((r) => this.#publishStored(r, sourceTopic, this.#opts.storageFailureReason, null, detail, attempts)));
+  }
+
+  /**
+   * A record ClickHouse refused on its own (the rest of its batch was inserted):
+   * normalization_error, the column ClickHouse named as failed_field, its message as the detail.
+   */
+  publishRefused(record: SourceRecord, sourceTopic: string, column: string | null, detail: string): Promise<void> {
+    return this.#publishStored(record, sourceTopic, "normalization_error", column, `ClickHouse refused the row: ${detail}`);
+  }
+
+  async #publishStored(r: SourceRecord, topic: string, reason: FailureReason, field: string | null, detail: string, attempts?: number): Promise<void> {
+    const value = encodeEnvelope({ reason, field, payload: r.payload, payloadIsObject: true }, new Date(), this.#opts.workerInstance);
+    await this.#producer.produce(this.#opts.topic, value, {
+      headers: provenanceHeaders({ topic, partition: r.partition, offset: r.offset, detail, attempts, truncated: isTruncated(r.payload) }),
+    });
   }
 }

@@ -8,7 +8,21 @@
  * - in_flight: consumed − processed (buffered, being inserted, or awaiting DLQ acknowledgement).
  * The identity consumed = durable_clickhouse + durable_dlq + in_flight holds per partition.
  */
-import type { FailureReason } from "../cdr/fields.ts";
+import { RAT_NAMES, type FailureReason } from "../cdr/fields.ts";
+
+/**
+ * Service types are vendor text of any length: the breakdown keeps at most this many distinct
+ * values, each at most MAX_SERVICE_CHARS long, and counts every other row under "other".
+ */
+export const MAX_SERVICES = 64;
+export const MAX_SERVICE_CHARS = 64;
+
+/** The rows of a flushed batch, as the breakdowns need them. */
+export interface RowsOrigin {
+  partitions: ArrayLike<number>;
+  rats: ArrayLike<number>;
+  services: ArrayLike<string>;
+}
 
 export interface PartitionCounters {
   partition: number;
@@ -21,6 +35,8 @@ export interface PartitionCounters {
 export function inFlightOf(pc: Pick<PartitionCounters, "consumed" | "durableClickhouse" | "durableDlq">): number {
   return pc.consumed - pc.durableClickhouse - pc.durableDlq;
 }
+
+const RAT_ENTRIES = Object.entries(RAT_NAMES).map(([code, name]) => [Number(code), name] as const);
 
 export class Counters {
   readonly startedAt = Date.now();
@@ -39,6 +55,10 @@ export class Counters {
   lastFlushMs = 0;
   chRetries = 0;
   chExhausted = 0;
+  /** Rows ClickHouse refused alone (each sent to the DLQ by itself). */
+  chRefusedRows = 0;
+  /** Inserts made while isolating refused rows or splitting a batch ClickHouse refused whole. */
+  chSplitInserts = 0;
   commits = 0;
   lastCommitAt: number | null = null;
   /** Histogram buckets (seconds) of flush latency and rows per batch. */
@@ -64,6 +84,41 @@ export class Counters {
       pc[kind]++;
     }
   }
+
+  /**
+   * Counts rows [0, count) of a batch as inserted, except the ones in `skip` (ascending row
+   * indices, the refused and dead-lettered ones): durable per partition, by service, by RAT.
+   */
+  recordInserted(rows: RowsOrigin, count: number, skip: readonly number[] = []): void {
+    let pc: PartitionCounters | undefined;
+    let next = 0;
+    const rats = this.#ratCounts;
+    rats.fill(0);
+    let inserted = 0;
+    for (let i = 0; i < count; i++) {
+      if (next < skip.length && skip[next] === i) {
+        next++;
+        continue;
+      }
+      const p = rows.partitions[i]!;
+      if (pc?.partition !== p) pc = this.partition(p);
+      pc.durableClickhouse++;
+      rats[rows.rats[i]!]!++;
+      this.#countService(rows.services[i]!);
+      inserted++;
+    }
+    this.durableClickhouse += inserted;
+    for (const [code, name] of RAT_ENTRIES) this.byRat[name]! += rats[code]!;
+  }
+
+  #countService(svc: string): void {
+    const n = this.byService.get(svc);
+    if (n !== undefined) this.byService.set(svc, n + 1);
+    else if (this.byService.size < MAX_SERVICES && svc.length <= MAX_SERVICE_CHARS && svc !== "other") this.byService.set(svc, 1);
+    else this.byService.set("other", (this.byService.get("other") ?? 0) + 1);
+  }
+
+  readonly #ratCounts = new Float64Array(256);
 
   get totalProcessed(): number {
     return this.durableClickhouse + this.durableDlq;

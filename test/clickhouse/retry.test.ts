@@ -35,7 +35,8 @@ test("a row formats as 15 tab-separated columns with exact UInt64 digits", () =>
   const cols = line.split("\t");
   expect(cols.length).toBe(15);
   expect(cols[1]).toBe("r\\t1");
-  expect(line).toContain("\t18446744073709551615\t0\t18446744073709551615\t167772161\t100");
+  expect(line).toContain("\t18446744073709551615\t0\t18446744073709551615\t167772161\t0000000100");
+  expect(cols.slice(7, 9)).toEqual(["0000000001", "0000000002"]); // DateTime: ten digits, see row-format.ts
 });
 
 test("DDL names must be plain identifiers; comments never split statements", () => {

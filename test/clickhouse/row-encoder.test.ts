@@ -44,9 +44,25 @@ test("numbers are written digit by digit exactly as formatRow writes them, at ev
   const buf = new RowBuffer(16);
   const lines: string[] = [];
   for (const v of values) {
-    const row = { ...base.row, up_bytes: v, down_bytes: v, total_bytes: v, session_start_time: typeof v === "number" && v < 2 ** 32 ? v : 0 };
-    buf.add(row, typeof v === "number" ? v : 0);
-    lines.push(formatRow(row, typeof v === "number" ? v : 0));
+    const seconds = typeof v === "number" && v < 2 ** 32 ? v : 0;
+    const row = { ...base.row, up_bytes: v, down_bytes: v, total_bytes: v, session_start_time: seconds };
+    buf.add(row, seconds);
+    lines.push(formatRow(row, seconds));
   }
   expect(Buffer.from(buf.bytes()).toString("utf8")).toBe(lines.join("\n") + "\n");
+});
+
+test("DateTime columns are exactly ten digits of unix seconds at every digit count, 0 through 4294967295", () => {
+  const base = decode(toJson(withFields({})), { phone: new PhoneNormalizer() });
+  if (!base.ok) throw new Error("fixture record must be valid");
+  const buf = new RowBuffer(16);
+  const seconds = [0, 4294967295, 2 ** 31 - 1, 2 ** 31, 999_999_999, 1_000_000_000];
+  for (let d = 1; d <= 10; d++) seconds.push(10 ** (d - 1), 10 ** d - 1 > 4294967295 ? 4294967295 : 10 ** d - 1);
+  for (const s of seconds) {
+    buf.reset();
+    buf.add({ ...base.row, session_start_time: s, session_end_time: s }, s);
+    const cols = Buffer.from(buf.bytes()).toString("utf8").trimEnd().split("\t");
+    const want = String(s).padStart(10, "0");
+    expect([cols[7], cols[8], cols[14]]).toEqual([want, want, want]);
+  }
 });

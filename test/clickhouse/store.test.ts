@@ -1,0 +1,92 @@
+// storeBatch against a fake ClickHouse that refuses chosen rows (a pure unit test of the isolation;
+// test/e2e/refused-rows.test.ts runs the same against the real server).
+import { expect, test } from "bun:test";
+import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
+import { MAX_ISOLATED, storeBatch, type InsertRange } from "../../src/clickhouse/store.ts";
+
+const policy = { maxAttempts: 3, initialDelayMs: 1, backoffFactor: 2 };
+const noSleep = { sleep: async () => {} };
+const dataError = (row: number | null) => new ClickHouseInsertError("Cannot parse", "data", 27, row, "session_start_time");
+
+/** A fake server: refuses any range holding a bad row; reports the first one's row when `hints`. */
+function fakeServer(bad: Set<number>, opts: { hints?: boolean; hintOffset?: number } = {}) {
+  const stored: number[] = [];
+  let inserts = 0;
+  const insert: InsertRange = async (lo, hi) => {
+    inserts++;
+    for (let i = lo; i < hi; i++) {
+      if (bad.has(i)) throw dataError(opts.hints ? i - lo + 1 + (opts.hintOffset ?? 0) : null);
+    }
+    for (let i = lo; i < hi; i++) stored.push(i);
+  };
+  return { insert, stored, inserts: () => inserts };
+}
+
+test.each([
+  ["with ClickHouse's row number", true, 0],
+  ["by bisection (no row number)", false, 0],
+  ["with a wrong row number", true, 7],
+])("one refused row in a full batch of 1000 %s: only it is refused, every other row inserted once", async (_n, hints, hintOffset) => {
+  const server = fakeServer(new Set([613]), { hints, hintOffset });
+  const out = await storeBatch(1000, server.insert, policy, noSleep);
+  expect(out.refused.map((r) => r.row)).toEqual([613]);
+  expect(out.refused[0]!.error.column).toBe("session_start_time");
+  expect(out.failed).toBeNull();
+  expect(out.inserted).toBe(999);
+  expect(server.stored.sort((a, b) => a - b)).toEqual([...Array(1000).keys()].filter((i) => i !== 613));
+  // A wrong hint costs its three inserts, then bisection takes over.
+  expect(server.inserts()).toBeLessThanOrEqual(1 + (hintOffset ? 3 : 0) + 2 * Math.ceil(Math.log2(1000)) + 2);
+});
+
+test("several refused rows are isolated, in row order, each within the per-row bound", async () => {
+  const bad = new Set([0, 1, 500, 998, 999]);
+  const server = fakeServer(bad, { hints: true });
+  const out = await storeBatch(1000, server.insert, policy, noSleep);
+  expect(out.refused.map((r) => r.row)).toEqual([0, 1, 500, 998, 999]);
+  expect(out.inserted).toBe(995);
+  expect(new Set(server.stored).size).toBe(995);
+  expect(server.inserts()).toBeLessThanOrEqual(1 + bad.size * (2 * Math.ceil(Math.log2(1000)) + 2));
+});
+
+test("a batch ClickHouse refuses whole for its shape is split until accepted, nothing refused", async () => {
+  // Refuses any insert of more than 100 rows, as too many partitions in one block would.
+  const stored: number[] = [];
+  const insert: InsertRange = async (lo, hi) => {
+    if (hi - lo > 100) throw new ClickHouseInsertError("Too many partitions", "shape", 252, null, null);
+    for (let i = lo; i < hi; i++) stored.push(i);
+  };
+  const out = await storeBatch(1000, insert, policy, noSleep);
+  expect(out.refused).toEqual([]);
+  expect(out.failed).toBeNull();
+  expect(stored.length).toBe(1000);
+  expect(out.splitInserts).toBeGreaterThan(0);
+});
+
+test("transient errors are retried with backoff, and exhausted retries send the whole batch the spec's way", async () => {
+  let calls = 0;
+  const delays: number[] = [];
+  const out = await storeBatch(10, async () => { calls++; throw new ClickHouseInsertError("ECONNREFUSED", "transient", null, null, null); }, policy, { sleep: async (ms) => { delays.push(ms); } });
+  expect(calls).toBe(3);
+  expect(delays).toEqual([1, 2]);
+  expect(out.failed?.ranges).toEqual([[0, 10]]);
+  expect(out.failed?.attempts).toBe(3);
+  expect(out.inserted).toBe(0);
+});
+
+test("a permanent error is not retried: the batch goes the spec's way after one attempt", async () => {
+  let calls = 0;
+  const out = await storeBatch(10, async () => { calls++; throw new ClickHouseInsertError("Unknown table", "permanent", 60, null, null); }, policy, noSleep);
+  expect(calls).toBe(1);
+  expect(out.failed).toEqual({ ranges: [[0, 10]], error: expect.any(ClickHouseInsertError), attempts: 1 });
+});
+
+test("isolation that does not converge within its bound falls back to the spec's path for the rest", async () => {
+  // Every row refused: a systematic fault. The bound stops the search long before 2n inserts.
+  let calls = 0;
+  const out = await storeBatch(1024, async () => { calls++; throw dataError(null); }, policy, noSleep);
+  expect(out.inserted).toBe(0);
+  const failedRows = (out.failed?.ranges ?? []).reduce((a, [lo, hi]) => a + hi - lo, 0);
+  expect(out.refused.length + failedRows).toBe(1024);
+  expect(out.failed).not.toBeNull();
+  expect(calls).toBeLessThanOrEqual(1 + MAX_ISOLATED * (2 * 10 + 2) + 3);
+});
