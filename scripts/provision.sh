@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cdr-worker needs on a fresh Debian machine of this kind, and nothing twice:
-# Debian packages, Bun (from the npm registry), the Kafka broker jars (Maven Central), node_modules.
+# Debian packages, Bun (from the npm registry), the Kafka broker jars (Maven Central), node_modules,
+# the current ClickHouse engine (PyPI).
 # Every step checks first and says "ok" when there is nothing to do.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -45,6 +46,23 @@ provision_kafka() {
   echo "$KAFKA_POM_SHA" >"$stamp"
 }
 
+# The current ClickHouse engine, in-process (chdb-core on PyPI), for the compatibility suite
+# (test/clickhouse/compat.test.ts). Only the engine: the suite drives it through
+# scripts/clickhouse/chdb-run.py, which needs neither pandas nor pyarrow.
+CHDB_VERSION="26.9.0"
+provision_chdb() {
+  local venv="$LOCAL/chdb" stamp="$LOCAL/chdb/.version"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$CHDB_VERSION" ]] && "$venv/bin/python" -c 'import chdb' 2>/dev/null; then
+    log "ok: chdb-core $CHDB_VERSION"; return
+  fi
+  log "installing chdb-core $CHDB_VERSION (ClickHouse's engine, from PyPI) into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "chdb-core==$CHDB_VERSION" >"$LOCAL/chdb-pip.log" 2>&1 \
+    || die "pip install chdb-core failed; see $LOCAL/chdb-pip.log"
+  echo "$CHDB_VERSION" >"$stamp"
+}
+
 provision_node_modules() {
   local stamp="$ROOT/node_modules/.bun.lock.sha"
   # The dependency patches count too: bun install applies them, and editing one changes no lockfile.
@@ -59,4 +77,5 @@ provision_apt
 provision_bun
 provision_kafka
 provision_node_modules
+provision_chdb
 log "provisioned"

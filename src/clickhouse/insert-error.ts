@@ -86,12 +86,12 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
 /**
  * The column of the value ClickHouse could not read. Both 18.16 and current releases list the
  * row's columns as `Column N,   name: X, type: …, parsed text: "…"` and mark the failing one with
- * ERROR right after its parsed text. Without that mark (an unknown Enum name on 18.16, a UUID on
+ * ERROR, right after its parsed text or as `ERROR: text "…" is not like <type>`. Without that mark (an unknown Enum name on 18.16, a UUID on
  * current releases) ClickHouse names no column, and neither does the DLQ envelope.
  */
 function refusedColumn(text: string): string | null {
   for (const line of text.split("\n")) {
-    const m = /^Column \d+,\s+name: ([^,]+),.*"ERROR\s*$/.exec(line.trim());
+    const m = /^Column \d+,\s+name: ([^,]+),.*(?:"ERROR$|,\s+ERROR: )/.exec(line.trim());
     if (m) return m[1]!.trim();
   }
   return null;

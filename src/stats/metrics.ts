@@ -31,6 +31,8 @@ export function metricsText(s: StatsSource): string {
   metric("cdr_worker_flushes_total", "counter", "Successful ClickHouse inserts.", [[{}, c.flushes]]);
   metric("cdr_worker_clickhouse_retries_total", "counter", "Insert attempts that failed and were retried.", [[{}, c.chRetries]]);
   metric("cdr_worker_clickhouse_exhausted_batches_total", "counter", "Batches routed to the DLQ after all insert attempts failed.", [[{}, c.chExhausted]]);
+  metric("cdr_worker_clickhouse_refused_rows_total", "counter", "Rows ClickHouse refused alone, each sent to the DLQ by itself; the rest of their batch was inserted.", [[{}, c.chRefusedRows]]);
+  metric("cdr_worker_clickhouse_split_inserts_total", "counter", "Inserts made while isolating refused rows or splitting a batch refused whole.", [[{}, c.chSplitInserts]]);
   metric("cdr_worker_commits_total", "counter", "Successful offset commits.", [[{}, c.commits]]);
   const positions = s.positions();
   metric("cdr_worker_committed_offset", "gauge", "Last committed offset per partition.", [...positions].filter(([, v]) => v.committed >= 0).map(([p, v]) => [{ partition: p }, v.committed]));

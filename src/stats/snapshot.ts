@@ -60,6 +60,8 @@ export function statsSnapshot(s: StatsSource) {
     flush_count: c.flushes,
     clickhouse_retries: c.chRetries,
     clickhouse_exhausted_batches: c.chExhausted,
+    clickhouse_refused_rows: c.chRefusedRows,
+    clickhouse_split_inserts: c.chSplitInserts,
     commits: c.commits,
     last_commit_at: iso(c.lastCommitAt),
     by_service_type: Object.fromEntries(c.byService),

@@ -5,6 +5,7 @@ import { classifyInsertError } from "../../src/clickhouse/insert-error.ts";
 const CH18_FIXED_STRING = 'Code: 131, e.displayText() = DB::Exception: Too large value for FixedString(2): (at row 1)\n\nRow 1:\nColumn 0,   name: s, type: Enum8(\'a\' = 1),  parsed text: "a"\nColumn 1,   name: f, type: FixedString(2),  parsed text: "abc"ERROR\n\n, e.what() = DB::Exception\n';
 const CH18_ENUM = "Code: 49, e.displayText() = DB::Exception: Unknown element 'b' for type Enum8('a' = 1), e.what() = DB::Exception\n";
 const CH18_DATETIME = 'Code: 41, e.displayText() = DB::Exception: Cannot parse datetime: (at row 3)\n\nRow 3:\nColumn 0,   name: d, type: DateTime(\'UTC\'), parsed text: "1"ERROR\n\n, e.what() = DB::Exception\n';
+const CH18_NOT_LIKE = 'Code: 41, e.displayText() = DB::Exception: Cannot parse datetime: (at row 2)\n\nRow 1:\nColumn 0,   name: a, type: UInt8,           parsed text: "1"\nColumn 1,   name: d, type: DateTime(\'UTC\'), parsed text: "0000000001"\n\nRow 2:\nColumn 0,   name: a, type: UInt8,           parsed text: "1"\nColumn 1,   name: d, type: DateTime(\'UTC\'), ERROR: text "x<TAB>1<LINE FEED>" is not like DateTime(\'UTC\')\n\n, e.what() = DB::Exception\n';
 const CH26_ENUM = 'Code: 691. DB::Exception: Unknown element \'b\' for enum, maybe you meant: [\'a\']: (at row 2)\n: \nRow 1:\nColumn 0,   name: s, type: Enum8(\'a\' = 1),  parsed text: "a"\nColumn 1,   name: f, type: FixedString(2),  parsed text: "ab"\n\nRow 2:\nColumn 0,   name: s, type: Enum8(\'a\' = 1),  parsed text: "b"ERROR\nCode: 691. DB::Exception: Unknown element';
 const CH26_UUID = "Code: 376. DB::Exception: Cannot parse uuid zz\t1\t0000000001\n: (at row 1)\n: Buffer has gone, cannot extract information about what has been parsed: While executing ParallelParsingBlockInputFormat. (CANNOT_PARSE_UUID)";
 const CH26_PARTITIONS = "Code: 252. DB::Exception: Too many partitions for single INSERT block (more than 100). The limit is controlled by 'max_partitions_per_insert_block' setting.";
@@ -14,6 +15,7 @@ test.each([
   ["18.16 FixedString overflow", CH18_FIXED_STRING, "data", 1, "f"],
   ["18.16 unknown Enum name (code 49)", CH18_ENUM, "data", null, null],
   ["18.16 unparseable DateTime", CH18_DATETIME, "data", 3, "d"],
+  ["18.16 text that is not like the type", CH18_NOT_LIKE, "data", 2, "d"],
   ["26.9 unknown Enum name", CH26_ENUM, "data", 2, "s"],
   ["26.9 unparseable UUID", CH26_UUID, "data", 1, null],
   ["26.9 too many partitions in one block", CH26_PARTITIONS, "shape", null, null],
