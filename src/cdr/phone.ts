@@ -1,8 +1,14 @@
 /**
- * caller_num → E.164 msisdn with libphonenumber-js's full metadata (validity, not just length),
- * behind a bounded cache: phone parsing is the most expensive step and callers repeat a lot.
+ * caller_num → E.164 msisdn with Google libphonenumber's verdict: its lenient extraction (RFC 3966
+ * `tel:` URIs, text and punctuation around the number; phone-extract.ts), then libphonenumber-js's
+ * full metadata (validity, not just length). Behind a bounded cache: phone parsing is the most
+ * expensive step and callers repeat a lot.
  */
 import { Metadata, PhoneNumber, parsePhoneNumberFromString, type CountryCode, type E164Number } from "libphonenumber-js/max";
+import { extractNumber } from "./phone-extract.ts";
+
+/** Longest caller_num whose verdict is cached: longer ones are rare and would pin their text. */
+const MAX_CACHED_KEY_CHARS = 64;
 
 const PLAIN_E164 = /^\+[1-9]\d{1,16}$/;
 const metadata = new Metadata();
@@ -83,7 +89,7 @@ export class PhoneNormalizer {
   }
 
   #remember(key: number | string, verdict: string | null): void {
-    if (this.#capacity <= 0) return;
+    if (this.#capacity <= 0 || (typeof key === "string" && key.length > MAX_CACHED_KEY_CHARS)) return;
     if (this.#young.size >= Math.max(1, this.#capacity >> 1)) {
       this.#old = this.#young;
       this.#young = new Map();
@@ -91,22 +97,22 @@ export class PhoneNormalizer {
     this.#young.set(typeof key === "number" ? key : ownCopy(key), verdict);
   }
 
-  /** The reference path: libphonenumber's parse, then full validity. */
+  /** The reference path: the prefix rule, Google's extraction, libphonenumber's parse, full validity. */
   static reference(raw: string, region?: CountryCode): string | null {
-    const s = raw.trim();
-    return parseAndValidate(s, toInternational(s), region);
+    return parseAndValidate(withInternationalPrefix(raw.trim()), region);
   }
 
   #parse(raw: string): string | null {
-    const s = raw.trim();
-    const international = toInternational(s);
-    return (international !== null ? fastValid(international) : null) ?? parseAndValidate(s, international, this.#region);
+    const s = withInternationalPrefix(raw.trim());
+    return (s.startsWith("+") ? fastValid(s) : null) ?? parseAndValidate(s, this.#region);
   }
 }
 
-/** libphonenumber's parse, then full validity; `international` is toInternational(s). */
-function parseAndValidate(s: string, international: string | null, region: CountryCode | undefined): string | null {
-  const parsed = international !== null ? parsePhoneNumberFromString(international) : region ? parsePhoneNumberFromString(s, region) : undefined;
+/** Google's extraction, then libphonenumber-js on what it extracted, then full validity. */
+function parseAndValidate(s: string, region: CountryCode | undefined): string | null {
+  const n = extractNumber(s, region !== undefined);
+  if (n === null) return null;
+  const parsed = n.international !== undefined ? parsePhoneNumberFromString(n.international) : parsePhoneNumberFromString(n.national, region);
   return parsed && parsed.isValid() ? parsed.number : null;
 }
 
@@ -147,10 +153,9 @@ function ownCopy(s: string): string {
   return Buffer.from(s, "utf8").toString("utf8");
 }
 
-/** 00… and 011… (international call prefixes) become +…; anything else has no international form. */
-function toInternational(s: string): string | null {
-  if (s.startsWith("+")) return s;
+/** 00… and 011… (international call prefixes) become +… (processing-worker spec); the rest stays. */
+function withInternationalPrefix(s: string): string {
   if (s.startsWith("00")) return "+" + s.slice(2);
   if (s.startsWith("011")) return "+" + s.slice(3);
-  return null;
+  return s;
 }
