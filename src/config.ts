@@ -37,6 +37,7 @@ export const VARIABLES = {
   CLICKHOUSE_DATABASE: { schema: text, default: "telecom", help: "database of the normalized table" },
   CLICKHOUSE_TABLE: { schema: text, default: "cdr", help: "normalized table" },
   CLICKHOUSE_REQUEST_TIMEOUT_MS: { schema: int(100, 600_000), default: "10000", help: "timeout of one insert attempt" },
+  CLICKHOUSE_KEEP_ALIVE_IDLE_MS: { schema: int(0, 600_000), default: "2000", help: "reuse an idle connection for this long (below the server's keep_alive_timeout, 3 s on 18.16); 0: a connection per request" },
   BATCH_SIZE: { schema: int(1, 100_000), default: "1000", help: "rows per ClickHouse insert; a full batch flushes at once" },
   BATCH_FLUSH_INTERVAL_SECONDS: { schema: num(0.01, 3600), default: "2", help: "flush a non-empty batch this long after the last flush" },
   FLUSH_CONCURRENCY: { schema: int(1, 16), default: "2", help: "inserts in flight at once; memory is bounded by (this + 1) × BATCH_SIZE rows" },
@@ -61,7 +62,7 @@ type Parsed = { [K in keyof Vars]: v.InferOutput<Vars[K]["schema"]> };
 
 export interface Config {
   kafka: { brokers: string; groupId: string; topicRaw: string; topicDlq: string; props: Record<string, string> };
-  clickhouse: { url: string; user: string; password: string; database: string; table: string; requestTimeoutMs: number };
+  clickhouse: { url: string; user: string; password: string; database: string; table: string; requestTimeoutMs: number; keepAliveIdleMs?: number };
   batch: { size: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number };
   dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
@@ -99,7 +100,7 @@ export function loadConfig(env: Env = process.env): Config {
   const p = out as Parsed;
   return {
     kafka: { brokers: p.KAFKA_BROKERS, groupId: p.KAFKA_GROUP_ID, topicRaw: p.KAFKA_TOPIC_RAW, topicDlq: p.KAFKA_TOPIC_DLQ, props },
-    clickhouse: { url: p.CLICKHOUSE_URL, user: p.CLICKHOUSE_USER, password: p.CLICKHOUSE_PASSWORD, database: p.CLICKHOUSE_DATABASE, table: p.CLICKHOUSE_TABLE, requestTimeoutMs: p.CLICKHOUSE_REQUEST_TIMEOUT_MS },
+    clickhouse: { url: p.CLICKHOUSE_URL, user: p.CLICKHOUSE_USER, password: p.CLICKHOUSE_PASSWORD, database: p.CLICKHOUSE_DATABASE, table: p.CLICKHOUSE_TABLE, requestTimeoutMs: p.CLICKHOUSE_REQUEST_TIMEOUT_MS, keepAliveIdleMs: p.CLICKHOUSE_KEEP_ALIVE_IDLE_MS },
     batch: { size: p.BATCH_SIZE, flushIntervalMs: Math.round(p.BATCH_FLUSH_INTERVAL_SECONDS * 1000), concurrency: p.FLUSH_CONCURRENCY },
     retry: { maxAttempts: p.CH_RETRY_MAX_ATTEMPTS, initialDelayMs: p.CH_RETRY_INITIAL_DELAY_MS, backoffFactor: p.CH_RETRY_BACKOFF_FACTOR },
     dlq: { storageFailureReason: p.DLQ_STORAGE_FAILURE_REASON, maxRatio: p.DLQ_MAX_RATIO, ratioWindow: p.DLQ_RATIO_WINDOW },

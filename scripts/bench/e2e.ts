@@ -1,12 +1,17 @@
 /**
  * The worker end to end on this machine, with Kafka and ClickHouse on it too:
  *  1. backlog: N synthetic records (realistic mix, 3 % invalid) produced first, then the worker
- *     (a subprocess, as deployed) drains them: sustained records/s, peak RSS, stats latency;
+ *     (a subprocess, as deployed) drains them: sustained records/s, CPU per record of the worker
+ *     by thread, of ClickHouse and of Kafka in the same window, peak RSS, stats latency. Progress is
+ *     read as an operator's scraper would, once a second; the end of the drain is the worker's own
+ *     last_commit_at, so the coarse polling costs no precision;
  *  2. ceilings on the same data: kcat draining the topic, and ClickHouse ingesting the same rows
  *     in the same format and batch size; the worker's rate as a fraction of the lower one;
- *  3. latency: a paced stream whose raw_id carries its send time; visibility in ClickHouse
+ *  3. the peer: ClickHouse's own Kafka engine on a valid-only copy (kafka-engine-peer.ts), same
+ *     partitions and block size; the worker's rate over the peer's;
+ *  4. latency: a paced stream whose raw_id carries its send time; visibility in ClickHouse
  *     (polled every 50 ms) minus send time, p50 / p99.
- * Usage: [BENCH_BATCH_SIZE=1000] bun scripts/bench/e2e.ts [records=300000] [binary=bun src/main.ts]   (services running)
+ * Usage: [BENCH_BATCH_SIZE=1000] [BENCH_PEER=0] bun scripts/bench/e2e.ts [records=1000000] [binary=bun src/main.ts]   (services running)
  */
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
@@ -14,9 +19,11 @@ import { formatRow } from "../../src/clickhouse/row-format.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { prepareRun } from "../lib/harness.ts";
+import { prepareRun, processCpuSeconds, servicePid, type ThreadGroup } from "../lib/harness.ts";
+import { runKafkaEnginePeer } from "./kafka-engine-peer.ts";
 
-const N = Number(process.argv[2] ?? 300_000);
+// 10^6 by default: the JIT's start-up compiles are amortized.
+const N = Number(process.argv[2] ?? 1_000_000);
 // Rows per insert, for the worker and the ClickHouse ceiling alike (the spec default is 1000).
 const BATCH = Number(process.env.BENCH_BATCH_SIZE ?? 1000);
 const run = await prepareRun("bench", "bench");
@@ -28,23 +35,40 @@ const texts = Array.from({ length: N }, () => gen.next().text);
 const producer = new Producer({ "bootstrap.servers": brokers, "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" });
 for (let i = 0; i < N; i += 10_000) await producer.produceBatch(raw, texts.slice(i, i + 10_000));
 
+const chPid = servicePid("clickhouse");
+const kafkaPid = servicePid("kafka");
 const worker = await run.startWorker({ binary: process.argv[3], extra: { BATCH_SIZE: String(BATCH), BATCH_FLUSH_INTERVAL_SECONDS: "0.1" } });
 const rss = () => run.rssMiB(worker.pid);
 let peakRss = 0;
 const statsLatency: number[] = [];
-const t0 = performance.now();
+const cpu0 = { worker: run.threadCpuSeconds(worker.pid), workerTotal: run.cpuSeconds(worker.pid), ch: processCpuSeconds(chPid), kafka: processCpuSeconds(kafkaPid) };
+const t0 = Date.now();
+let last: Record<string, any>;
 for (;;) {
+  // RSS is sampled more often than stats (a /proc read costs the worker nothing).
+  for (let i = 0; i < 10; i++) {
+    peakRss = Math.max(peakRss, rss());
+    await Bun.sleep(100);
+  }
   const q = performance.now();
-  const s = await stats();
+  last = await stats();
   statsLatency.push(performance.now() - q);
-  peakRss = Math.max(peakRss, rss());
-  if (s.total_processed >= N) break;
-  await Bun.sleep(20);
+  if (last.total_processed >= N) break;
 }
-const workerRate = N / ((performance.now() - t0) / 1000);
-// CPU the worker process spent on the backlog (all its threads; start-up included), per record:
-// the figure to lower when the two cores are saturated, and steadier than the rate.
-const workerCpuUs = (run.cpuSeconds(worker.pid) * 1e6) / N;
+const cpu1 = { worker: run.threadCpuSeconds(worker.pid), workerTotal: run.cpuSeconds(worker.pid), ch: processCpuSeconds(chPid), kafka: processCpuSeconds(kafkaPid) };
+const drainSeconds = (Date.parse(last.last_commit_at) - t0) / 1000;
+const workerRate = N / drainSeconds;
+const perRecord = (s: number) => +((s * 1e6) / N).toFixed(2);
+const byThread = Object.fromEntries((Object.keys(cpu1.worker) as ThreadGroup[]).map((g) => [g, perRecord(cpu1.worker[g] - cpu0.worker[g])]));
+const threadSum = Object.values(cpu1.worker).reduce((a, b) => a + b, 0) - Object.values(cpu0.worker).reduce((a, b) => a + b, 0);
+// Threads that ended during the drain are in the process total only.
+byThread.ended = perRecord(cpu1.workerTotal - cpu0.workerTotal - threadSum);
+const cpu = {
+  worker_us_per_record: perRecord(cpu1.workerTotal - cpu0.workerTotal),
+  worker_by_thread_us_per_record: byThread,
+  clickhouse_us_per_record: perRecord(cpu1.ch - cpu0.ch),
+  kafka_us_per_record: perRecord(cpu1.kafka - cpu0.kafka),
+};
 
 // Latency: a paced stream at ~2k records/s for 10 s.
 const seen = new Map<string, number>();
@@ -99,14 +123,22 @@ for (let i = 0; i < lines.length; i += BATCH) {
 await Promise.all(inflight);
 const chRate = lines.length / ((performance.now() - c0) / 1000);
 
+// The peer, on the same rows the worker inserted.
+const validTexts = texts.filter((t) => decode(t, ctx).ok);
+const peer = process.env.BENCH_PEER === "0" ? null : await runKafkaEnginePeer({
+  brokers, ch, database: "bench", name: table, texts: validTexts, partitions: 3, blockSize: BATCH, cpuSeconds: () => processCpuSeconds(chPid),
+});
+
 await ch.command({ query: `DROP TABLE bench.${table}_ceiling` });
 const pct = (a: number[], p: number) => (a.length ? Math.round(a[Math.min(a.length - 1, Math.floor(a.length * p))]!) : null);
 statsLatency.sort((a, b) => a - b);
 const r = Math.round;
 console.log(JSON.stringify({
-  records: N, worker_records_per_s: r(workerRate), worker_cpu_us_per_record: +workerCpuUs.toFixed(1), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
+  records: N, batch_size: BATCH, worker_records_per_s: r(workerRate), drain_seconds: +drainSeconds.toFixed(2), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
+  cpu,
   ceilings: { kcat_drain_records_per_s: r(kcatRate), clickhouse_ingest_rows_per_s: r(chRate) },
   fraction_of_lower_ceiling: +(workerRate / Math.min(kcatRate, chRate)).toFixed(2),
+  kafka_engine_peer: peer && { rows: peer.rows, rows_per_s: r(peer.rowsPerSecond), clickhouse_cpu_us_per_row: +peer.clickhouseCpuUsPerRow.toFixed(2), worker_over_peer: +(workerRate / peer.rowsPerSecond).toFixed(2) },
   visibility_latency_ms: { samples: latencies.length, of: sent.size, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) },
   stats_latency_ms: { samples: statsLatency.length, p50: +statsLatency[Math.floor(statsLatency.length * 0.5)]!.toFixed(1), p99: +statsLatency[Math.floor(statsLatency.length * 0.99)]!.toFixed(1) },
 }));

@@ -4,7 +4,7 @@
  * Services must be running (scripts/services.sh start).
  */
 import { createClient, type ClickHouseClient } from "@clickhouse/client";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { migrate } from "../../src/clickhouse/migrate.ts";
 import { Admin } from "../../src/kafka/admin.ts";
 import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
@@ -26,8 +26,45 @@ export interface Harness {
   rssMiB(pid: number): number;
   /** utime + stime of a process so far, in seconds (all its threads). */
   cpuSeconds(pid: number): number;
+  /** The same per thread group of a Bun process: main (JS), jit, gc, librdkafka, other. */
+  threadCpuSeconds(pid: number): Record<ThreadGroup, number>;
   /** Drops the table and topics; failures are reported, not thrown (a report must not be lost to cleanup). */
   cleanup(): Promise<void>;
+}
+
+export type ThreadGroup = "main" | "jit" | "gc" | "librdkafka" | "other";
+
+/** Which job a thread of a Bun process does, by its name (/proc/<pid>/task/<tid>/comm). */
+function threadGroup(pid: number, tid: number, comm: string): ThreadGroup {
+  if (tid === pid) return "main";
+  if (/^rdk:/.test(comm)) return "librdkafka";
+  if (/JIT|Compil|DFG|FTL/i.test(comm)) return "jit";
+  if (/Heap|GC|Marking|Helper/i.test(comm)) return "gc";
+  return "other";
+}
+
+/** utime + stime of /proc/<pid>[/task/<tid>]/stat, in seconds (ticks of 1/100 s). */
+function statCpu(path: string): number {
+  const fields = readFileSync(path, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** The pid of a service scripts/services.sh started (its pid file under .local/), or null. */
+export function servicePid(name: "kafka" | "clickhouse"): number | null {
+  try {
+    return Number(readFileSync(`${import.meta.dir}/../../.local/${name}/${name}.pid`, "utf8").trim()) || null;
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds of a process (all threads), 0 when it is not there. */
+export function processCpuSeconds(pid: number | null): number {
+  try {
+    return pid ? statCpu(`/proc/${pid}/stat`) : 0;
+  } catch {
+    return 0;
+  }
 }
 
 export async function prepareRun(prefix: string, database: string): Promise<Harness> {
@@ -64,10 +101,18 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
       }
     },
     rssMiB: (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024,
-    cpuSeconds: (pid) => {
-      // /proc/<pid>/stat after the command name: utime and stime are fields 14 and 15, in ticks of 1/100 s.
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-      return (Number(fields[11]) + Number(fields[12])) / 100;
+    cpuSeconds: (pid) => statCpu(`/proc/${pid}/stat`),
+    threadCpuSeconds: (pid) => {
+      const out: Record<ThreadGroup, number> = { main: 0, jit: 0, gc: 0, librdkafka: 0, other: 0 };
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        try {
+          const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim();
+          out[threadGroup(pid, Number(tid), comm)] += statCpu(`/proc/${pid}/task/${tid}/stat`);
+        } catch {
+          // The thread ended between the listing and the read.
+        }
+      }
+      return out;
     },
     async cleanup() {
       await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${table}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));

@@ -24,10 +24,10 @@ export function createClickHouse(cfg: Config["clickhouse"], database?: string): 
     password: cfg.password,
     database: database ?? cfg.database,
     request_timeout: cfg.requestTimeoutMs,
-    // ClickHouse closes idle keep-alive sockets after its keep_alive_timeout (3 s by default), and
-    // reusing one then fails the insert with ECONNRESET: a spurious retry. Loopback or LAN connects
-    // cost less than that; measured no throughput difference (scripts/bench/e2e.ts).
-    keep_alive: { enabled: false },
+    // ClickHouse closes idle keep-alive sockets after its keep_alive_timeout (3 s on 18.16, 10 s in
+    // this project's config): the client drops its idle sockets sooner, and a reset that still hits
+    // a reused socket is resent at once (writer.ts). scripts/bench/connects.ts counts connects per insert.
+    keep_alive: cfg.keepAliveIdleMs === 0 ? { enabled: false } : { enabled: true, idle_socket_ttl: cfg.keepAliveIdleMs ?? 2000 },
     // 18.16 predates most settings; send none by default.
     clickhouse_settings: {},
     application: "cdr-worker",

@@ -25,16 +25,28 @@ export class ClickHouseWriter {
    */
   async insert(body: Uint8Array | string, rows: number): Promise<void> {
     try {
-      await this.#ch.insert({
-        table: this.#table,
-        values: Readable.from([typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)], { objectMode: false }),
-        format: "TabSeparated",
-        columns: [...COLUMNS],
-        clickhouse_settings: INSERT_SETTINGS,
-      });
-    } catch (cause) {
-      throw classifyInsertError(cause, `insert of ${rows} rows into ${this.#table}`);
+      await this.#send(body);
+    } catch (first) {
+      // A kept-alive socket the server closed meanwhile fails at once with a reset, before the
+      // server read the body: resent at once instead of waiting out a retry delay (should the
+      // server have stored it after all, the replay collapses by cdr_id like any other).
+      if (!isReset(first)) throw classifyInsertError(first, `insert of ${rows} rows into ${this.#table}`);
+      try {
+        await this.#send(body);
+      } catch (cause) {
+        throw classifyInsertError(cause, `insert of ${rows} rows into ${this.#table}`);
+      }
     }
+  }
+
+  async #send(body: Uint8Array | string): Promise<void> {
+    await this.#ch.insert({
+      table: this.#table,
+      values: Readable.from([typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)], { objectMode: false }),
+      format: "TabSeparated",
+      columns: [...COLUMNS],
+      clickhouse_settings: INSERT_SETTINGS,
+    });
   }
 
   async ping(): Promise<boolean> {
@@ -44,4 +56,9 @@ export class ClickHouseWriter {
       return false;
     }
   }
+}
+
+function isReset(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === "ECONNRESET" || code === "EPIPE" || (e instanceof Error && /socket hang up/i.test(e.message));
 }
