@@ -1,15 +1,21 @@
 /**
  * Builds ./cdr-worker: one executable with Bun, the code, the SQL and librdkafka inside.
- * The library is copied from Debian's librdkafka1 and embedded as a file; at start the binary
- * dlopens that copy, so the target needs only the libraries librdkafka itself links to.
+ * The library is the project's own build (scripts/librdkafka/build.sh; LIBRDKAFKA_PATH overrides),
+ * embedded as a file; at start the binary dlopens that copy, so the target needs only the
+ * libraries librdkafka itself links to.
  * Usage: bun scripts/build.ts [--outfile path]
  */
-import { copyFileSync, mkdirSync, realpathSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, realpathSync, writeFileSync } from "node:fs";
 
 const root = new URL("..", import.meta.url).pathname;
 const outIdx = process.argv.indexOf("--outfile");
 const outfile = outIdx > 0 ? process.argv[outIdx + 1]! : `${root}cdr-worker`;
-const lib = realpathSync(process.env.LIBRDKAFKA_PATH || "/usr/lib/x86_64-linux-gnu/librdkafka.so.1");
+const built = `${root}.local/librdkafka/lib/librdkafka.so.1`;
+if (!process.env.LIBRDKAFKA_PATH && !existsSync(built)) {
+  console.error(`no librdkafka at ${built}: run scripts/provision.sh (or scripts/librdkafka/build.sh .local/librdkafka)`);
+  process.exit(1);
+}
+const lib = realpathSync(process.env.LIBRDKAFKA_PATH || built);
 const dir = `${root}.local/build`;
 mkdirSync(dir, { recursive: true });
 copyFileSync(lib, `${dir}/librdkafka.so.1`);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what cdr-worker needs on a fresh Debian machine of this kind, and nothing twice:
-# Debian packages, Bun (from the npm registry), the Kafka broker jars (Maven Central), node_modules,
-# the current ClickHouse engine (PyPI).
+# Debian packages, Bun (from the npm registry), the Kafka broker jars (Maven Central), librdkafka
+# (built from Confluent's npm package), node_modules, the current ClickHouse engine (PyPI).
 # Every step checks first and says "ok" when there is nothing to do.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-APT_PACKAGES=(librdkafka1 librdkafka-dev kcat clickhouse-server clickhouse-client)
+# kcat (a benchmark peer) brings Debian's own librdkafka1; the worker loads the project's build.
+APT_PACKAGES=(kcat clickhouse-server clickhouse-client gcc make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
 
@@ -63,6 +64,12 @@ provision_chdb() {
   echo "$CHDB_VERSION" >"$stamp"
 }
 
+# librdkafka at the version Confluent's JavaScript client ships, built from that npm package
+# (scripts/librdkafka/version.env pins it; build.sh is idempotent and says "ok:" when built).
+provision_librdkafka() {
+  "$ROOT/scripts/librdkafka/build.sh" "$LOCAL/librdkafka"
+}
+
 provision_node_modules() {
   local stamp="$ROOT/node_modules/.bun.lock.sha"
   # The dependency patches count too: bun install applies them, and editing one changes no lockfile.
@@ -76,6 +83,7 @@ provision_node_modules() {
 provision_apt
 provision_bun
 provision_kafka
+provision_librdkafka
 provision_node_modules
 provision_chdb
 log "provisioned"

@@ -7,7 +7,7 @@ import { parseArgs } from "./cli/args.ts";
 import { RUN_HELP, runCommand } from "./cli/run.ts";
 import { configHelp, loadConfig } from "./config.ts";
 import { CdrWorkerError, ConfigError } from "./errors.ts";
-import { setLibrdkafkaPath } from "./kafka/native.ts";
+import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { VERSION } from "./version.ts";
 
@@ -21,12 +21,12 @@ Commands:
   generate         send synthetic CDRs to the raw topic
   dlq inspect      counts and samples of the DLQ;  dlq replay  send DLQ payloads back to the raw topic
   probe URL        exit 0 when URL answers 200 (container health checks: distroless has no curl)
-  version          print the version
+  version          print the version and librdkafka's
 
 Configuration (environment variables):
 ${configHelp()}`;
 
-const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, dlq: DLQ_HELP, version: "cdr-worker version: print the version.", probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout)." };
+const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, dlq: DLQ_HELP, version: "cdr-worker version: print the version and the librdkafka version it loads.", probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout)." };
 
 async function main(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
@@ -44,7 +44,17 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === "version") {
-    console.log(VERSION);
+    // The library is whatever LIBRDKAFKA_PATH says, when the configuration can be read at all.
+    try {
+      setLibrdkafkaPath(loadConfig().librdkafkaPath);
+    } catch {}
+    let engine: string;
+    try {
+      engine = `librdkafka ${librdkafkaVersion()}`;
+    } catch (e) {
+      engine = `librdkafka unavailable: ${(e as Error).message}`;
+    }
+    console.log(`${VERSION} ${engine}`);
     return 0;
   }
   if (command === "probe") {

@@ -39,13 +39,13 @@ export async function runCommand(cfg: Config): Promise<number> {
       "group.id": cfg.kafka.groupId,
       "client.id": cfg.workerInstance,
       // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
-      // librdkafka 2.0.2 stops fetching once the queue is over this and looks again only when its
-      // broker thread next wakes, up to ~1 s later: a queue smaller than ~1 s of work runs dry on
-      // every cycle (8 MiB at 50k records/s: 28 % of the time idle, scripts/bench/prefetch.ts).
-      // 16 MiB (~60k records) keeps this machine's rates fed for peak RSS 189 MiB draining a
-      // backlog (8 MiB: 173-182, 32 MiB: 212). Faster deployments raise it with
-      // KAFKA_PROP_QUEUED_MAX_MESSAGES_KBYTES (about 1 s of records).
-      "queued.max.messages.kbytes": "16384",
+      // librdkafka stops fetching a partition once its queue is over this and waits
+      // fetch.queue.backoff.ms before it looks again; at its default (1 s) a worker-speed consumer
+      // waited on an empty queue 85 % of the time with 4 MiB and 45 % with 16 MiB; with 10 ms,
+      // never, down to 2 MiB at 250k records/s (scripts/bench/prefetch.ts). 4 MiB (~16k records)
+      // leaves room for a broker further away than loopback.
+      "queued.max.messages.kbytes": "4096",
+      "fetch.queue.backoff.ms": "10",
     }),
     topics: [cfg.kafka.topicRaw],
     maxBatch: cfg.batch.size,

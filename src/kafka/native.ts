@@ -2,13 +2,15 @@
  * The librdkafka C API as bun:ffi symbols: the only place that names a C function.
  *
  * Library resolution, first that exists wins: `LIBRDKAFKA_PATH` (via setLibrdkafkaPath), the copy embedded by
- * `scripts/build.ts` into the compiled binary, then Debian's `librdkafka.so.1`.
+ * `scripts/build.ts` into the compiled binary, then the project's own build in `.local/librdkafka`
+ * (scripts/librdkafka/build.sh, run by provisioning). All three are the same build of the version
+ * scripts/librdkafka/version.env pins; Debian's older librdkafka is never loaded by accident.
  */
 import { dlopen, FFIType, type Pointer } from "bun:ffi";
 import { existsSync } from "node:fs";
 import { KafkaError } from "../errors.ts";
 
-const DEBIAN_PATH = "/usr/lib/x86_64-linux-gnu/librdkafka.so.1";
+const PROJECT_BUILD = new URL("../../.local/librdkafka/lib/librdkafka.so.1", import.meta.url).pathname;
 
 // Returns a number instead of a BigInt when the value fits: no allocation per call. The type
 // names "i64" so TypeScript accepts it; callers wrap the result in Number().
@@ -143,7 +145,7 @@ function candidates(): string[] {
   if (overridePath) list.push(overridePath);
   const embedded = (globalThis as { __CDR_EMBEDDED_LIBRDKAFKA?: string }).__CDR_EMBEDDED_LIBRDKAFKA;
   if (embedded) list.push(embedded);
-  list.push(DEBIAN_PATH);
+  else list.push(PROJECT_BUILD);
   return list;
 }
 
@@ -158,7 +160,7 @@ function load() {
       tried.push(`${path} (${(cause as Error).message})`);
     }
   }
-  throw new KafkaError("LIBRARY_UNAVAILABLE", `cannot load librdkafka; tried: ${tried.join("; ")}. Install Debian's librdkafka1 or set LIBRDKAFKA_PATH`);
+  throw new KafkaError("LIBRARY_UNAVAILABLE", `cannot load librdkafka; tried: ${tried.join("; ")}. Run scripts/provision.sh (builds it into .local/librdkafka) or set LIBRDKAFKA_PATH`);
 }
 
 // bun-types declare pointer returns as `Pointer | bigint | null`; on x86_64 user-space addresses
@@ -172,6 +174,11 @@ let lib: ReturnType<typeof load> | undefined;
 export function rdk(): Symbols {
   lib ??= load();
   return lib.symbols as unknown as Symbols;
+}
+
+/** The loaded librdkafka's own version string (e.g. "2.15.1"). */
+export function librdkafkaVersion(): string {
+  return rdk().rd_kafka_version_str() as unknown as string;
 }
 
 /** Encodes a JS string as a NUL-terminated C string for one call. */

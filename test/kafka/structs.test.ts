@@ -1,4 +1,4 @@
-// The struct offsets the binding reads must match the installed librdkafka headers: a library
+// The struct offsets the binding reads must match the headers of the librdkafka it loads: a library
 // upgrade that moves a field fails here instead of corrupting memory.
 import { expect, test } from "bun:test";
 import { MESSAGE, METADATA, METADATA_TOPIC, TOPIC_PARTITION, TOPIC_PARTITION_LIST, VU } from "../../src/kafka/structs.ts";
@@ -27,7 +27,8 @@ int main(void) {
 }`;
   const dir = `${ROOT}/.local/structs-check`;
   await Bun.write(`${dir}/structs.c`, src);
-  await run(["cc", "-o", `${dir}/structs`, `${dir}/structs.c`]);
+  // The headers of the library the worker loads: the project's build (scripts/librdkafka/build.sh).
+  await run(["cc", "-I", `${ROOT}/.local/librdkafka/include`, "-o", `${dir}/structs`, `${dir}/structs.c`]);
   const c = JSON.parse(await run([`${dir}/structs`])) as Record<string, number>;
   expect(c).toMatchObject({
     "rd_kafka_message_t.size": MESSAGE.size, "rd_kafka_message_t.err": MESSAGE.err, "rd_kafka_message_t.rkt": MESSAGE.rkt,

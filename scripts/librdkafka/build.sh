@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds librdkafka from the source inside Confluent's npm package (version.env), against Debian's
+# -dev packages: ssl, sasl (GSSAPI), lz4, zstd, zlib. Only the shared library and its header, into
+#   <out>/lib/librdkafka.so.1  <out>/include/librdkafka/rdkafka.h
+# Idempotent: a build whose stamp matches the pin and the flags prints "ok:" and does nothing.
+# Usage: scripts/librdkafka/build.sh <out dir>
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=version.env
+source "$here/version.env"
+out="${1:?usage: build.sh <out dir>}"
+# libcurl (OAUTHBEARER OIDC) and syslog are not used by the worker: left out, one dependency fewer in the image.
+FLAGS=(--enable-ssl --enable-gssapi --enable-zstd --enable-zlib --enable-lz4-ext --disable-curl --disable-syslog --disable-debug-symbols)
+want="$KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION librdkafka $LIBRDKAFKA_VERSION ${FLAGS[*]}"
+stamp="$out/.build"
+say() { printf '[librdkafka] %s\n' "$*" >&2; }
+if [[ -f $stamp && "$(cat "$stamp")" == "$want" && -f $out/lib/librdkafka.so.1 ]]; then
+  say "ok: librdkafka $LIBRDKAFKA_VERSION in $out"; exit 0
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+say "fetching $KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION from the npm registry"
+(cd "$work" && npm pack --silent "$KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION" >/dev/null && tar xzf ./*.tgz)
+src="$work/package/deps/librdkafka"
+[[ -x $src/configure ]] || { say "error: no deps/librdkafka/configure in the package"; exit 1; }
+hex="$(awk '/^#define RD_KAFKA_VERSION /{print $3}' "$src/src/rdkafka.h")"
+IFS=. read -r maj min pat <<<"$LIBRDKAFKA_VERSION"
+expect="$(printf '0x%02x%02x%02xff' "$maj" "$min" "$pat")"
+[[ $hex == "$expect" ]] || { say "error: the package carries librdkafka $hex, version.env pins $expect"; exit 1; }
+say "building librdkafka $LIBRDKAFKA_VERSION (${FLAGS[*]})"
+(cd "$src" && ./configure --prefix="$out" "${FLAGS[@]}" >"$work/configure.log" 2>&1) \
+  || { tail -30 "$work/configure.log" >&2; exit 1; }
+(cd "$src/src" && make -j"$(nproc)" librdkafka.so.1 >"$work/make.log" 2>&1) || { tail -30 "$work/make.log" >&2; exit 1; }
+rm -rf "$out" && mkdir -p "$out/lib" "$out/include/librdkafka"
+cp "$src/src/librdkafka.so.1" "$out/lib/"
+cp "$src/src/rdkafka.h" "$out/include/librdkafka/"
+echo "$want" >"$stamp"
+say "built $out/lib/librdkafka.so.1"
