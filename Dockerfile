@@ -3,10 +3,15 @@
 # exactly the shared libraries librdkafka needs beyond the base (scripts/image/copy-libs.txt).
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends librdkafka1 nodejs npm ca-certificates \
+ && apt-get install -y --no-install-recommends nodejs npm ca-certificates gcc libc6-dev make pkg-config \
+      libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 RUN npm install -g --allow-scripts=bun bun@1.4.5
 WORKDIR /src
+# librdkafka as Confluent's JavaScript client ships it, built from that npm package exactly as
+# provisioning builds it (scripts/librdkafka/version.env pins the version).
+COPY scripts/librdkafka scripts/librdkafka
+RUN bash scripts/librdkafka/build.sh /opt/librdkafka
 COPY package.json bun.lock bunfig.toml tsconfig.json ./
 # bun install applies the dependency patches listed in package.json (patchedDependencies).
 COPY scripts/patches scripts/patches
@@ -15,7 +20,7 @@ COPY src src
 COPY sql sql
 COPY scripts/build.ts scripts/build.ts
 COPY scripts/image/copy-libs.txt scripts/image/copy-libs.txt
-RUN bun scripts/build.ts --outfile /out/cdr-worker \
+RUN LIBRDKAFKA_PATH=/opt/librdkafka/lib/librdkafka.so.1 bun scripts/build.ts --outfile /out/cdr-worker \
  && mkdir -p /out/lib \
  && grep -v '^#' scripts/image/copy-libs.txt | xargs -I{} cp -L /usr/lib/x86_64-linux-gnu/{} /out/lib/
 

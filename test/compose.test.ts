@@ -31,6 +31,14 @@ test("Dockerfile: multi-stage onto distroless/cc as non-root, copying exactly th
   expect(df).toContain('ENTRYPOINT ["/usr/local/bin/cdr-worker"]');
 });
 
+test("Dockerfile: the image embeds librdkafka built by the same script and pin as provisioning", async () => {
+  const df = await Bun.file(`${ROOT}/Dockerfile`).text();
+  expect(df).toContain("COPY scripts/librdkafka scripts/librdkafka");
+  expect(df).toContain("RUN bash scripts/librdkafka/build.sh /opt/librdkafka");
+  expect(df).toContain("LIBRDKAFKA_PATH=/opt/librdkafka/lib/librdkafka.so.1 bun scripts/build.ts");
+  expect(df.indexOf("build.sh /opt/librdkafka")).toBeLessThan(df.indexOf("bun scripts/build.ts"));
+});
+
 test("Dockerfile: the dependency patches are in the build context before bun install needs them", async () => {
   const df = await Bun.file(`${ROOT}/Dockerfile`).text();
   const pkg = (await Bun.file(`${ROOT}/package.json`).json()) as { patchedDependencies?: Record<string, string> };
