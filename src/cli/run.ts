@@ -93,6 +93,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     state: () => worker.state,
     bufferedRows: () => worker.bufferedRows,
     positions: () => worker.positions(),
+    assignment: () => consumer.assignment.map((p) => p.partition),
     highWatermark: (p) => consumer.watermarks(cfg.kafka.topicRaw, p)?.high ?? null,
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => worker.breakerRatio,

@@ -59,7 +59,6 @@ export class Consumer {
   #lastTopic = "";
   readonly #meta: Float64Array;
   readonly #metaPtr: Pointer;
-  readonly #cooperative: boolean;
   #assignment: TopicPartition[] = [];
   #pendingRevoke: TopicPartition[] | null = null;
   #events: RebalanceEvent[] = [];
@@ -89,7 +88,6 @@ export class Consumer {
     this.#queue = lib.rd_kafka_queue_get_consumer(rk)!;
     this.#commitQueue = lib.rd_kafka_queue_new(rk)!;
     this.#wakeup = new QueueWakeup(this.#queue);
-    this.#cooperative = String(lib.rd_kafka_rebalance_protocol(rk)) === "COOPERATIVE";
     this.#readHeaders = opts.readHeaders ?? false;
     this.#readTimestamps = opts.readTimestamps ?? true;
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
@@ -328,14 +326,24 @@ export class Consumer {
     if (err !== 0) throw kafkaError("KAFKA_CLIENT", fn, err);
   }
 
+  /**
+   * Whether assignments change incrementally: cooperative-sticky, and the KIP-848 protocol
+   * (`group.protocol=consumer`), whose kind librdkafka knows only once the group is joined, so it
+   * is asked at each rebalance rather than at start.
+   */
+  get #cooperative(): boolean {
+    return String(rdk().rd_kafka_rebalance_protocol(this.#h.rk)) === "COOPERATIVE";
+  }
+
   #onRebalance(rk: Pointer, err: number, list: Pointer): void {
     const lib = rdk();
     // The list belongs to librdkafka and dies after this callback: copy it out.
     const partitions = fromNativeList(list).map(({ topic, partition }) => ({ topic, partition }));
     if (err === RD.ERR__ASSIGN_PARTITIONS) {
-      const e = this.#cooperative ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list)) : codeError(lib.rd_kafka_assign(rk, list));
+      const cooperative = this.#cooperative;
+      const e = cooperative ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list)) : codeError(lib.rd_kafka_assign(rk, list));
       if (e) log.error("assign failed", { err: e });
-      this.#assignment = this.#cooperative ? [...this.#assignment, ...partitions] : partitions;
+      this.#assignment = cooperative ? [...this.#assignment, ...partitions] : partitions;
       this.#events.push({ kind: "assign", partitions });
       log.info("partitions assigned", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });
       return;

@@ -9,6 +9,8 @@ export interface StatsSource {
   state: () => string;
   bufferedRows: () => number;
   positions: () => Map<number, { committed: number; consumed: number }>;
+  /** Partitions of the raw topic this worker owns now. */
+  assignment: () => number[];
   /** Cached high watermark of a partition (no network call), or null. */
   highWatermark: (partition: number) => number | null;
   phoneCache: () => { hits: number; misses: number; size: number };
@@ -70,6 +72,7 @@ export function statsSnapshot(s: StatsSource) {
     phone_cache: { hits: phone.hits, misses: phone.misses, size: phone.size, hit_rate: lookups ? Math.round((phone.hits / lookups) * 1000) / 1000 : null },
     dlq_ratio_window: Math.round(s.breakerRatio() * 1000) / 1000,
     event_loop_lag_ms: Math.round(s.eventLoopLagMs() * 10) / 10,
+    assigned_partitions: [...s.assignment()].sort((a, b) => a - b),
     partitions,
     ready: s.ready(),
   };

@@ -2,36 +2,16 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { HEADERS } from "../../src/dlq/envelope.ts";
-import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
+import { produceSynthetic } from "../support/synthetic.ts";
 import { committedOffsets, consumeN, header, props, text, topicLength } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
 const { names, distinctIds } = e2eScope();
-
-/** Produces `count` synthetic records; returns how many are valid and the invalid ones' count. */
-async function produceSynthetic(topic: string, count: number, invalidShare: number, seed: number): Promise<{ valid: number; invalid: number }> {
-  const gen = new SyntheticCdrs({ seed, invalidShare, idPrefix: `s${seed}` });
-  const p = new Producer({ ...props, "linger.ms": "20" });
-  let valid = 0;
-  try {
-    for (let sent = 0; sent < count; sent += 10_000) {
-      const values = Array.from({ length: Math.min(10_000, count - sent) }, () => {
-        const r = gen.next();
-        if (!r.defect) valid++;
-        return r.text;
-      });
-      await p.produceBatch(topic, values);
-    }
-  } finally {
-    p.close();
-  }
-  return { valid, invalid: count - valid };
-}
 
 describe("ClickHouse down", () => {
   test("retries with the configured backoff, then dead-letters the batch and commits; readyz flips; progress resumes when it is back", async () => {

@@ -21,7 +21,7 @@ function source(ready = true): StatsSource {
   c.flushSeconds.observe(0.02);
   return {
     counters: c, version: "0.1.0", workerInstance: "w1", topic: "cdr.raw", state: () => "running", bufferedRows: () => 0,
-    positions: () => new Map([[0, { committed: 13, consumed: 13 }]]), highWatermark: () => 20,
+    positions: () => new Map([[0, { committed: 13, consumed: 13 }]]), assignment: () => [2, 0], highWatermark: () => 20,
     phoneCache: () => ({ hits: 3, misses: 1, size: 1 }), breakerRatio: () => 0.1, eventLoopLagMs: () => 3,
     ready: () => (ready ? { ready: true, reasons: [] } : { ready: false, reasons: ["ClickHouse does not answer ping"] }),
   };
@@ -32,7 +32,7 @@ test("Internal stats queried: 200 with totals, buffer, last flush and breakdowns
   expect(res.status).toBe(200);
   const s = (await res.json()) as Record<string, unknown>;
   expect(s).toMatchObject({
-    total_processed: 13, total_dlq: 3, in_flight_buffer: 0, last_flush_at: "2026-01-01T00:00:00.000Z",
+    total_processed: 13, total_dlq: 3, in_flight_buffer: 0, last_flush_at: "2026-01-01T00:00:00.000Z", assigned_partitions: [0, 2],
     by_service_type: { voice: 6, data: 4 }, by_rat: { "3G": 7, LTE_4G: 3, "5G_NR": 0 },
     by_dlq_reason: { malformed_json: 1, invalid_rat_value: 1, invalid_epoch: 1, missing_required_field: 0, normalization_error: 0, ch_insert_failed: 0 },
     partitions: { "0": { consumed: 13, durable_clickhouse: 10, durable_dlq: 3, in_flight: 0, committed_offset: 13, high_watermark: 20, lag: 7 } },
