@@ -158,7 +158,7 @@ export class Worker {
         const batch = this.#batcher.current;
         const hold = this.#tracker.track(m.partition, m.offset, batch);
         if (hold) batch.holds.push(hold);
-        batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset);
+        batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset, m.timestamp);
       } else {
         const token = {};
         const hold = this.#tracker.track(m.partition, m.offset, token)!;
@@ -226,7 +226,7 @@ export class Worker {
       counters.flushSeconds.observe(seconds);
       counters.batchRows.observe(outcome.inserted);
       notInserted.sort((a, b) => a - b);
-      counters.recordInserted(batch, batch.count, notInserted);
+      counters.recordInserted(batch, batch.count, notInserted, Date.now());
     }
     // Offsets move only when both destinations acknowledged (a DLQ failure rejects: fatal).
     await Promise.all(toDlq);

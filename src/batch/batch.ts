@@ -18,6 +18,8 @@ export class Batch {
   readonly partitions: Int32Array;
   readonly offsets: Float64Array;
   readonly rats: Uint8Array;
+  /** Each record's Kafka timestamp (ms since the epoch; -1 when absent). */
+  readonly timestamps: Float64Array;
   readonly services: string[];
   /** Holds of the offset tracker this batch owns; marked done when the batch is durable. */
   readonly holds: Hold[] = [];
@@ -30,6 +32,7 @@ export class Batch {
     this.partitions = new Int32Array(capacity);
     this.offsets = new Float64Array(capacity);
     this.rats = new Uint8Array(capacity);
+    this.timestamps = new Float64Array(capacity);
     this.services = new Array<string>(capacity);
   }
 
@@ -37,7 +40,7 @@ export class Batch {
     return this.count >= this.capacity;
   }
 
-  add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number): void {
+  add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number, timestamp = -1): void {
     const i = this.count++;
     this.body.add(row, ingestedAt);
     this.rowEnds[i] = this.body.length;
@@ -45,6 +48,7 @@ export class Batch {
     this.partitions[i] = partition;
     this.offsets[i] = offset;
     this.rats[i] = row.rat;
+    this.timestamps[i] = timestamp;
     this.services[i] = row.service_type;
   }
 

@@ -22,6 +22,8 @@ export interface RowsOrigin {
   partitions: ArrayLike<number>;
   rats: ArrayLike<number>;
   services: ArrayLike<string>;
+  /** Kafka timestamps, ms since the epoch (-1: none). */
+  timestamps?: ArrayLike<number>;
 }
 
 export interface PartitionCounters {
@@ -64,6 +66,8 @@ export class Counters {
   /** Histogram buckets (seconds) of flush latency and rows per batch. */
   readonly flushSeconds = new Histogram([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
   readonly batchRows = new Histogram([1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000]);
+  /** Seconds from a record's Kafka timestamp to ClickHouse's acknowledgement of its insert. */
+  readonly endToEndSeconds = new Histogram([0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800]);
 
   partition(p: number): PartitionCounters {
     let c = this.partitions.get(p);
@@ -89,7 +93,7 @@ export class Counters {
    * Counts rows [0, count) of a batch as inserted, except the ones in `skip` (ascending row
    * indices, the refused and dead-lettered ones): durable per partition, by service, by RAT.
    */
-  recordInserted(rows: RowsOrigin, count: number, skip: readonly number[] = []): void {
+  recordInserted(rows: RowsOrigin, count: number, skip: readonly number[] = [], now = Date.now()): void {
     let pc: PartitionCounters | undefined;
     let next = 0;
     const rats = this.#ratCounts;
@@ -105,6 +109,8 @@ export class Counters {
       pc.durableClickhouse++;
       rats[rows.rats[i]!]!++;
       this.#countService(rows.services[i]!);
+      const ts = rows.timestamps?.[i] ?? -1;
+      if (ts >= 0) this.endToEndSeconds.observe(Math.max(0, now - ts) / 1000);
       inserted++;
     }
     this.durableClickhouse += inserted;

@@ -35,14 +35,22 @@ export function metricsText(s: StatsSource): string {
   metric("cdr_worker_clickhouse_split_inserts_total", "counter", "Inserts made while isolating refused rows or splitting a batch refused whole.", [[{}, c.chSplitInserts]]);
   metric("cdr_worker_commits_total", "counter", "Successful offset commits.", [[{}, c.commits]]);
   const positions = s.positions();
-  metric("cdr_worker_committed_offset", "gauge", "Last committed offset per partition.", [...positions].filter(([, v]) => v.committed >= 0).map(([p, v]) => [{ partition: p }, v.committed]));
+  const committed = [...positions].filter(([, v]) => v.committed >= 0).sort((a, b) => a[0] - b[0]);
+  metric("cdr_worker_committed_offset", "gauge", "Last committed offset per partition.", committed.map(([p, v]) => [{ partition: p }, v.committed]));
+  const highs = committed.map(([p, v]) => [p, v.committed, s.highWatermark(p)] as const).filter((x): x is readonly [number, number, number] => x[2] !== null);
+  metric("cdr_worker_partition_high_watermark", "gauge", "Last known high watermark per assigned partition (from librdkafka's statistics, no broker call).", highs.map(([p, , h]) => [{ partition: p }, h]));
+  metric("cdr_worker_partition_lag", "gauge", "Records of a partition not yet committed: high watermark minus committed offset.", highs.map(([p, c, h]) => [{ partition: p }, Math.max(0, h - c)]));
+  metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [[{}, s.assignment().length]]);
   const phone = s.phoneCache();
   metric("cdr_worker_phone_cache_hits_total", "counter", "Phone verdicts served from cache.", [[{}, phone.hits]]);
   metric("cdr_worker_phone_cache_misses_total", "counter", "Phone verdicts computed.", [[{}, phone.misses]]);
   metric("cdr_worker_event_loop_lag_seconds", "gauge", "Worst event-loop lag over the last ~10 s.", [[{}, s.eventLoopLagMs() / 1000]]);
   metric("cdr_worker_ready", "gauge", "1 when /readyz answers 200.", [[{}, s.ready().ready ? 1 : 0]]);
+  metric("cdr_worker_dlq_breaker_tripped", "gauge", "1 when the DLQ circuit breaker stopped consumption.", [[{}, s.state() === "tripped" ? 1 : 0]]);
+  metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [[{}, process.memoryUsage.rss()]]);
   metric("cdr_worker_uptime_seconds", "gauge", "Seconds since start.", [[{}, (Date.now() - c.startedAt) / 1000]]);
   histogram("cdr_worker_flush_duration_seconds", "Time from sealing a batch to its acknowledged insert, retries included.", c.flushSeconds);
   histogram("cdr_worker_batch_rows", "Rows per inserted batch.", c.batchRows);
+  histogram("cdr_worker_end_to_end_latency_seconds", "Time from a record's Kafka timestamp to the acknowledgement of its ClickHouse insert.", c.endToEndSeconds);
   return out.join("\n") + "\n";
 }
