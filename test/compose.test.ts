@@ -6,7 +6,7 @@ import { ROOT } from "./support/services.ts";
 test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the worker healthchecked on /readyz", async () => {
   const doc = Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> };
   const s = doc.services;
-  expect(Object.keys(s).sort()).toEqual(["clickhouse", "generator", "kafka", "migrate", "topics", "worker"]);
+  expect(Object.keys(s).sort()).toEqual(["clickhouse", "generator", "grafana", "kafka", "migrate", "prometheus", "topics", "worker"]);
   expect(s.kafka.image).toMatch(/^apache\/kafka:4\./);
   expect(s.kafka.environment.KAFKA_PROCESS_ROLES).toBe("broker,controller");
   expect(s.clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:/);
@@ -16,6 +16,11 @@ test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the w
   expect(s.worker.depends_on.migrate.condition).toBe("service_completed_successfully");
   expect(s.worker.healthcheck.test).toEqual(["CMD", "/usr/local/bin/cdr-worker", "probe", "http://127.0.0.1:8081/readyz"]);
   expect(s.generator.profiles).toEqual(["demo"]);
+  // The observability profile: Prometheus with the shipped rules, Grafana with the dashboard and the datasource.
+  expect([s.prometheus.profiles, s.grafana.profiles]).toEqual([["observability"], ["observability"]]);
+  expect(s.prometheus.volumes).toContain("./deploy/prometheus/cdr-worker.rules.yml:/etc/prometheus/cdr-worker.rules.yml:ro");
+  expect(s.grafana.volumes).toContain("./deploy/grafana/cdr-worker.json:/var/lib/grafana/dashboards/cdr-worker.json:ro");
+  for (const svc of [s.prometheus, s.grafana]) for (const v of svc.volumes as string[]) expect(Bun.file(`${ROOT}/${v.split(":")[0]}`.replace("/./", "/")).size).toBeGreaterThan(0);
   // Every dependency names a service that exists; the worker reaches services by name.
   for (const svc of Object.values(s)) for (const dep of Object.keys(svc.depends_on ?? {})) expect(s[dep]).toBeDefined();
   expect(s.worker.environment.KAFKA_BROKERS).toBe("kafka:9092");

@@ -38,7 +38,7 @@ export function metricsText(s: StatsSource): string {
   const committed = [...positions].filter(([, v]) => v.committed >= 0).sort((a, b) => a[0] - b[0]);
   metric("cdr_worker_committed_offset", "gauge", "Last committed offset per partition.", committed.map(([p, v]) => [{ partition: p }, v.committed]));
   const highs = committed.map(([p, v]) => [p, v.committed, s.highWatermark(p)] as const).filter((x): x is readonly [number, number, number] => x[2] !== null);
-  metric("cdr_worker_partition_high_watermark", "gauge", "Last known high watermark per assigned partition (from librdkafka's statistics, no broker call).", highs.map(([p, , h]) => [{ partition: p }, h]));
+  metric("cdr_worker_partition_high_watermark", "gauge", "Last known high watermark per assigned partition (librdkafka's cached value, no broker call).", highs.map(([p, , h]) => [{ partition: p }, h]));
   metric("cdr_worker_partition_lag", "gauge", "Records of a partition not yet committed: high watermark minus committed offset.", highs.map(([p, c, h]) => [{ partition: p }, Math.max(0, h - c)]));
   metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [[{}, s.assignment().length]]);
   const phone = s.phoneCache();

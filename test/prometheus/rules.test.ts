@@ -1,0 +1,24 @@
+// The shipped rules are valid for Debian's Prometheus (2.42) and their unit tests pass: every alert
+// fires on the synthetic series of an unhealthy worker and stays quiet for a healthy one.
+import { expect, test } from "bun:test";
+import { ROOT } from "../support/services.ts";
+
+const promtool = (...args: string[]) => Bun.spawnSync(["promtool", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+
+test("promtool check rules: the rule file is valid", () => {
+  const r = promtool("check", "rules", "deploy/prometheus/cdr-worker.rules.yml");
+  expect(`${r.stdout}${r.stderr}`).toContain("SUCCESS");
+  expect(r.exitCode).toBe(0);
+});
+
+test("promtool test rules: each alert has a firing and a non-firing case, the recording rules their values", async () => {
+  const r = promtool("test", "rules", "test/prometheus/cdr-worker.rules.test.yml");
+  expect(`${r.stdout}${r.stderr}`).toContain("SUCCESS");
+  expect(r.exitCode).toBe(0);
+  // Every alert of the rule file is exercised by a test.
+  const rules = await Bun.file(`${ROOT}/deploy/prometheus/cdr-worker.rules.yml`).text();
+  const tests = await Bun.file(`${ROOT}/test/prometheus/cdr-worker.rules.test.yml`).text();
+  const alerts = [...rules.matchAll(/- alert: (\w+)/g)].map((m) => m[1]!);
+  expect(alerts.length).toBeGreaterThanOrEqual(11);
+  expect(alerts.filter((a) => !tests.includes(`alertname: ${a}`))).toEqual([]);
+});

@@ -1,0 +1,150 @@
+// A real Prometheus (Debian's 2.42, started here on loopback with deploy/prometheus/prometheus.yml,
+// the target pointed at a real worker) scrapes a worker that processes a paced stream with DLQ
+// traffic. Through Prometheus' HTTP API: every metric the rules and the dashboard name exists, the
+// recording rules agree with the stream that was sent, every dashboard query parses and returns a
+// series; the scrape passes `promtool check metrics`; the README's metric list is the scrape's.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { Subprocess } from "bun";
+import { Producer } from "../../src/kafka/producer.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { props } from "../support/kafka.ts";
+import { ROOT, uniqueName, waitFor } from "../support/services.ts";
+import { startWorker, workerEnv, type RunningWorker } from "../support/worker.ts";
+
+const { names } = e2eScope();
+const dir = `${ROOT}/.local/tmp/${uniqueName("prometheus")}`;
+const RATE = 100; // records/s
+// A little longer than the 1-minute window of cdr_worker:records_processed:rate1m, so the rule's
+// value at the end is the stream's rate.
+const SECONDS = 64;
+const INVALID_EVERY = 10; // one record in ten goes to the DLQ
+let worker: RunningWorker;
+let prometheus: Subprocess;
+let api = "";
+
+async function freePort(): Promise<number> {
+  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = l.port;
+  l.stop(true);
+  return port;
+}
+
+async function query(expr: string): Promise<Array<{ metric: Record<string, string>; value: [number, string] }>> {
+  const res = await fetch(`${api}/api/v1/query?query=${encodeURIComponent(expr)}`);
+  const body = (await res.json()) as { status: string; error?: string; data: { result: any[] } };
+  if (body.status !== "success") throw new Error(`${expr}: ${body.error}`);
+  return body.data.result;
+}
+
+const dashboard = JSON.parse(readFileSync(`${ROOT}/deploy/grafana/cdr-worker.json`, "utf8")) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+const dashboardExprs = dashboard.panels.flatMap((p) => p.targets.map((t) => ({ panel: p.title, expr: t.expr })));
+const rulesText = readFileSync(`${ROOT}/deploy/prometheus/cdr-worker.rules.yml`, "utf8");
+
+/** The worker's own metric names an expression reads (histogram series reduced to their family). */
+function metricNames(text: string): string[] {
+  return [...new Set([...text.matchAll(/\b(cdr_worker_[a-z_]+|process_resident_memory_bytes)\b/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, "")))];
+}
+
+beforeAll(async () => {
+  const n = await names("prom");
+  worker = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "0.2" }));
+  const target = new URL(worker.statsUrl).host;
+  mkdirSync(dir, { recursive: true });
+  const config = readFileSync(`${ROOT}/deploy/prometheus/prometheus.yml`, "utf8")
+    .replace('["worker:8081"]', `["${target}"]`)
+    .replaceAll("15s", "1s");
+  writeFileSync(`${dir}/prometheus.yml`, config);
+  copyFileSync(`${ROOT}/deploy/prometheus/cdr-worker.rules.yml`, `${dir}/cdr-worker.rules.yml`);
+  const port = await freePort();
+  api = `http://127.0.0.1:${port}`;
+  prometheus = Bun.spawn(["prometheus", `--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, `--web.listen-address=127.0.0.1:${port}`], { stdout: "ignore", stderr: "ignore" });
+  await waitFor(async () => ((await fetch(`${api}/-/ready`).catch(() => null))?.status === 200 ? true : undefined), 30_000, "Prometheus ready");
+  // The paced stream: RATE records a second for SECONDS, one in INVALID_EVERY with a bad rat.
+  const p = new Producer(props);
+  try {
+    for (let s = 0; s < SECONDS * 10; s++) {
+      const started = Date.now();
+      const batch = Array.from({ length: RATE / 10 }, (_, k) => {
+        const i = s * (RATE / 10) + k;
+        return toJson(withFields({ raw_id: `prom-${i}`, ...(i % INVALID_EVERY === 0 ? { rat: 4 } : {}) }));
+      });
+      await p.produceBatch(n.raw, batch);
+      await Bun.sleep(Math.max(0, 100 - (Date.now() - started)));
+    }
+  } finally {
+    p.close();
+  }
+  await waitFor(async () => ((await query("cdr_worker:records_processed:rate1m")).length > 0 ? true : undefined), 20_000, "recording rules evaluated");
+}, 150_000);
+
+afterAll(async () => {
+  prometheus?.kill();
+  await prometheus?.exited;
+  if (worker) await worker.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("Prometheus scrapes the worker: the target is up", async () => {
+  const up = await query('up{job="cdr-worker"}');
+  expect(up.map((s) => s.value[1])).toEqual(["1"]);
+});
+
+test("every metric the rules and the dashboard name exists in the scrape", async () => {
+  const names = metricNames(rulesText + dashboardExprs.map((d) => d.expr).join("\n"));
+  expect(names.length).toBeGreaterThan(10);
+  const missing: string[] = [];
+  for (const name of names) {
+    const series = await query(`count({__name__=~"${name}(_bucket)?"})`);
+    if (series.length === 0) missing.push(name);
+  }
+  expect(missing).toEqual([]);
+});
+
+test("the recording rules evaluate to the stream that was sent: records/s and the DLQ ratio", async () => {
+  const rate = Number((await query("cdr_worker:records_processed:rate1m"))[0]!.value[1]);
+  expect(rate).toBeGreaterThan(RATE * 0.75);
+  expect(rate).toBeLessThan(RATE * 1.25);
+  const ratio = Number((await query("cdr_worker:dlq_ratio:rate5m"))[0]!.value[1]);
+  expect(ratio).toBeGreaterThan(1 / INVALID_EVERY - 0.03);
+  expect(ratio).toBeLessThan(1 / INVALID_EVERY + 0.03);
+  const p99 = Number((await query("cdr_worker:end_to_end_latency_seconds:p99"))[0]!.value[1]);
+  expect(p99).toBeGreaterThan(0);
+  expect(p99).toBeLessThan(5);
+});
+
+test("every dashboard query parses and returns a series", async () => {
+  expect(dashboardExprs.length).toBeGreaterThanOrEqual(12);
+  const empty: string[] = [];
+  for (const { panel, expr } of dashboardExprs) if ((await query(expr)).length === 0) empty.push(`${panel}: ${expr}`);
+  expect(empty).toEqual([]);
+});
+
+test("the scrape passes promtool check metrics (Prometheus naming conventions)", async () => {
+  const scrape = await (await fetch(`${worker.statsUrl}/metrics`)).text();
+  const r = Bun.spawnSync(["promtool", "check", "metrics"], { stdin: new Blob([scrape]), stdout: "pipe", stderr: "pipe" });
+  expect(`${r.stdout}${r.stderr}`.trim()).toBe("");
+  expect(r.exitCode).toBe(0);
+});
+
+test("the README's metric list is exactly what the worker exports: names, types and labels", async () => {
+  const scrape = await (await fetch(`${worker.statsUrl}/metrics`)).text();
+  const exported = new Map<string, { type: string; labels: Set<string> }>();
+  for (const m of scrape.matchAll(/^# TYPE (\S+) (\S+)$/gm)) exported.set(m[1]!, { type: m[2]!, labels: new Set() });
+  for (const line of scrape.split("\n")) {
+    const m = /^([a-z_:]+?)(_bucket|_sum|_count)?\{([^}]*)\}/.exec(line);
+    if (!m) continue;
+    const family = exported.has(m[1]! + (m[2] ?? "")) ? m[1]! + (m[2] ?? "") : m[1]!;
+    for (const l of m[3]!.matchAll(/(\w+)="/g)) if (l[1] !== "le") exported.get(family)?.labels.add(l[1]!);
+  }
+  const readme = readFileSync(`${ROOT}/README.md`, "utf8");
+  const section = readme.slice(readme.indexOf("## Metrics"), readme.indexOf("\n## ", readme.indexOf("## Metrics") + 5));
+  const documented = new Map<string, { type: string; labels: string }>();
+  for (const m of section.matchAll(/^\| `([a-z_]+)` \| (\w+) \| ([^|]*) \|/gm)) documented.set(m[1]!, { type: m[2]!, labels: m[3]!.trim() });
+  expect([...documented.keys()].sort()).toEqual([...exported.keys()].sort());
+  for (const [name, e] of exported) {
+    const d = documented.get(name)!;
+    expect(`${name}: ${d.type} ${d.labels}`).toBe(`${name}: ${e.type} ${[...e.labels].sort().map((l) => `\`${l}\``).join(", ") || "—"}`);
+  }
+});
