@@ -88,7 +88,9 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
   return {
     brokers, raw, dlq, database, table, ch, env, stats,
     async startWorker(opts = {}) {
-      const cmd = opts.binary ? [opts.binary, "run"] : ["bun", MAIN, "run"];
+      // BENCH_BUN_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the worker itself.
+      const flags = (process.env.BENCH_BUN_FLAGS ?? "").split(" ").filter(Boolean);
+      const cmd = opts.binary ? [opts.binary, "run"] : ["bun", ...flags, MAIN, "run"];
       const proc = Bun.spawn(cmd, { env: env(opts.extra), stdout: "inherit", stderr: "inherit" });
       for (let i = 0; ; i++) {
         try {

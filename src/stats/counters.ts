@@ -137,18 +137,28 @@ export class Counters {
 
 export class Histogram {
   readonly bounds: number[];
-  readonly counts: number[];
+  /** Observations per bucket, not cumulative: an observation costs one search, not one add per bound. */
+  readonly #perBucket: Float64Array;
   sum = 0;
   count = 0;
 
   constructor(bounds: number[]) {
     this.bounds = bounds;
-    this.counts = new Array(bounds.length).fill(0);
+    this.#perBucket = new Float64Array(bounds.length);
+  }
+
+  /** Prometheus' cumulative counts: observations ≤ each bound. */
+  get counts(): number[] {
+    let acc = 0;
+    return Array.from(this.#perBucket, (n) => (acc += n));
   }
 
   observe(v: number): void {
     this.sum += v;
     this.count++;
-    for (let i = 0; i < this.bounds.length; i++) if (v <= this.bounds[i]!) this.counts[i]!++;
+    const b = this.bounds;
+    let i = 0;
+    while (i < b.length && v > b[i]!) i++;
+    if (i < b.length) this.#perBucket[i]!++;
   }
 }

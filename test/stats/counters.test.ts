@@ -23,3 +23,12 @@ test("inserted rows count per partition, RAT and service, skipping the rows that
   expect(c.byRat).toEqual({ "3G": 1, LTE_4G: 0, "5G_NR": 1 });
   expect(Object.fromEntries(c.byService)).toEqual({ data: 2 });
 });
+
+test("histograms report Prometheus' cumulative bucket counts, +Inf as the total", () => {
+  const c = new Counters();
+  for (const v of [0.01, 0.05, 0.3, 0.3, 7, 5000]) c.endToEndSeconds.observe(v);
+  const at = (bound: number) => c.endToEndSeconds.counts[c.endToEndSeconds.bounds.indexOf(bound)];
+  expect([at(0.05), at(0.25), at(0.5), at(10), at(1800)]).toEqual([2, 2, 4, 5, 5]);
+  expect(c.endToEndSeconds.count).toBe(6);
+  expect(c.endToEndSeconds.sum).toBeCloseTo(5007.66, 6);
+});
