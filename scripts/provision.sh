@@ -85,6 +85,7 @@ provision_apt
 provision_bun
 provision_kafka
 provision_librdkafka
+"$ROOT/scripts/tls/make-certs.sh" "$LOCAL/tls"
 provision_node_modules
 provision_chdb
 log "provisioned"

@@ -48,7 +48,10 @@ start_kafka() {
   [[ -f "$KAFKA_HOME/libs/.pom-sha" ]] || die "Kafka jars missing; run scripts/provision.sh first"
   mkdir -p "$KAFKA_HOME/data"
   render "$ROOT/scripts/kafka/server.properties" "$KAFKA_HOME/server.properties" \
-    "s:KAFKA_HOME:$KAFKA_HOME:g" "s:KAFKA_CONTROLLER_PORT:$KAFKA_CONTROLLER_PORT:g" "s:KAFKA_SASL_PORT:$KAFKA_SASL_PORT:g" "s:KAFKA_PORT:$KAFKA_PORT:g"
+    "s:KAFKA_HOME:$KAFKA_HOME:g" "s:KAFKA_CONTROLLER_PORT:$KAFKA_CONTROLLER_PORT:g" "s:KAFKA_SASL_PORT:$KAFKA_SASL_PORT:g" \
+    "s:KAFKA_SASL_SSL_PORT:$KAFKA_SASL_SSL_PORT:g" "s:KAFKA_SSL_PORT:$KAFKA_SSL_PORT:g" "s:KAFKA_EXPIRED_PORT:$KAFKA_EXPIRED_PORT:g" \
+    "s:KAFKA_MISMATCH_PORT:$KAFKA_MISMATCH_PORT:g" "s:KAFKA_PORT:$KAFKA_PORT:g" "s:TLS_DIR:$TLS_DIR:g"
+  [[ -f $TLS_DIR/server.pem ]] || die "TLS certificates missing; run scripts/provision.sh first"
   local cp="$KAFKA_HOME/libs/*"
   if [[ ! -f "$KAFKA_HOME/data/meta.properties" ]]; then
     log "formatting Kafka storage in $KAFKA_HOME/data"
@@ -63,6 +66,11 @@ start_kafka() {
     -Djava.awt.headless=true -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.yaml" \
     -cp "$cp" kafka.Kafka "$KAFKA_HOME/server.properties"
   wait_for 90 "Kafka" kafka_answers || die "Kafka did not answer within 90 s; see $KAFKA_HOME/kafka.log"
+  # The SCRAM user of the SASL_SSL listener, with the broker's own tool (idempotent: it sets the credential).
+  java -Xmx256m -cp "$cp" -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.yaml" kafka.admin.ConfigCommand \
+    --bootstrap-server "127.0.0.1:$KAFKA_PORT" --alter --entity-type users --entity-name "$KAFKA_SCRAM_USER" \
+    --add-config "SCRAM-SHA-512=[password=$KAFKA_SCRAM_PASSWORD]" >"$KAFKA_HOME/scram.log" 2>&1 \
+    || die "creating the SCRAM user failed; see $KAFKA_HOME/scram.log"
 }
 
 start_clickhouse() {
@@ -71,7 +79,7 @@ start_clickhouse() {
   port_open "$CH_TCP_PORT" && die "127.0.0.1:$CH_TCP_PORT (ClickHouse native port) is taken; set LOCAL_CLICKHOUSE_TCP_PORT"
   mkdir -p "$CH_HOME"/{data,tmp,user_files,format_schemas,log}
   render "$ROOT/scripts/clickhouse/config.xml" "$CH_HOME/config.xml" \
-    "s:CH_HOME:$CH_HOME:g" "s:CH_HTTP_PORT:$CH_HTTP_PORT:g" "s:CH_TCP_PORT:$CH_TCP_PORT:g"
+    "s:CH_HOME:$CH_HOME:g" "s:CH_HTTPS_PORT:$CH_HTTPS_PORT:g" "s:CH_HTTP_PORT:$CH_HTTP_PORT:g" "s:CH_TCP_PORT:$CH_TCP_PORT:g" "s:TLS_DIR:$TLS_DIR:g"
   cp "$ROOT/scripts/clickhouse/users.xml" "$CH_HOME/users.xml"
   log "starting ClickHouse on 127.0.0.1:$CH_HTTP_PORT"
   (cd "$CH_HOME" && spawn_detached "$pidfile" "$CH_HOME/log/stdout.log" clickhouse-server --config-file="$CH_HOME/config.xml")

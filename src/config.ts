@@ -2,6 +2,7 @@
  * The one reader of the environment. Every variable is declared once here with its default, its
  * valibot schema and its help line; `loadConfig` reports every bad value at once (one line each).
  */
+import { readFileSync } from "node:fs";
 import * as v from "valibot";
 import { hostname } from "node:os";
 import { getCountries, type CountryCode } from "libphonenumber-js/max";
@@ -33,7 +34,8 @@ export const VARIABLES = {
   KAFKA_TOPIC_DLQ: { schema: text, default: "cdr.raw.dlq", help: "dead-letter topic" },
   CLICKHOUSE_URL: { schema: url, default: "http://127.0.0.1:8123", help: "ClickHouse HTTP endpoint" },
   CLICKHOUSE_USER: { schema: text, default: "default", help: "ClickHouse user" },
-  CLICKHOUSE_PASSWORD: { schema: v.string(), default: "", help: "ClickHouse password (never logged)", secret: true },
+  CLICKHOUSE_PASSWORD: { schema: v.string(), default: "", help: "ClickHouse password (never logged; or CLICKHOUSE_PASSWORD_FILE: a file holding it)", secret: true },
+  CLICKHOUSE_CA_CERT: { schema: v.string(), default: "", help: "PEM file of the CA(s) to trust for an https:// CLICKHOUSE_URL (empty: the system's)" },
   CLICKHOUSE_DATABASE: { schema: text, default: "telecom", help: "database of the normalized table" },
   CLICKHOUSE_TABLE: { schema: text, default: "cdr", help: "normalized table" },
   CLICKHOUSE_REQUEST_TIMEOUT_MS: { schema: int(100, 600_000), default: "10000", help: "timeout of one insert attempt" },
@@ -62,7 +64,7 @@ type Parsed = { [K in keyof Vars]: v.InferOutput<Vars[K]["schema"]> };
 
 export interface Config {
   kafka: { brokers: string; groupId: string; topicRaw: string; topicDlq: string; props: Record<string, string> };
-  clickhouse: { url: string; user: string; password: string; database: string; table: string; requestTimeoutMs: number; keepAliveIdleMs?: number };
+  clickhouse: { url: string; user: string; password: string; database: string; table: string; requestTimeoutMs: number; keepAliveIdleMs?: number; caCert?: Buffer };
   batch: { size: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number };
   dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
@@ -79,8 +81,37 @@ export function kafkaPropName(suffix: string): string {
   return suffix.replace(/___/g, "\u0001").replace(/__/g, "\u0002").replace(/_/g, ".").replace(/\u0001/g, "-").replace(/\u0002/g, "_").toLowerCase();
 }
 
-export function loadConfig(env: Env = process.env): Config {
+/** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
+const FILE_FORMS = ["CLICKHOUSE_PASSWORD"] as const;
+
+/**
+ * The environment with every `<NAME>_FILE` of CLICKHOUSE_PASSWORD and of any KAFKA_PROP_* replaced
+ * by `<NAME>` = the file's content (one trailing newline dropped). Setting both forms of one
+ * variable, or naming a file that cannot be read, is a problem; the content is never reported.
+ */
+function withFileForms(env: Env, problems: ConfigProblem[]): Env {
+  const out: Env = { ...env };
+  for (const [name, path] of Object.entries(env)) {
+    if (!name.endsWith("_FILE") || path === undefined) continue;
+    const base = name.slice(0, -"_FILE".length);
+    if (!(FILE_FORMS as readonly string[]).includes(base) && !(base.startsWith("KAFKA_PROP_") && base.length > "KAFKA_PROP_".length)) continue;
+    delete out[name];
+    if (env[base] !== undefined) {
+      problems.push({ variable: name, value: path, expected: `expected only one of ${base} and ${name}` });
+      continue;
+    }
+    try {
+      out[base] = readFileSync(path, "utf8").replace(/\r?\n$/, "");
+    } catch (e) {
+      problems.push({ variable: name, value: path, expected: `expected a readable file (${(e as NodeJS.ErrnoException).code ?? "unreadable"})` });
+    }
+  }
+  return out;
+}
+
+export function loadConfig(rawEnv: Env = process.env): Config {
   const problems: ConfigProblem[] = [];
+  const env = withFileForms(rawEnv, problems);
   const out: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(VARIABLES) as Array<[string, VarSpec]>) {
     const raw = env[name];
@@ -89,18 +120,27 @@ export function loadConfig(env: Env = process.env): Config {
     if (r.success) out[name] = r.output;
     else problems.push({ variable: name, value: spec.secret ? "[redacted]" : raw, expected: `expected ${r.issues[0].message}` });
   }
+  let caCert: Buffer | undefined;
+  const caPath = out.CLICKHOUSE_CA_CERT as string | undefined;
+  if (caPath) {
+    try {
+      caCert = readFileSync(caPath);
+    } catch (e) {
+      problems.push({ variable: "CLICKHOUSE_CA_CERT", value: caPath, expected: `expected a readable PEM file (${(e as NodeJS.ErrnoException).code ?? "unreadable"})` });
+    }
+  }
   const props: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
     if (!name.startsWith("KAFKA_PROP_") || value === undefined) continue;
     const prop = kafkaPropName(name.slice("KAFKA_PROP_".length));
-    if (!prop) problems.push({ variable: name, value, expected: "expected a property name after KAFKA_PROP_" });
+    if (!prop) problems.push({ variable: name, value: "[redacted]", expected: "expected a property name after KAFKA_PROP_" });
     else props[prop] = value;
   }
   if (problems.length) throw new ConfigError(problems);
   const p = out as Parsed;
   return {
     kafka: { brokers: p.KAFKA_BROKERS, groupId: p.KAFKA_GROUP_ID, topicRaw: p.KAFKA_TOPIC_RAW, topicDlq: p.KAFKA_TOPIC_DLQ, props },
-    clickhouse: { url: p.CLICKHOUSE_URL, user: p.CLICKHOUSE_USER, password: p.CLICKHOUSE_PASSWORD, database: p.CLICKHOUSE_DATABASE, table: p.CLICKHOUSE_TABLE, requestTimeoutMs: p.CLICKHOUSE_REQUEST_TIMEOUT_MS, keepAliveIdleMs: p.CLICKHOUSE_KEEP_ALIVE_IDLE_MS },
+    clickhouse: { url: p.CLICKHOUSE_URL, user: p.CLICKHOUSE_USER, password: p.CLICKHOUSE_PASSWORD, database: p.CLICKHOUSE_DATABASE, table: p.CLICKHOUSE_TABLE, requestTimeoutMs: p.CLICKHOUSE_REQUEST_TIMEOUT_MS, keepAliveIdleMs: p.CLICKHOUSE_KEEP_ALIVE_IDLE_MS, caCert },
     batch: { size: p.BATCH_SIZE, flushIntervalMs: Math.round(p.BATCH_FLUSH_INTERVAL_SECONDS * 1000), concurrency: p.FLUSH_CONCURRENCY },
     retry: { maxAttempts: p.CH_RETRY_MAX_ATTEMPTS, initialDelayMs: p.CH_RETRY_INITIAL_DELAY_MS, backoffFactor: p.CH_RETRY_BACKOFF_FACTOR },
     dlq: { storageFailureReason: p.DLQ_STORAGE_FAILURE_REASON, maxRatio: p.DLQ_MAX_RATIO, ratioWindow: p.DLQ_RATIO_WINDOW },
@@ -121,5 +161,6 @@ export function kafkaProps(cfg: Config, extra: Record<string, string> = {}): Rec
 export function configHelp(): string {
   const lines = Object.entries(VARIABLES as Record<string, VarSpec>).map(([k, s]) => `  ${k.padEnd(30)} ${s.help}${s.default ? ` (default ${s.default})` : ""}`);
   lines.push(`  ${"KAFKA_PROP_<NAME>".padEnd(30)} any librdkafka property: _ → ., __ → _, ___ → -, lower-cased (KAFKA_PROP_SECURITY_PROTOCOL → security.protocol)`);
+  lines.push(`  ${"<NAME>_FILE".padEnd(30)} CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_<NAME>_FILE: read the value from a file (mounted secrets); not with <NAME> too`);
   return lines.join("\n");
 }

@@ -1,4 +1,6 @@
-import { expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { kafkaPropName, loadConfig } from "../src/config.ts";
 import { ConfigError } from "../src/errors.ts";
 import { ROOT } from "./support/services.ts";
@@ -60,4 +62,46 @@ test("--help lists every variable with its default", async () => {
   expect(await proc.exited).toBe(0);
   for (const v of ["KAFKA_BROKERS", "BATCH_SIZE", "CH_RETRY_BACKOFF_FACTOR", "STATS_PORT", "KAFKA_PROP_<NAME>"]) expect(out).toContain(v);
   expect(out).toContain("(default 1000)");
+});
+
+describe("secrets from files (CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_<NAME>_FILE)", () => {
+  const dir = mkdtempSync(`${tmpdir()}/cdr-secrets-`);
+  const file = (name: string, content: string) => {
+    writeFileSync(`${dir}/${name}`, content);
+    return `${dir}/${name}`;
+  };
+
+  test("a _FILE form is read as the value, one trailing newline dropped", () => {
+    const cfg = loadConfig({ CLICKHOUSE_PASSWORD_FILE: file("ch", "s3cret-ch\n"), KAFKA_PROP_SASL_PASSWORD_FILE: file("k", "s3cret-kafka\r\n"), KAFKA_PROP_SASL_USERNAME: "cdr" });
+    expect(cfg.clickhouse.password).toBe("s3cret-ch");
+    expect(cfg.kafka.props["sasl.password"]).toBe("s3cret-kafka");
+    expect(cfg.kafka.props["sasl.username"]).toBe("cdr");
+    expect(Object.keys(cfg.kafka.props).some((k) => k.endsWith(".file"))).toBe(false);
+  });
+
+  test("both forms of one variable, or an unreadable file, are configuration errors that never show the secret", () => {
+    let err: unknown;
+    try {
+      loadConfig({ CLICKHOUSE_PASSWORD: "inline-secret", CLICKHOUSE_PASSWORD_FILE: file("ch2", "file-secret"), KAFKA_PROP_SASL_PASSWORD_FILE: `${dir}/missing` });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    const text = (err as ConfigError).message;
+    expect(text).toContain("CLICKHOUSE_PASSWORD_FILE=");
+    expect(text).toContain("expected only one of CLICKHOUSE_PASSWORD and CLICKHOUSE_PASSWORD_FILE");
+    expect(text).toContain("KAFKA_PROP_SASL_PASSWORD_FILE=");
+    expect(text).toContain("expected a readable file (ENOENT)");
+    expect(text).not.toContain("inline-secret");
+    expect(text).not.toContain("file-secret");
+  });
+
+  test("the worker exits 2 on both forms, and --help names the _FILE forms without any value", async () => {
+    const both = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "run"], { env: { PATH: process.env.PATH!, CLICKHOUSE_PASSWORD: "x", CLICKHOUSE_PASSWORD_FILE: file("ch3", "file-secret-2") }, stderr: "pipe" });
+    expect(both.exitCode).toBe(2);
+    expect(both.stderr.toString()).not.toContain("file-secret-2");
+    const help = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "run", "--help"], { env: { PATH: process.env.PATH!, CLICKHOUSE_PASSWORD_FILE: file("ch4", "file-secret-3") }, stdout: "pipe" });
+    expect(help.stdout.toString()).toContain("CLICKHOUSE_PASSWORD_FILE");
+    expect(help.stdout.toString()).not.toContain("file-secret-3");
+  });
 });

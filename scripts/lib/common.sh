@@ -7,7 +7,18 @@ BUN_VERSION="1.4.5"
 KAFKA_PORT="${LOCAL_KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${LOCAL_KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_SASL_PORT="${LOCAL_KAFKA_SASL_PORT:-9094}"
+# TLS listeners (certificates from scripts/tls/make-certs.sh): a good SSL one, SASL_SSL with
+# SCRAM-SHA-512, and two whose certificates are expired or name another host, for the failure tests.
+KAFKA_SSL_PORT="${LOCAL_KAFKA_SSL_PORT:-9095}"
+KAFKA_SASL_SSL_PORT="${LOCAL_KAFKA_SASL_SSL_PORT:-9096}"
+KAFKA_EXPIRED_PORT="${LOCAL_KAFKA_EXPIRED_PORT:-9097}"
+KAFKA_MISMATCH_PORT="${LOCAL_KAFKA_MISMATCH_PORT:-9098}"
 CH_HTTP_PORT="${LOCAL_CLICKHOUSE_HTTP_PORT:-8123}"
+CH_HTTPS_PORT="${LOCAL_CLICKHOUSE_HTTPS_PORT:-8443}"
+TLS_DIR="$LOCAL/tls"
+# The development SCRAM user the broker's SASL_SSL listener knows (created at start).
+KAFKA_SCRAM_USER="cdr"
+KAFKA_SCRAM_PASSWORD="cdr-scram-secret"
 CH_TCP_PORT="${LOCAL_CLICKHOUSE_TCP_PORT:-9000}"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }

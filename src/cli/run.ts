@@ -5,9 +5,11 @@ import { checkSchema } from "../clickhouse/migrate.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
+import { KafkaError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { Producer } from "../kafka/producer.ts";
+import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
 import { log } from "../log.ts";
 import { createStatsApp } from "../stats/app.ts";
 import { Counters } from "../stats/counters.ts";
@@ -21,10 +23,28 @@ passing, exits 1 without committing anything that is not durable.`;
 
 const CH_PING_INTERVAL_MS = 5000;
 
+/**
+ * A start-up failure to reach Kafka over TLS, with the reason the broker's certificate was refused
+ * (librdkafka says only "certificate verify failed"): expired, another host's, another CA's.
+ */
+async function withTlsCause(e: unknown, cfg: Config): Promise<unknown> {
+  const props = kafkaProps(cfg);
+  if (!(e instanceof KafkaError) || !/ssl/i.test(props["security.protocol"] ?? "")) return e;
+  const cause = await diagnoseBrokerTls(cfg.kafka.brokers, props["ssl.ca.location"]);
+  return cause ? new KafkaError("KAFKA_CLIENT", `cannot reach Kafka: ${cause}`, e.kafkaCode, e.kafkaName) : e;
+}
+
+/** Largest request body the stats server reads; its routes are GETs. */
+const STATS_MAX_BODY_BYTES = 16 * 1024;
+/** Seconds a stats connection may stay idle (or trickle a request) before it is closed. */
+const STATS_IDLE_SECONDS = 10;
+
 export async function runCommand(cfg: Config): Promise<number> {
   const admin = new Admin(kafkaProps(cfg));
   try {
     requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
+  } catch (e) {
+    throw await withTlsCause(e, cfg);
   } finally {
     admin.close();
   }
@@ -127,7 +147,10 @@ export async function runCommand(cfg: Config): Promise<number> {
   };
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
-  const server = Bun.serve({ hostname: cfg.stats.host, port: cfg.stats.port, fetch: app.fetch });
+  // Bounded: the routes take no body (a larger one is refused with 413 before it is read), and a
+  // connection idle or trickling for STATS_IDLE_SECONDS is closed. Requests are served on the
+  // event loop between polls and never wait on Kafka or ClickHouse (test/e2e/stats-server.test.ts).
+  const server = Bun.serve({ hostname: cfg.stats.host, port: cfg.stats.port, fetch: app.fetch, maxRequestBodySize: STATS_MAX_BODY_BYTES, idleTimeout: STATS_IDLE_SECONDS });
   log.info("cdr-worker running", { version: VERSION, worker_instance: cfg.workerInstance, topic: cfg.kafka.topicRaw, stats: `http://${server.hostname}:${server.port}/internal/stats` });
 
 

@@ -31,6 +31,8 @@ export function createClickHouse(cfg: Config["clickhouse"], database?: string): 
     // 18.16 predates most settings; send none by default.
     clickhouse_settings: {},
     application: "cdr-worker",
+    // https:// with a private CA (CLICKHOUSE_CA_CERT); without it the system's CAs are trusted.
+    ...(cfg.caCert ? { tls: { ca_cert: cfg.caCert } } : {}),
     log: { LoggerClass: ClientLogger },
   });
 }
