@@ -1,6 +1,8 @@
 // The worker end to end against the real Kafka and ClickHouse: one test per spec scenario of the
 // delivery core, asserting on ClickHouse rows, DLQ envelopes and the group's committed offsets.
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { Producer } from "../../src/kafka/producer.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
@@ -143,6 +145,20 @@ describe("security basics", () => {
     expect(err).toContain("Wrong password");
     expect(out + err).not.toContain("s3cret-ch-pw"); // …without the secrets
     expect(out + err).not.toContain("s3cret-kafka-pw");
+  });
+
+  test("secrets read from files (CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_SASL_PASSWORD_FILE) never appear in logs either", async () => {
+    const n = await names("secretfiles");
+    const dir = mkdtempSync(`${tmpdir()}/cdr-secret-files-`);
+    writeFileSync(`${dir}/ch`, "s3cret-ch-file-pw\n");
+    writeFileSync(`${dir}/kafka`, "s3cret-kafka-file-pw\n");
+    const env = workerEnv(n, { LOG_LEVEL: "debug", CLICKHOUSE_PASSWORD_FILE: `${dir}/ch`, KAFKA_PROP_SASL_USERNAME: "svc", KAFKA_PROP_SASL_PASSWORD_FILE: `${dir}/kafka` });
+    const proc = Bun.spawn(["bun", `${import.meta.dir}/../../src/main.ts`, "run"], { env, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect(code).toBe(1);
+    expect(err).toContain("Wrong password"); // the file's password reached ClickHouse…
+    expect(out + err).not.toContain("s3cret-ch-file-pw"); // …and no log line
+    expect(out + err).not.toContain("s3cret-kafka-file-pw");
   });
 });
 
