@@ -12,6 +12,9 @@ import { Producer } from "../kafka/producer.ts";
 import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
 import { log } from "../log.ts";
 import { createStatsApp } from "../stats/app.ts";
+import { LoopLagMonitor } from "../stats/loop-lag.ts";
+import { readiness } from "../stats/readiness.ts";
+import { onShutdownSignals } from "./signals.ts";
 import { Counters } from "../stats/counters.ts";
 import { requireTopics } from "../topics/topology.ts";
 import { VERSION } from "../version.ts";
@@ -87,25 +90,21 @@ export async function runCommand(cfg: Config): Promise<number> {
     { consumer, writer, dlq, phone, counters },
   );
 
-  // Event-loop lag: how late a 100 ms timer fires. The worst of the last 10 s goes into stats.
-  let loopLagMs = 0;
-  let loopLagWindowMax = 0;
-  let loopLagWindowStart = Date.now();
-  let expected = performance.now() + 100;
-  const lagTimer = setInterval(() => {
-    const now = performance.now();
-    const lag = Math.max(0, now - expected);
-    expected = now + 100;
-    loopLagWindowMax = Math.max(loopLagWindowMax, lag);
-    if (Date.now() - loopLagWindowStart >= 10_000) {
-      loopLagMs = loopLagWindowMax;
-      loopLagWindowMax = 0;
-      loopLagWindowStart = Date.now();
-    }
-  }, 100);
-
+  const loopLag = new LoopLagMonitor();
+  const startedAt = Date.now();
   let chReachable = await writer.ping();
   const pinger = setInterval(async () => { chReachable = await writer.ping(); }, CH_PING_INTERVAL_MS);
+  /** Known lag of the owned partitions: high watermark minus committed, where both are known. */
+  const ownedLag = () => {
+    let lag = 0;
+    const positions = worker.positions();
+    for (const p of consumer.assignment) {
+      const high = consumer.watermarks(cfg.kafka.topicRaw, p.partition)?.high ?? null;
+      const committed = positions.get(p.partition)?.committed ?? -1;
+      if (high !== null && committed >= 0) lag += Math.max(0, high - committed);
+    }
+    return lag;
+  };
   const app = createStatsApp({
     counters,
     version: VERSION,
@@ -118,35 +117,20 @@ export async function runCommand(cfg: Config): Promise<number> {
     highWatermark: (p) => consumer.watermarks(cfg.kafka.topicRaw, p)?.high ?? null,
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => worker.breakerRatio,
-    eventLoopLagMs: () => Math.max(loopLagMs, loopLagWindowMax),
-    ready: () => {
-      const reasons: string[] = [];
-      if (!worker.assigned) reasons.push("no Kafka partition assignment yet");
-      if (!chReachable) reasons.push("ClickHouse does not answer ping");
-      if (!worker.clickhouseHealthy) reasons.push("ClickHouse inserts failing (retrying)");
-      if (worker.state === "tripped") reasons.push("DLQ circuit breaker tripped");
-      if (worker.state !== "running" && worker.state !== "tripped") reasons.push(`worker ${worker.state}`);
-      return { ready: reasons.length === 0, reasons };
-    },
+    eventLoopLagMs: () => loopLag.worstMs,
+    ready: () => readiness({
+      assigned: worker.assigned,
+      clickhouseReachable: chReachable,
+      clickhouseHealthy: worker.clickhouseHealthy,
+      state: worker.state,
+      waiting: counters.inFlight + ownedLag(),
+      lastProgressAt: counters.lastCommitAt ?? startedAt,
+      now: Date.now(),
+    }),
   });
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
   // graceful stop, not the default action (seen: exit 143 in the image test).
-  let signals = 0;
-  const onSignal = (sig: string) => {
-    signals++;
-    if (signals > 1) {
-      log.error("second signal: exiting without committing what is not durable", { signal: sig });
-      process.exit(1);
-    }
-    log.info("stopping: flushing and committing", { signal: sig });
-    worker.stop();
-    setTimeout(() => {
-      log.error("shutdown timed out: exiting without committing what is not durable", { timeout_ms: cfg.shutdownTimeoutMs });
-      process.exit(1);
-    }, cfg.shutdownTimeoutMs).unref();
-  };
-  process.on("SIGTERM", () => onSignal("SIGTERM"));
-  process.on("SIGINT", () => onSignal("SIGINT"));
+  onShutdownSignals(() => worker.stop(), cfg.shutdownTimeoutMs);
   // Bounded: the routes take no body (a larger one is refused with 413 before it is read), and a
   // connection idle or trickling for STATS_IDLE_SECONDS is closed. Requests are served on the
   // event loop between polls and never wait on Kafka or ClickHouse (test/e2e/stats-server.test.ts).
@@ -164,7 +148,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     return 1;
   } finally {
     clearInterval(pinger);
-    clearInterval(lagTimer);
+    loopLag.stop();
     server.stop(true);
     producer.close();
     await ch.close();
