@@ -244,7 +244,7 @@ export class Consumer {
         const results = fromNativeList(lib.rd_kafka_event_topic_partition_list(ev));
         const top = lib.rd_kafka_event_error(ev);
         const bad = results.filter((r) => r.err);
-        if (top !== 0 && top !== -168 /* _NO_OFFSET: nothing new to commit */) throw kafkaError("KAFKA_COMMIT", "commit", top);
+        if (top !== 0 && top !== RD.ERR__NO_OFFSET /* nothing new to commit */) throw kafkaError("KAFKA_COMMIT", "commit", top);
         if (bad.length) {
           throw new KafkaError("KAFKA_COMMIT", `commit failed for ${bad.map((b) => `${b.topic}[${b.partition}]: ${errName(b.err!)}`).join(", ")}`, bad[0]!.err, errName(bad[0]!.err!));
         }
@@ -257,14 +257,6 @@ export class Consumer {
     const p = this.#commitChain.then(run, run);
     this.#commitChain = p.catch(() => {});
     return p;
-  }
-
-  pause(partitions: readonly TopicPartition[]): void {
-    this.#pauseResume("rd_kafka_pause_partitions", partitions);
-  }
-
-  resume(partitions: readonly TopicPartition[]): void {
-    this.#pauseResume("rd_kafka_resume_partitions", partitions);
   }
 
   /** Gives up the pending revoked partitions; call after their offsets are committed. */
@@ -318,12 +310,6 @@ export class Consumer {
     lib.rd_kafka_queue_destroy(this.#queue);
     lib.rd_kafka_queue_destroy(this.#commitQueue);
     destroyHandle(this.#h);
-  }
-
-  #pauseResume(fn: "rd_kafka_pause_partitions" | "rd_kafka_resume_partitions", partitions: readonly TopicPartition[]): void {
-    if (partitions.length === 0 || this.#closed) return;
-    const err = withNativeList(partitions, (list) => rdk()[fn](this.#h.rk, list));
-    if (err !== 0) throw kafkaError("KAFKA_CLIENT", fn, err);
   }
 
   /**

@@ -13,7 +13,6 @@ import { readExactI64 } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { MESSAGE, RD, VTYPE, VU } from "./structs.ts";
 
-const ERR_QUEUE_FULL = -184;
 
 export interface Delivery {
   partition: number;
@@ -86,7 +85,7 @@ export class Producer {
     for (;;) {
       const err = takeError("KAFKA_DELIVERY", `produce to ${topic}`, this.#produceva(topic, value, opts, id));
       if (!err) break;
-      if (err.kafkaCode === ERR_QUEUE_FULL) { await this.#drain(); continue; }
+      if (err.kafkaCode === RD.ERR__QUEUE_FULL) { await this.#drain(); continue; }
       this.#pending.delete(id);
       throw err;
     }
@@ -208,7 +207,7 @@ export class Producer {
       start += accepted;
       if (accepted < n) {
         const err = dv.getInt32(start * MESSAGE.size + MESSAGE.err, true);
-        if (err !== ERR_QUEUE_FULL) {
+        if (err !== RD.ERR__QUEUE_FULL) {
           const p = this.#pending.get(id)!;
           p.remaining -= n - accepted;
           p.failed ??= new KafkaError("KAFKA_DELIVERY", `produce to ${topic}: ${errName(err)}`, err, errName(err));

@@ -1,7 +1,7 @@
 // The struct offsets the binding reads must match the headers of the librdkafka it loads: a library
 // upgrade that moves a field fails here instead of corrupting memory.
 import { expect, test } from "bun:test";
-import { MESSAGE, METADATA, METADATA_TOPIC, TOPIC_PARTITION, TOPIC_PARTITION_LIST, VU } from "../../src/kafka/structs.ts";
+import { MESSAGE, METADATA, METADATA_TOPIC, RD, TOPIC_PARTITION, TOPIC_PARTITION_LIST, VU } from "../../src/kafka/structs.ts";
 import { run, ROOT } from "../support/services.ts";
 
 test("struct layouts match librdkafka's rdkafka.h", async () => {
@@ -45,4 +45,19 @@ int main(void) {
     "rd_kafka_metadata_topic_t.size": METADATA_TOPIC.size, "rd_kafka_metadata_topic_t.topic": METADATA_TOPIC.topic,
     "rd_kafka_metadata_topic_t.partition_cnt": METADATA_TOPIC.partition_cnt, "rd_kafka_metadata_topic_t.err": METADATA_TOPIC.err,
   });
+});
+
+test("the error and event codes in RD are librdkafka's", async () => {
+  const names: Array<[keyof typeof RD, string]> = [
+    ["ERR__PARTITION_EOF", "RD_KAFKA_RESP_ERR__PARTITION_EOF"], ["ERR__TIMED_OUT", "RD_KAFKA_RESP_ERR__TIMED_OUT"],
+    ["ERR__REVOKE_PARTITIONS", "RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS"], ["ERR__ASSIGN_PARTITIONS", "RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS"],
+    ["ERR__UNKNOWN_TOPIC", "RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC"], ["ERR__QUEUE_FULL", "RD_KAFKA_RESP_ERR__QUEUE_FULL"],
+    ["ERR__NO_OFFSET", "RD_KAFKA_RESP_ERR__NO_OFFSET"], ["ERR_TOPIC_ALREADY_EXISTS", "RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS"],
+    ["ERR_UNKNOWN_TOPIC_OR_PART", "RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART"], ["EVENT_DR", "RD_KAFKA_EVENT_DR"], ["EVENT_ERROR", "RD_KAFKA_EVENT_ERROR"],
+  ];
+  const dir = `${ROOT}/.local/structs-check`;
+  await Bun.write(`${dir}/codes.c`, `#include <stdio.h>\n#include <librdkafka/rdkafka.h>\nint main(void) {\n${names.map(([, c]) => `  printf("%d\\n", (int)${c});`).join("\n")}\n  return 0;\n}\n`);
+  await run(["cc", "-I", `${ROOT}/.local/librdkafka/include`, "-o", `${dir}/codes`, `${dir}/codes.c`]);
+  const values = (await run([`${dir}/codes`])).trim().split("\n").map(Number);
+  expect(Object.fromEntries(names.map(([k], i) => [k, values[i]]))).toEqual(Object.fromEntries(names.map(([k]) => [k, RD[k]])));
 });
