@@ -30,6 +30,9 @@ interface PartitionState {
   first: number;
 }
 
+/** The owner of holds made by trackAlone(): never extended, since track() is never given it. */
+const ALONE = Object.freeze({});
+
 export class OffsetTracker {
   readonly #parts = new Map<number, PartitionState>();
 
@@ -38,17 +41,31 @@ export class OffsetTracker {
    * when durable, or null when the record extended the owner's current run on that partition.
    */
   track(partition: number, offset: number, owner: object): Hold | null {
+    const p = this.#consume(partition, offset);
+    const tail = p.holds.length > p.head ? p.holds[p.holds.length - 1]! : undefined;
+    if (tail && tail.owner === owner && !tail.done) {
+      tail.last = offset;
+      return null;
+    }
+    return this.#push(p, offset, owner);
+  }
+
+  /** Registers one record that is durable on its own (a DLQ send): always a hold of its own. */
+  trackAlone(partition: number, offset: number): Hold {
+    return this.#push(this.#consume(partition, offset), offset, ALONE);
+  }
+
+  #consume(partition: number, offset: number): PartitionState {
     let p = this.#parts.get(partition);
     if (!p) {
       p = { holds: [], head: 0, position: -1, reported: -1, consumed: -1, first: offset };
       this.#parts.set(partition, p);
     }
     p.consumed = offset + 1;
-    const tail = p.holds.length > p.head ? p.holds[p.holds.length - 1]! : undefined;
-    if (tail && tail.owner === owner && !tail.done) {
-      tail.last = offset;
-      return null;
-    }
+    return p;
+  }
+
+  #push(p: PartitionState, offset: number, owner: object): Hold {
     const hold: Hold = { last: offset, done: false, owner };
     p.holds.push(hold);
     return hold;

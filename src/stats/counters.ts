@@ -90,6 +90,43 @@ export class Counters {
   }
 
   /**
+   * A flush that ClickHouse answered: inserted rows (all but `notInserted`, ascending) into the
+   * breakdowns and histograms, the isolation's inserts and the batches that took the exhausted path.
+   */
+  recordFlush(
+    rows: RowsOrigin & { count: number },
+    outcome: { inserted: number; splitInserts: number; failed: unknown },
+    notInserted: readonly number[],
+    seconds: number,
+  ): void {
+    this.chSplitInserts += outcome.splitInserts;
+    if (outcome.failed) this.chExhausted++;
+    if (outcome.inserted === 0) return;
+    this.flushes++;
+    this.flushRows += outcome.inserted;
+    this.lastFlushAt = Date.now();
+    this.lastFlushMs = seconds * 1000;
+    this.flushSeconds.observe(seconds);
+    this.batchRows.observe(outcome.inserted);
+    this.recordInserted(rows, rows.count, notInserted, Date.now());
+  }
+
+  /** Rows of a flushed batch the DLQ acknowledged: `refused` of them refused alone, the rest exhausted. */
+  recordStoredInDlq(rows: RowsOrigin, indices: readonly number[], refused: number, exhaustedReason: FailureReason): void {
+    if (indices.length === 0) return;
+    this.addDurable("durableDlq", indices.map((i) => rows.partitions[i]!), indices.length);
+    this.chRefusedRows += refused;
+    this.byDlqReason.normalization_error += refused;
+    this.byDlqReason[exhaustedReason] += indices.length - refused;
+  }
+
+  /** One rejected record the DLQ acknowledged. */
+  recordRejected(partition: number, reason: FailureReason): void {
+    this.addDurable("durableDlq", [partition], 1);
+    this.byDlqReason[reason]++;
+  }
+
+  /**
    * Counts rows [0, count) of a batch as inserted, except the ones in `skip` (ascending row
    * indices, the refused and dead-lettered ones): durable per partition, by service, by RAT.
    */

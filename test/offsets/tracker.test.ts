@@ -75,3 +75,15 @@ test("long runs compact their hold queue without losing positions", () => {
   h.done = true;
   expect(t.advanced()).toEqual([{ partition: 0, offset: 5001 }]);
 });
+
+test("trackAlone gives every record a hold of its own, even back to back on one partition", () => {
+  const t = new OffsetTracker();
+  t.reset([0]);
+  const a = t.trackAlone(0, 0);
+  const b = t.trackAlone(0, 1);
+  expect(a).not.toBe(b);
+  b.done = true;
+  expect(t.advanced()).toEqual([]); // offset 0 is not durable yet: nothing to commit
+  a.done = true;
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 2 }]);
+});

@@ -1,0 +1,63 @@
+/**
+ * The flush stage: a sealed batch into ClickHouse (clickhouse/store.ts isolates the rows it
+ * refuses and retries what is transient), every row it did not take into the DLQ, and the
+ * counters updated. Resolves when both destinations acknowledged; a DLQ failure rejects (fatal).
+ */
+import type { Batch } from "../batch/batch.ts";
+import type { RetryPolicy } from "../clickhouse/retry.ts";
+import { storeBatch } from "../clickhouse/store.ts";
+import type { ClickHouseWriter } from "../clickhouse/writer.ts";
+import type { DlqPublisher, SourceRecord } from "../dlq/publisher.ts";
+import { log } from "../log.ts";
+import type { Counters } from "../stats/counters.ts";
+
+export interface FlushDeps {
+  writer: ClickHouseWriter;
+  dlq: DlqPublisher;
+  counters: Counters;
+  /** The raw topic, for the DLQ's provenance headers. */
+  topic: string;
+  retry: RetryPolicy;
+  /** Hears whether ClickHouse takes inserts: false on a failure, true once rows land. */
+  onHealth: (healthy: boolean) => void;
+}
+
+export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
+  const started = performance.now();
+  const outcome = await storeBatch(batch.count, (lo, hi) => d.writer.insert(batch.rows(lo, hi), hi - lo), d.retry, {
+    onRetry: (attempt, error, delayMs) => {
+      d.onHealth(false);
+      d.counters.chRetries++;
+      log.warn("ClickHouse insert failed; retrying", { attempt, delay_ms: delayMs, rows: batch.count, err: error as Error });
+    },
+  });
+  const sends: Promise<void>[] = [];
+  const notInserted: number[] = [];
+  for (const { row, error } of outcome.refused) {
+    notInserted.push(row);
+    log.warn("ClickHouse refused a row; it goes to the DLQ alone", { partition: batch.partitions[row], offset: batch.offsets[row], column: error.column, err: error });
+    sends.push(d.dlq.publishRefused(sourceRecord(batch, row), d.topic, error.column, error.message));
+  }
+  const failed = outcome.failed;
+  if (failed) {
+    const records: SourceRecord[] = [];
+    for (const [lo, hi] of failed.ranges) {
+      for (let i = lo; i < hi; i++) {
+        notInserted.push(i);
+        records.push(sourceRecord(batch, i));
+      }
+    }
+    d.onHealth(false);
+    log.error("ClickHouse insert failed; routing the batch's records to the DLQ", { attempts: failed.attempts, rows: records.length, err: failed.error as Error });
+    sends.push(d.dlq.publishStorageFailure(records, d.topic, failed.attempts, failed.error));
+  }
+  notInserted.sort((a, b) => a - b);
+  if (outcome.inserted > 0) d.onHealth(true);
+  d.counters.recordFlush(batch, outcome, notInserted, (performance.now() - started) / 1000);
+  await Promise.all(sends);
+  d.counters.recordStoredInDlq(batch, notInserted, outcome.refused.length, d.dlq.storageFailureReason);
+}
+
+function sourceRecord(batch: Batch, i: number): SourceRecord {
+  return { payload: batch.payloads[i]!, partition: batch.partitions[i]!, offset: batch.offsets[i]! };
+}
