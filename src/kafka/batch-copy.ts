@@ -9,7 +9,7 @@
  *
  * Field offsets come from structs.ts (checked against the installed headers by a test), so this
  * file has no second copy of the struct layout. When TinyCC is unavailable (no writable temp dir,
- * another architecture), `loadDrain()` returns null and the consumer keeps its per-message path,
+ * another architecture), `loadBatchCopy()` returns null and the consumer keeps its per-message path,
  * which is also the reference the tests compare this one against.
  */
 import { cc, FFIType, ptr, type Pointer } from "bun:ffi";
@@ -48,7 +48,7 @@ static size_t put(memcpy_t mcpy, unsigned char *slab, size_t off, void *p, size_
 }
 
 /* Bytes needed to copy the payloads and keys of n messages. */
-i64 drain_size(void **msgs, int n) {
+i64 batch_size(void **msgs, int n) {
   i64 total = 0;
   for (int i = 0; i < n; i++) {
     void *m = msgs[i];
@@ -60,7 +60,7 @@ i64 drain_size(void **msgs, int n) {
 }
 
 /* Copies payload then key of each message into slab, fills meta, destroys every message. */
-int drain_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_ts, void **fns) {
+int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_ts, void **fns) {
   memcpy_t mcpy = (memcpy_t)fns[0];
   destroy_t destroy = (destroy_t)fns[1];
   timestamp_t timestamp = (timestamp_t)fns[2];
@@ -88,31 +88,31 @@ int drain_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
 `;
 
 const SYMBOLS = {
-  drain_size: { args: ["ptr", "i32"], returns: FFIType.i64_fast },
-  drain_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr"], returns: "i32" },
+  batch_size: { args: ["ptr", "i32"], returns: FFIType.i64_fast },
+  batch_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr"], returns: "i32" },
 } as const;
 
-export interface Drain {
+export interface BatchCopy {
   /** Total payload + key bytes of the first n messages in the slot array. */
   size(slots: Pointer, n: number): number;
   /** Copies into slab, fills meta (META_STRIDE doubles each), destroys all n messages. */
   copy(slots: Pointer, n: number, slab: Pointer, meta: Pointer, withTimestamps: boolean): void;
 }
 
-let loaded: Drain | null | undefined;
+let loaded: BatchCopy | null | undefined;
 // The compiled code lives as long as the process: the object cc() returns owns it, and it must
 // not be collected while the consumer calls into it.
 const keepAlive: unknown[] = [];
 
 /** The compiled routine, or null (once logged) when it cannot be built here. */
-export function loadDrain(): Drain | null {
+export function loadBatchCopy(): BatchCopy | null {
   if (loaded !== undefined) return loaded;
   loaded = null;
   let dir = "";
   try {
     // TinyCC reads source from a real file; the compiled binary's virtual filesystem is not one.
-    dir = mkdtempSync(join(tmpdir(), "cdr-drain-"));
-    const file = join(dir, "drain.c");
+    dir = mkdtempSync(join(tmpdir(), "cdr-batch-copy-"));
+    const file = join(dir, "batch-copy.c");
     writeFileSync(file, SOURCE);
     // -nostdlib: the code calls nothing by name, and a distroless image has no libc.so for TinyCC
     // to link against (only libc.so.6): without it, compiling failed there (test/image).
@@ -125,8 +125,8 @@ export function loadDrain(): Drain | null {
     keepAlive.push(compiled, table);
     const tablePtr = ptr(table);
     loaded = {
-      size: (slots, n) => Number(symbols.drain_size(slots, n)),
-      copy: (slots, n, slab, meta, ts) => void symbols.drain_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr),
+      size: (slots, n) => Number(symbols.batch_size(slots, n)),
+      copy: (slots, n, slab, meta, ts) => void symbols.batch_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr),
     };
   } catch (cause) {
     log.warn("kafka: native batch copy unavailable, copying per message", { cause: (cause as Error).message });

@@ -15,7 +15,7 @@ import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
 import { createHandle, destroyHandle, errName, kafkaError, pollQueue, takeError, type Handle, type KafkaProps } from "./handle.ts";
 import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
-import { loadDrain, META, META_STRIDE, type Drain } from "./drain.ts";
+import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
@@ -32,7 +32,7 @@ export interface ConsumerOptions {
   /** Read each message's timestamp (one FFI call per message); default true. */
   readTimestamps?: boolean;
   /**
-   * Copy each batch out in one native call (drain.ts); default true. False keeps the per-message
+   * Copy each batch out in one native call (batch-copy.ts); default true. False keeps the per-message
    * path, which tests use as the reference. Ignored when headers are read (they need the message).
    */
   nativeCopy?: boolean;
@@ -54,7 +54,7 @@ export class Consumer {
   readonly #lengths: number[] = [];
   readonly #kept: Pointer[] = [];
   readonly #topicNames = new Map<number, string>();
-  readonly #drain: Drain | null;
+  readonly #batchCopy: BatchCopy | null;
   #lastRkt = 0;
   #lastTopic = "";
   readonly #meta: Float64Array;
@@ -92,8 +92,8 @@ export class Consumer {
     this.#readTimestamps = opts.readTimestamps ?? true;
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
     this.#slotsPtr = ptr(this.#slots);
-    this.#drain = opts.nativeCopy === false || this.#readHeaders ? null : loadDrain();
-    this.#meta = new Float64Array(this.#drain ? this.#slots.length * META_STRIDE : 1);
+    this.#batchCopy = opts.nativeCopy === false || this.#readHeaders ? null : loadBatchCopy();
+    this.#meta = new Float64Array(this.#batchCopy ? this.#slots.length * META_STRIDE : 1);
     this.#metaPtr = ptr(this.#meta);
     // No topics: a group handle for committed() only (tools and tests reading a group's offsets).
     const err = opts.topics.length === 0 ? 0 : withNativeList(opts.topics.map((topic) => ({ topic, partition: -1 })), (list) => lib.rd_kafka_subscribe(rk, list));
@@ -138,15 +138,15 @@ export class Consumer {
     const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)));
     if (n < 0) throw new KafkaError("KAFKA_CLIENT", "rd_kafka_consume_batch_queue failed");
     if (n === 0) return [];
-    return this.#drain ? this.#copyNative(this.#drain, n) : this.#copyPerMessage(n);
+    return this.#batchCopy ? this.#copyNative(this.#batchCopy, n) : this.#copyPerMessage(n);
   }
 
   /** Two native calls for the whole batch; per message only the JS object and a view. */
-  #copyNative(drain: Drain, n: number): Message[] {
-    const slab = new Uint8Array(Math.max(1, drain.size(this.#slotsPtr, n)));
+  #copyNative(copy: BatchCopy, n: number): Message[] {
+    const slab = new Uint8Array(Math.max(1, copy.size(this.#slotsPtr, n)));
     // See copyIntoSlab: move a small array's inline storage to a real buffer before ptr().
     void slab.buffer;
-    drain.copy(this.#slotsPtr, n, ptr(slab), this.#metaPtr, this.#readTimestamps);
+    copy.copy(this.#slotsPtr, n, ptr(slab), this.#metaPtr, this.#readTimestamps);
     const meta = this.#meta;
     const out: Message[] = [];
     let off = 0;

@@ -85,7 +85,7 @@ export class Producer {
     for (;;) {
       const err = takeError("KAFKA_DELIVERY", `produce to ${topic}`, this.#produceva(topic, value, opts, id));
       if (!err) break;
-      if (err.kafkaCode === RD.ERR__QUEUE_FULL) { await this.#drain(); continue; }
+      if (err.kafkaCode === RD.ERR__QUEUE_FULL) { await this.#serveDeliveryReports(); continue; }
       this.#pending.delete(id);
       throw err;
     }
@@ -214,7 +214,7 @@ export class Producer {
           break;
         }
         this.#startPump();
-        await this.#drain();
+        await this.#serveDeliveryReports();
       }
     }
     this.#pinned.delete(slab);
@@ -303,7 +303,7 @@ export class Producer {
     this.#settleIfDone(id);
   }
 
-  async #drain(): Promise<void> {
+  async #serveDeliveryReports(): Promise<void> {
     this.#serve();
     await Bun.sleep(1);
   }

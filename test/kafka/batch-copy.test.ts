@@ -1,7 +1,7 @@
-// The batch copy compiled by TinyCC (src/kafka/drain.ts) against the per-message reference path:
+// The batch copy compiled by TinyCC (src/kafka/batch-copy.ts) against the per-message reference path:
 // same topic, two groups, every field of every message identical.
 import { afterAll, expect, test } from "bun:test";
-import { loadDrain } from "../../src/kafka/drain.ts";
+import { loadBatchCopy } from "../../src/kafka/batch-copy.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { consumeN, createTopic, deleteTopics, props } from "../support/kafka.ts";
 
@@ -11,11 +11,11 @@ afterAll(async () => {
 });
 
 test("the native batch copy is available here (else the consumer silently runs the slow path)", () => {
-  expect(loadDrain()).not.toBeNull();
+  expect(loadBatchCopy()).not.toBeNull();
 });
 
 test("native batch copy and per-message copy hand out identical messages: values, keys, tombstones, empty values, offsets, timestamps", async () => {
-  const topic = await createTopic("drain", 3);
+  const topic = await createTopic("batch-copy", 3);
   cleanup.push(topic);
   const p = new Producer(props);
   const sent: Promise<unknown>[] = [];
