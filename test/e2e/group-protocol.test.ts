@@ -26,10 +26,12 @@ describe("consumer group protocols", () => {
         return parts.every((p) => p.length > 0) && new Set(parts.flat()).size === 3 && parts.flat().length === 3 ? true : undefined;
       };
       await waitFor(() => split(a, b), 30_000, "two workers sharing 3 partitions");
-      let valid = 0, invalid = 0, total = 0, round = 0, roundsAfterJoin = -1;
-      // Records stream in the whole time: before the third worker joins, while it joins, and after.
+      let valid = 0, invalid = 0, total = 0, round = 0;
+      let joined = false, thirdConsumed = false;
+      // Records stream in the whole time: before the third worker joins, while it joins, and until
+      // it has consumed from the partition it was given (the consumer protocol hands it over at a heartbeat).
       const streaming = (async () => {
-        while (roundsAfterJoin < 0 || roundsAfterJoin-- > 0) {
+        while (!(joined && thirdConsumed) && round < 200) {
           const r = await produceSynthetic(n.raw, 3000, 0.03, 100 + round++);
           valid += r.valid; invalid += r.invalid; total += 3000;
           await Bun.sleep(100);
@@ -38,7 +40,9 @@ describe("consumer group protocols", () => {
       await waitFor(() => (round >= 3 ? true : undefined), 30_000, "a stream under way");
       const c = await startWorker(env);
       await waitFor(() => split(a, b, c), 30_000, "three workers owning one partition each");
-      roundsAfterJoin = 5;
+      joined = true;
+      await statsWhen(c, (s) => s.total_consumed > 0, 30_000, "the third worker consumed");
+      thirdConsumed = true;
       await streaming;
       await waitFor(async () => ((await distinctIds(n)) === valid ? true : undefined), 60_000, "every valid record stored");
       const committed = async () => [...committedOffsets(n.group, n.raw, 3).values()].reduce((s, o) => s + (o > 0n ? o : 0n), 0n);

@@ -1,0 +1,46 @@
+// Admin calls and `topics ensure` against the real broker.
+import { afterAll, describe, expect, test } from "bun:test";
+import { Admin } from "../../src/kafka/admin.ts";
+import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+import { createTopic, deleteTopics, withAdmin } from "../support/kafka.ts";
+import { uniqueName } from "../support/services.ts";
+
+const cleanup: string[] = [];
+afterAll(async () => {
+  if (cleanup.length) await deleteTopics(...cleanup);
+});
+
+describe("admin and topology", () => {
+  test("topics ensure twice is a no-op; describe shows the spec's settings; drift is repaired; partitions are never changed", async () => {
+    const raw = uniqueName("cdr.raw");
+    const dlq = uniqueName("cdr.raw.dlq");
+    cleanup.push(raw, dlq);
+    const specs = topologySpec(raw, dlq);
+    await withAdmin(async (admin: Admin) => {
+      expect((await ensureTopics(admin, specs)).map((r) => r.action)).toEqual(["created", "created"]);
+      expect((await ensureTopics(admin, specs)).map((r) => r.action)).toEqual(["ok", "ok"]);
+      expect(admin.partitionCounts([raw, dlq])).toEqual(new Map([[raw, 3], [dlq, 1]]));
+      const rawCfg = await admin.describeConfigs(raw);
+      expect([rawCfg["retention.ms"]!.value, rawCfg["compression.type"]!.value]).toEqual(["86400000", "lz4"]);
+      expect((await admin.describeConfigs(dlq))["retention.ms"]!.value).toBe("604800000");
+      // Drift: an operator changed retention and added an override of their own.
+      await admin.alterConfigs(raw, { "retention.ms": "1000", "compression.type": "lz4", "max.message.bytes": "2000000" });
+      const [repaired] = await ensureTopics(admin, specs);
+      expect(repaired).toMatchObject({ topic: raw, action: "repaired", repaired: { "retention.ms": "1000" } });
+      const after = await admin.describeConfigs(raw);
+      expect(after["retention.ms"]!.value).toBe("86400000");
+      expect(after["max.message.bytes"]!.value).toBe("2000000");
+    });
+  });
+
+  test("a partition count that differs is reported, not changed", async () => {
+    const raw = await createTopic("cdr.raw.small", 2);
+    const dlq = uniqueName("dlq");
+    cleanup.push(raw, dlq);
+    await withAdmin(async (admin) => {
+      const [r] = await ensureTopics(admin, topologySpec(raw, dlq));
+      expect(r!.partitionMismatch).toEqual({ expected: 3, actual: 2 });
+      expect(admin.partitionCounts([raw]).get(raw)).toBe(2);
+    });
+  });
+});
