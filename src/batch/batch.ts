@@ -6,7 +6,6 @@
  */
 import type { CdrRow } from "../cdr/decode.ts";
 import { RowBuffer } from "../clickhouse/row-encoder.ts";
-import type { Hold } from "../offsets/tracker.ts";
 
 export class Batch {
   readonly capacity: number;
@@ -21,8 +20,8 @@ export class Batch {
   /** Each record's Kafka timestamp (ms since the epoch; -1 when absent). */
   readonly timestamps: Float64Array;
   readonly services: string[];
-  /** Holds of the offset tracker this batch owns; marked done when the batch is durable. */
-  readonly holds: Hold[] = [];
+  /** The offset tracker's holds on these rows (offsets/tracker.ts), marked done when the batch is durable. */
+  readonly holds: Array<{ done: boolean }> = [];
   count = 0;
 
   constructor(capacity: number) {

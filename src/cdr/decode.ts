@@ -1,6 +1,6 @@
 /**
  * One raw Kafka value → a normalized ClickHouse row, or a rejection naming the reason and field.
- * Pure: no I/O, never throws for any input. Rules apply in the fixed precedence of DECISIONS.md:
+ * Pure: no I/O, never throws for any input. Rules apply in the fixed precedence of README "Validation order":
  * JSON, required fields, types and ranges field by field, RAT, epochs, bytes, phone, IP.
  */
 import { REQUIRED_FIELDS, RAT_NAMES, UINT64_MAX, reasonForField, type FailureReason, type RadioAccessType } from "./fields.ts";

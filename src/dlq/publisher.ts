@@ -43,7 +43,7 @@ export class DlqPublisher {
 
   /**
    * Records whose inserts all failed, each with its original vendor payload and failed_field null
-   * (processing-worker spec); resolves when all are acknowledged.
+   * (README "Behaviour an operator can rely on"); resolves when all are acknowledged.
    */
   async publishStorageFailure(records: readonly SourceRecord[], sourceTopic: string, attempts: number, error: unknown): Promise<void> {
     const detail = `ClickHouse insert failed after ${attempts} attempts: ${(error as Error)?.message ?? String(error)}`;

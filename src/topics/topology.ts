@@ -1,6 +1,6 @@
 /**
- * The topics of message-broker.md, and `topics ensure`: create what is missing, repair drifted
- * configs, never delete, and report (not fix) a partition count that differs.
+ * The two topics and their settings, and `topics ensure` (README "Commands"): create what is
+ * missing, repair drifted configs, never delete, and report (not fix) a partition count that differs.
  */
 import type { Admin, TopicSpec } from "../kafka/admin.ts";
 import { CdrWorkerError } from "../errors.ts";

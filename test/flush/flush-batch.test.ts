@@ -1,0 +1,56 @@
+// The flush stage with a fake writer and DLQ (a pure unit test of flush-batch.ts; the e2e tests
+// run it against the real ClickHouse and Kafka).
+import { expect, test } from "bun:test";
+import { Batch } from "../../src/batch/batch.ts";
+import { decode } from "../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
+import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
+import type { DlqPublisher, SourceRecord } from "../../src/dlq/publisher.ts";
+import { flushBatch } from "../../src/flush/flush-batch.ts";
+import { Counters } from "../../src/stats/counters.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+
+function batchOf(n: number): Batch {
+  const b = new Batch(n);
+  const ctx = { phone: new PhoneNormalizer() };
+  for (let i = 0; i < n; i++) {
+    const d = decode(toJson(withFields({ raw_id: `r${i}`, svc: i % 2 ? "data" : "voice" })), ctx);
+    if (!d.ok) throw new Error("fixture must be valid");
+    b.add(d.row, 0, d.payload, i % 3, 100 + i, Date.now() - 50);
+  }
+  return b;
+}
+
+function fakes(refuse: (line: string) => boolean) {
+  const stored: string[] = [];
+  const refused: Array<{ r: SourceRecord; column: string | null }> = [];
+  const writer = {
+    async insert(body: Uint8Array) {
+      const lines = Buffer.from(body).toString("utf8").trimEnd().split("\n");
+      const bad = lines.findIndex(refuse);
+      if (bad >= 0) throw new ClickHouseInsertError("Cannot parse", "data", 27, bad + 1, "raw_id");
+      stored.push(...lines);
+    },
+  } as unknown as ClickHouseWriter;
+  const dlq = {
+    storageFailureReason: "normalization_error",
+    async publishRefused(r: SourceRecord, _topic: string, column: string | null) { refused.push({ r, column }); },
+    async publishStorageFailure() { throw new Error("not expected"); },
+  } as unknown as DlqPublisher;
+  return { writer, dlq, stored, refused };
+}
+
+test("a refused row goes to the DLQ alone; the rest are stored and counted, partitions and breakdowns exact", async () => {
+  const batch = batchOf(10);
+  const f = fakes((l) => l.includes("\tr7\t"));
+  const counters = new Counters();
+  const health: boolean[] = [];
+  await flushBatch(batch, { writer: f.writer, dlq: f.dlq, counters, topic: "cdr.raw", retry: { maxAttempts: 3, initialDelayMs: 0, backoffFactor: 1 }, onHealth: (h) => health.push(h) });
+  expect(f.stored.length).toBe(9);
+  expect(f.refused.map((x) => [x.r.offset, x.r.partition, x.column])).toEqual([[107, 1, "raw_id"]]);
+  expect([counters.durableClickhouse, counters.durableDlq, counters.chRefusedRows, counters.byDlqReason.normalization_error]).toEqual([9, 1, 1, 1]);
+  expect(Object.fromEntries(counters.byService)).toEqual({ voice: 5, data: 4 });
+  expect(counters.endToEndSeconds.count).toBe(9);
+  expect(health).toEqual([true]);
+});

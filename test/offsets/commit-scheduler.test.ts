@@ -1,0 +1,46 @@
+// The commit scheduler on the pure tracker, with a commit function standing in for the consumer.
+import { expect, test } from "bun:test";
+import { CommitScheduler } from "../../src/offsets/commit-scheduler.ts";
+import { OffsetTracker } from "../../src/offsets/tracker.ts";
+
+test("a burst of acknowledgements while a commit runs costs one more commit, of the latest positions", async () => {
+  const tracker = new OffsetTracker();
+  tracker.reset([0]);
+  const holds = Array.from({ length: 100 }, (_, i) => tracker.trackAlone(0, i));
+  const commits: number[] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((r) => { release = r; });
+  const s = new CommitScheduler(tracker, async (positions) => {
+    commits.push(positions[0]!.offset);
+    if (commits.length === 1) await gate; // the first commit is slow
+  }, (e) => { throw e; });
+  holds[0]!.done = true;
+  s.schedule();
+  await Promise.resolve();
+  await Promise.resolve();
+  for (const h of holds.slice(1)) {
+    h.done = true;
+    s.schedule();
+  }
+  release();
+  await s.settled();
+  expect(commits).toEqual([1, 100]);
+});
+
+test("a failed commit reaches the error handler, and nothing commits after stop()", async () => {
+  const tracker = new OffsetTracker();
+  tracker.reset([0]);
+  const h = tracker.trackAlone(0, 0);
+  const errors: unknown[] = [];
+  let calls = 0;
+  const s = new CommitScheduler(tracker, async () => { calls++; throw new Error("commit refused"); }, (e) => errors.push(e));
+  h.done = true;
+  s.schedule();
+  await s.settled();
+  expect(errors.map((e) => (e as Error).message)).toEqual(["commit refused"]);
+  s.stop();
+  tracker.trackAlone(0, 1).done = true;
+  s.schedule();
+  await s.settled();
+  expect(calls).toBe(1);
+});
