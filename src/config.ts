@@ -11,9 +11,21 @@ import { ConfigError, type ConfigProblem } from "./errors.ts";
 type Env = Record<string, string | undefined>;
 
 const int = (min: number, max: number) =>
-  v.pipe(v.string(), v.regex(/^\d+$/, `a whole number from ${min} to ${max}`), v.transform(Number), v.minValue(min, `a whole number from ${min} to ${max}`), v.maxValue(max, `a whole number from ${min} to ${max}`));
+  v.pipe(
+    v.string(),
+    v.regex(/^\d+$/, `a whole number from ${min} to ${max}`),
+    v.transform(Number),
+    v.minValue(min, `a whole number from ${min} to ${max}`),
+    v.maxValue(max, `a whole number from ${min} to ${max}`),
+  );
 const num = (min: number, max: number) =>
-  v.pipe(v.string(), v.regex(/^\d+(\.\d+)?$/, `a number from ${min} to ${max}`), v.transform(Number), v.minValue(min, `a number from ${min} to ${max}`), v.maxValue(max, `a number from ${min} to ${max}`));
+  v.pipe(
+    v.string(),
+    v.regex(/^\d+(\.\d+)?$/, `a number from ${min} to ${max}`),
+    v.transform(Number),
+    v.minValue(min, `a number from ${min} to ${max}`),
+    v.maxValue(max, `a number from ${min} to ${max}`),
+  );
 const text = v.pipe(v.string(), v.minLength(1, "a non-empty string"));
 const oneOf = <T extends string>(values: readonly T[]) => v.picklist(values, `one of ${values.join(", ")}`);
 const url = v.pipe(v.string(), v.url("an http(s) URL"), v.regex(/^https?:\/\//, "an http(s) URL"));
@@ -34,29 +46,90 @@ export const VARIABLES = {
   KAFKA_TOPIC_DLQ: { schema: text, default: "cdr.raw.dlq", help: "dead-letter topic" },
   CLICKHOUSE_URL: { schema: url, default: "http://127.0.0.1:8123", help: "ClickHouse HTTP endpoint" },
   CLICKHOUSE_USER: { schema: text, default: "default", help: "ClickHouse user" },
-  CLICKHOUSE_PASSWORD: { schema: v.string(), default: "", help: "ClickHouse password (never logged; or CLICKHOUSE_PASSWORD_FILE: a file holding it)", secret: true },
-  CLICKHOUSE_CA_CERT: { schema: v.string(), default: "", help: "PEM file of the CA(s) to trust for an https:// CLICKHOUSE_URL (empty: the system's)" },
+  CLICKHOUSE_PASSWORD: {
+    schema: v.string(),
+    default: "",
+    help: "ClickHouse password (never logged; or CLICKHOUSE_PASSWORD_FILE: a file holding it)",
+    secret: true,
+  },
+  CLICKHOUSE_CA_CERT: {
+    schema: v.string(),
+    default: "",
+    help: "PEM file of the CA(s) to trust for an https:// CLICKHOUSE_URL (empty: the system's)",
+  },
   CLICKHOUSE_DATABASE: { schema: text, default: "telecom", help: "database of the normalized table" },
   CLICKHOUSE_TABLE: { schema: text, default: "cdr", help: "normalized table" },
   CLICKHOUSE_REQUEST_TIMEOUT_MS: { schema: int(100, 600_000), default: "10000", help: "timeout of one insert attempt" },
-  CLICKHOUSE_KEEP_ALIVE_IDLE_MS: { schema: int(0, 600_000), default: "2000", help: "reuse an idle connection for this long (below the server's keep_alive_timeout, 3 s on 18.16); 0: a connection per request" },
-  BATCH_SIZE: { schema: int(1, 100_000), default: "1000", help: "rows per ClickHouse insert; a full batch flushes at once" },
-  BATCH_FLUSH_INTERVAL_SECONDS: { schema: num(0.01, 3600), default: "2", help: "flush a non-empty batch this long after the last flush" },
-  FLUSH_CONCURRENCY: { schema: int(1, 16), default: "2", help: "inserts in flight at once; memory is bounded by (this + 1) × BATCH_SIZE rows" },
+  CLICKHOUSE_KEEP_ALIVE_IDLE_MS: {
+    schema: int(0, 600_000),
+    default: "2000",
+    help:
+      "reuse an idle connection for this long (below the server's keep_alive_timeout, 3 s on 18.16); " +
+      "0: a connection per request",
+  },
+  BATCH_SIZE: {
+    schema: int(1, 100_000),
+    default: "1000",
+    help: "rows per ClickHouse insert; a full batch flushes at once",
+  },
+  BATCH_FLUSH_INTERVAL_SECONDS: {
+    schema: num(0.01, 3600),
+    default: "2",
+    help: "flush a non-empty batch this long after the last flush",
+  },
+  FLUSH_CONCURRENCY: {
+    schema: int(1, 16),
+    default: "2",
+    help: "inserts in flight at once; memory is bounded by (this + 1) × BATCH_SIZE rows",
+  },
   CH_RETRY_MAX_ATTEMPTS: { schema: int(1, 100), default: "3", help: "insert attempts before a batch goes to the DLQ" },
   CH_RETRY_INITIAL_DELAY_MS: { schema: int(0, 600_000), default: "500", help: "delay before the second attempt" },
-  CH_RETRY_BACKOFF_FACTOR: { schema: num(1, 100), default: "2", help: "each further delay is the previous one times this" },
-  DLQ_STORAGE_FAILURE_REASON: { schema: oneOf(["normalization_error", "ch_insert_failed"] as const), default: "normalization_error", help: "failure_reason of records whose inserts exhausted their retries" },
-  DLQ_MAX_RATIO: { schema: num(0, 1), default: "1", help: "circuit breaker: stop consuming when the DLQ share of the last DLQ_RATIO_WINDOW records exceeds this (1 = off)" },
+  CH_RETRY_BACKOFF_FACTOR: {
+    schema: num(1, 100),
+    default: "2",
+    help: "each further delay is the previous one times this",
+  },
+  DLQ_STORAGE_FAILURE_REASON: {
+    schema: oneOf(["normalization_error", "ch_insert_failed"] as const),
+    default: "normalization_error",
+    help: "failure_reason of records whose inserts exhausted their retries",
+  },
+  DLQ_MAX_RATIO: {
+    schema: num(0, 1),
+    default: "1",
+    help:
+      "circuit breaker: stop consuming when the DLQ share of the last DLQ_RATIO_WINDOW records exceeds this " +
+      "(1 = off)",
+  },
   DLQ_RATIO_WINDOW: { schema: int(10, 10_000_000), default: "1000", help: "records in the breaker's sliding window" },
-  DEFAULT_PHONE_REGION: { schema: v.union([v.literal(""), oneOf(COUNTRIES)], "an ISO 3166-1 alpha-2 region such as DE, or empty"), default: "", help: "region for caller numbers without international prefix (empty: such numbers are invalid)" },
-  PHONE_CACHE_SIZE: { schema: int(0, 10_000_000), default: "50000", help: "phone verdicts cached (~0.5 KiB of RSS each)" },
+  DEFAULT_PHONE_REGION: {
+    schema: v.union([v.literal(""), oneOf(COUNTRIES)], "an ISO 3166-1 alpha-2 region such as DE, or empty"),
+    default: "",
+    help: "region for caller numbers without international prefix (empty: such numbers are invalid)",
+  },
+  PHONE_CACHE_SIZE: {
+    schema: int(0, 10_000_000),
+    default: "50000",
+    help: "phone verdicts cached (~0.5 KiB of RSS each)",
+  },
   STATS_HOST: { schema: text, default: "0.0.0.0", help: "address of the stats/metrics/health server" },
   STATS_PORT: { schema: int(0, 65_535), default: "8081", help: "port of the stats server (0: any free port)" },
-  WORKER_INSTANCE: { schema: v.string(), default: "", help: "worker identity in DLQ envelopes (default: host name and pid)" },
-  SHUTDOWN_TIMEOUT_SECONDS: { schema: num(1, 3600), default: "30", help: "on SIGTERM, give up (exit nonzero, nothing committed past durable) after this long" },
+  WORKER_INSTANCE: {
+    schema: v.string(),
+    default: "",
+    help: "worker identity in DLQ envelopes (default: host name and pid)",
+  },
+  SHUTDOWN_TIMEOUT_SECONDS: {
+    schema: num(1, 3600),
+    default: "30",
+    help: "on SIGTERM, give up (exit nonzero, nothing committed past durable) after this long",
+  },
   LOG_LEVEL: { schema: oneOf(["debug", "info", "warn", "error"] as const), default: "info", help: "log threshold" },
-  LIBRDKAFKA_PATH: { schema: v.string(), default: "", help: "librdkafka shared library to load instead of the embedded/Debian one" },
+  LIBRDKAFKA_PATH: {
+    schema: v.string(),
+    default: "",
+    help: "librdkafka shared library to load instead of the embedded/Debian one",
+  },
 } satisfies Record<string, VarSpec>;
 
 type Vars = typeof VARIABLES;
@@ -64,7 +137,16 @@ type Parsed = { [K in keyof Vars]: v.InferOutput<Vars[K]["schema"]> };
 
 export interface Config {
   kafka: { brokers: string; groupId: string; topicRaw: string; topicDlq: string; props: Record<string, string> };
-  clickhouse: { url: string; user: string; password: string; database: string; table: string; requestTimeoutMs: number; keepAliveIdleMs?: number; caCert?: Buffer };
+  clickhouse: {
+    url: string;
+    user: string;
+    password: string;
+    database: string;
+    table: string;
+    requestTimeoutMs: number;
+    keepAliveIdleMs?: number;
+    caCert?: Buffer;
+  };
   batch: { size: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number };
   dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
@@ -78,7 +160,13 @@ export interface Config {
 
 /** KAFKA_PROP_SECURITY_PROTOCOL → security.protocol (Confluent's convention: _ . / __ _ / ___ -). */
 export function kafkaPropName(suffix: string): string {
-  return suffix.replace(/___/g, "\u0001").replace(/__/g, "\u0002").replace(/_/g, ".").replace(/\u0001/g, "-").replace(/\u0002/g, "_").toLowerCase();
+  return suffix
+    .replace(/___/g, "\u0001")
+    .replace(/__/g, "\u0002")
+    .replace(/_/g, ".")
+    .replace(/\u0001/g, "-")
+    .replace(/\u0002/g, "_")
+    .toLowerCase();
 }
 
 /** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
@@ -94,7 +182,11 @@ function withFileForms(env: Env, problems: ConfigProblem[]): Env {
   for (const [name, path] of Object.entries(env)) {
     if (!name.endsWith("_FILE") || path === undefined) continue;
     const base = name.slice(0, -"_FILE".length);
-    if (!(FILE_FORMS as readonly string[]).includes(base) && !(base.startsWith("KAFKA_PROP_") && base.length > "KAFKA_PROP_".length)) continue;
+    if (
+      !(FILE_FORMS as readonly string[]).includes(base) &&
+      !(base.startsWith("KAFKA_PROP_") && base.length > "KAFKA_PROP_".length)
+    )
+      continue;
     delete out[name];
     if (env[base] !== undefined) {
       problems.push({ variable: name, value: path, expected: `expected only one of ${base} and ${name}` });
@@ -103,7 +195,11 @@ function withFileForms(env: Env, problems: ConfigProblem[]): Env {
     try {
       out[base] = readFileSync(path, "utf8").replace(/\r?\n$/, "");
     } catch (e) {
-      problems.push({ variable: name, value: path, expected: `expected a readable file (${(e as NodeJS.ErrnoException).code ?? "unreadable"})` });
+      problems.push({
+        variable: name,
+        value: path,
+        expected: `expected a readable file (${(e as NodeJS.ErrnoException).code ?? "unreadable"})`,
+      });
     }
   }
   return out;
@@ -118,7 +214,12 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     const value = raw === undefined || (raw === "" && spec.default !== "") ? spec.default! : raw;
     const r = v.safeParse(spec.schema, value);
     if (r.success) out[name] = r.output;
-    else problems.push({ variable: name, value: spec.secret ? "[redacted]" : raw, expected: `expected ${r.issues[0].message}` });
+    else
+      problems.push({
+        variable: name,
+        value: spec.secret ? "[redacted]" : raw,
+        expected: `expected ${r.issues[0].message}`,
+      });
   }
   let caCert: Buffer | undefined;
   const caPath = out.CLICKHOUSE_CA_CERT as string | undefined;
@@ -126,25 +227,60 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     try {
       caCert = readFileSync(caPath);
     } catch (e) {
-      problems.push({ variable: "CLICKHOUSE_CA_CERT", value: caPath, expected: `expected a readable PEM file (${(e as NodeJS.ErrnoException).code ?? "unreadable"})` });
+      problems.push({
+        variable: "CLICKHOUSE_CA_CERT",
+        value: caPath,
+        expected: `expected a readable PEM file (${(e as NodeJS.ErrnoException).code ?? "unreadable"})`,
+      });
     }
   }
   const props: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
     if (!name.startsWith("KAFKA_PROP_") || value === undefined) continue;
     const prop = kafkaPropName(name.slice("KAFKA_PROP_".length));
-    if (!prop) problems.push({ variable: name, value: "[redacted]", expected: "expected a property name after KAFKA_PROP_" });
+    if (!prop)
+      problems.push({ variable: name, value: "[redacted]", expected: "expected a property name after KAFKA_PROP_" });
     else props[prop] = value;
   }
   if (problems.length) throw new ConfigError(problems);
   const p = out as Parsed;
   return {
-    kafka: { brokers: p.KAFKA_BROKERS, groupId: p.KAFKA_GROUP_ID, topicRaw: p.KAFKA_TOPIC_RAW, topicDlq: p.KAFKA_TOPIC_DLQ, props },
-    clickhouse: { url: p.CLICKHOUSE_URL, user: p.CLICKHOUSE_USER, password: p.CLICKHOUSE_PASSWORD, database: p.CLICKHOUSE_DATABASE, table: p.CLICKHOUSE_TABLE, requestTimeoutMs: p.CLICKHOUSE_REQUEST_TIMEOUT_MS, keepAliveIdleMs: p.CLICKHOUSE_KEEP_ALIVE_IDLE_MS, caCert },
-    batch: { size: p.BATCH_SIZE, flushIntervalMs: Math.round(p.BATCH_FLUSH_INTERVAL_SECONDS * 1000), concurrency: p.FLUSH_CONCURRENCY },
-    retry: { maxAttempts: p.CH_RETRY_MAX_ATTEMPTS, initialDelayMs: p.CH_RETRY_INITIAL_DELAY_MS, backoffFactor: p.CH_RETRY_BACKOFF_FACTOR },
-    dlq: { storageFailureReason: p.DLQ_STORAGE_FAILURE_REASON, maxRatio: p.DLQ_MAX_RATIO, ratioWindow: p.DLQ_RATIO_WINDOW },
-    phone: { defaultRegion: (p.DEFAULT_PHONE_REGION || undefined) as CountryCode | undefined, cacheSize: p.PHONE_CACHE_SIZE },
+    kafka: {
+      brokers: p.KAFKA_BROKERS,
+      groupId: p.KAFKA_GROUP_ID,
+      topicRaw: p.KAFKA_TOPIC_RAW,
+      topicDlq: p.KAFKA_TOPIC_DLQ,
+      props,
+    },
+    clickhouse: {
+      url: p.CLICKHOUSE_URL,
+      user: p.CLICKHOUSE_USER,
+      password: p.CLICKHOUSE_PASSWORD,
+      database: p.CLICKHOUSE_DATABASE,
+      table: p.CLICKHOUSE_TABLE,
+      requestTimeoutMs: p.CLICKHOUSE_REQUEST_TIMEOUT_MS,
+      keepAliveIdleMs: p.CLICKHOUSE_KEEP_ALIVE_IDLE_MS,
+      caCert,
+    },
+    batch: {
+      size: p.BATCH_SIZE,
+      flushIntervalMs: Math.round(p.BATCH_FLUSH_INTERVAL_SECONDS * 1000),
+      concurrency: p.FLUSH_CONCURRENCY,
+    },
+    retry: {
+      maxAttempts: p.CH_RETRY_MAX_ATTEMPTS,
+      initialDelayMs: p.CH_RETRY_INITIAL_DELAY_MS,
+      backoffFactor: p.CH_RETRY_BACKOFF_FACTOR,
+    },
+    dlq: {
+      storageFailureReason: p.DLQ_STORAGE_FAILURE_REASON,
+      maxRatio: p.DLQ_MAX_RATIO,
+      ratioWindow: p.DLQ_RATIO_WINDOW,
+    },
+    phone: {
+      defaultRegion: (p.DEFAULT_PHONE_REGION || undefined) as CountryCode | undefined,
+      cacheSize: p.PHONE_CACHE_SIZE,
+    },
     stats: { host: p.STATS_HOST, port: p.STATS_PORT },
     workerInstance: p.WORKER_INSTANCE || `${hostname()}-${process.pid}`,
     shutdownTimeoutMs: Math.round(p.SHUTDOWN_TIMEOUT_SECONDS * 1000),
@@ -159,8 +295,16 @@ export function kafkaProps(cfg: Config, extra: Record<string, string> = {}): Rec
 }
 
 export function configHelp(): string {
-  const lines = Object.entries(VARIABLES as Record<string, VarSpec>).map(([k, s]) => `  ${k.padEnd(30)} ${s.help}${s.default ? ` (default ${s.default})` : ""}`);
-  lines.push(`  ${"KAFKA_PROP_<NAME>".padEnd(30)} any librdkafka property: _ → ., __ → _, ___ → -, lower-cased (KAFKA_PROP_SECURITY_PROTOCOL → security.protocol)`);
-  lines.push(`  ${"<NAME>_FILE".padEnd(30)} CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_<NAME>_FILE: read the value from a file (mounted secrets); not with <NAME> too`);
+  const lines = Object.entries(VARIABLES as Record<string, VarSpec>).map(
+    ([k, s]) => `  ${k.padEnd(30)} ${s.help}${s.default ? ` (default ${s.default})` : ""}`,
+  );
+  lines.push(
+    `  ${"KAFKA_PROP_<NAME>".padEnd(30)} any librdkafka property: _ → ., __ → _, ___ → -, lower-cased ` +
+      "(KAFKA_PROP_SECURITY_PROTOCOL → security.protocol)",
+  );
+  lines.push(
+    `  ${"<NAME>_FILE".padEnd(30)} CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_<NAME>_FILE: read the value from a file ` +
+      "(mounted secrets); not with <NAME> too",
+  );
   return lines.join("\n");
 }

@@ -11,7 +11,8 @@ import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { VERSION } from "./version.ts";
 
-const USAGE = `cdr-worker ${VERSION}: telecom CDR ingest worker (Kafka → validate/normalize → ClickHouse, bad records → DLQ)
+const USAGE = `cdr-worker ${VERSION}: telecom CDR ingest worker
+(Kafka → validate/normalize → ClickHouse, bad records → DLQ)
 
 Usage: cdr-worker [command] [--help]
 Commands:
@@ -26,7 +27,15 @@ Commands:
 Configuration (environment variables):
 ${configHelp()}`;
 
-const HELP: Record<string, string> = { run: RUN_HELP, migrate: MIGRATE_HELP, topics: TOPICS_HELP, generate: GENERATE_HELP, dlq: DLQ_HELP, version: "cdr-worker version: print the version and the librdkafka version it loads.", probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout)." };
+const HELP: Record<string, string> = {
+  run: RUN_HELP,
+  migrate: MIGRATE_HELP,
+  topics: TOPICS_HELP,
+  generate: GENERATE_HELP,
+  dlq: DLQ_HELP,
+  version: "cdr-worker version: print the version and the librdkafka version it loads.",
+  probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout).",
+};
 
 async function main(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
@@ -66,11 +75,16 @@ async function main(argv: string[]): Promise<number> {
   setLogLevel(cfg.logLevel);
   setLibrdkafkaPath(cfg.librdkafkaPath);
   switch (command) {
-    case "run": return runCommand(cfg);
-    case "migrate": return migrateCommand(cfg);
-    case "topics": return topicsCommand(cfg, args.positionals[1]);
-    case "generate": return generateCommand(cfg, args);
-    case "dlq": return dlqCommand(cfg, args.positionals[1], args);
+    case "run":
+      return runCommand(cfg);
+    case "migrate":
+      return migrateCommand(cfg);
+    case "topics":
+      return topicsCommand(cfg, args.positionals[1]);
+    case "generate":
+      return generateCommand(cfg, args);
+    case "dlq":
+      return dlqCommand(cfg, args.positionals[1], args);
   }
   return 2;
 }

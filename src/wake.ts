@@ -8,14 +8,23 @@ export class Waker {
   /** Until `wake()`, or `ms` passed. */
   sleep(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
-      const t = setTimeout(() => { this.#wake = null; resolve(); }, ms);
-      this.#wake = () => { clearTimeout(t); this.#wake = null; resolve(); };
+      const t = setTimeout(() => {
+        this.#wake = null;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(t);
+        this.#wake = null;
+        resolve();
+      };
     });
   }
 
   /** Until `wake()` or `other` settles (it carries its own deadline: no second timer). */
   async race(other: Promise<unknown>): Promise<void> {
-    const woken = new Promise<void>((resolve) => { this.#wake = resolve; });
+    const woken = new Promise<void>((resolve) => {
+      this.#wake = resolve;
+    });
     await Promise.race([woken, other]);
     this.#wake = null;
   }

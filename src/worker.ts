@@ -69,17 +69,33 @@ export class Worker {
     this.#deps = deps;
     this.#batcher = new Batcher(opts.batchSize, opts.concurrency);
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
-    this.#commits = new CommitScheduler(this.#tracker, (positions) => this.#commit(positions), (e) => this.#fail(e));
+    this.#commits = new CommitScheduler(
+      this.#tracker,
+      (positions) => this.#commit(positions),
+      (e) => this.#fail(e),
+    );
   }
 
-  get state(): WorkerState { return this.#state; }
+  get state(): WorkerState {
+    return this.#state;
+  }
   /** Joined the group and received an assignment (possibly empty). */
-  get assigned(): boolean { return this.#assigned; }
+  get assigned(): boolean {
+    return this.#assigned;
+  }
   /** False while inserts are failing (retries under way), true after rows land. */
-  get clickhouseHealthy(): boolean { return this.#clickhouseHealthy; }
-  get bufferedRows(): number { return this.#batcher.bufferedRows; }
-  get breakerRatio(): number { return this.#breaker.ratio; }
-  positions(): Map<number, { committed: number; consumed: number }> { return this.#tracker.positions(); }
+  get clickhouseHealthy(): boolean {
+    return this.#clickhouseHealthy;
+  }
+  get bufferedRows(): number {
+    return this.#batcher.bufferedRows;
+  }
+  get breakerRatio(): number {
+    return this.#breaker.ratio;
+  }
+  positions(): Map<number, { committed: number; consumed: number }> {
+    return this.#tracker.positions();
+  }
 
   /** Asks for a graceful stop: stop polling, flush, commit, leave the group. */
   stop(): void {
@@ -146,7 +162,10 @@ export class Worker {
       }
       if (this.#breaker.record(!result.ok)) {
         this.#state = "tripped";
-        log.error("DLQ circuit breaker tripped: consumption stopped; fix the producer or raise DLQ_MAX_RATIO, then restart", { ratio: this.#breaker.ratio, max_ratio: this.#opts.dlqMaxRatio });
+        log.error(
+          "DLQ circuit breaker tripped: consumption stopped; fix the producer or raise DLQ_MAX_RATIO, then restart",
+          { ratio: this.#breaker.ratio, max_ratio: this.#opts.dlqMaxRatio },
+        );
       }
     }
   }
@@ -155,12 +174,16 @@ export class Worker {
   #deadLetter(m: Message, rejection: Rejection): void {
     const hold = this.#tracker.trackAlone(m.partition, m.offset);
     this.#dlqInFlight++;
-    this.#track(this.#deps.dlq.publishRejection(rejection, { topic: m.topic, partition: m.partition, offset: m.offset }).then(() => {
-      this.#dlqInFlight--;
-      hold.done = true;
-      this.#deps.counters.recordRejected(m.partition, rejection.reason);
-      this.#commits.schedule();
-    }));
+    this.#track(
+      this.#deps.dlq
+        .publishRejection(rejection, { topic: m.topic, partition: m.partition, offset: m.offset })
+        .then(() => {
+          this.#dlqInFlight--;
+          hold.done = true;
+          this.#deps.counters.recordRejected(m.partition, rejection.reason);
+          this.#commits.schedule();
+        }),
+    );
   }
 
   #flushIfDue(): void {
@@ -169,33 +192,49 @@ export class Worker {
 
   #startFlush(batch: Batch): void {
     const { writer, dlq, counters } = this.#deps;
-    const deps = { writer, dlq, counters, topic: this.#opts.topic, retry: this.#opts.retry, onHealth: (ok: boolean) => { this.#clickhouseHealthy = ok; } };
-    this.#track(flushBatch(batch, deps).then(() => {
-      for (const h of batch.holds) h.done = true;
-      this.#batcher.release(batch);
-      this.#commits.schedule();
-    }));
+    const deps = {
+      writer,
+      dlq,
+      counters,
+      topic: this.#opts.topic,
+      retry: this.#opts.retry,
+      onHealth: (ok: boolean) => {
+        this.#clickhouseHealthy = ok;
+      },
+    };
+    this.#track(
+      flushBatch(batch, deps).then(() => {
+        for (const h of batch.holds) h.done = true;
+        this.#batcher.release(batch);
+        this.#commits.schedule();
+      }),
+    );
   }
 
   async #commit(positions: Array<{ partition: number; offset: number }>): Promise<void> {
-    await this.#deps.consumer.commit(positions.map(({ partition, offset }) => ({ topic: this.#opts.topic, partition, offset: BigInt(offset) })));
+    await this.#deps.consumer.commit(
+      positions.map(({ partition, offset }) => ({ topic: this.#opts.topic, partition, offset: BigInt(offset) })),
+    );
     this.#deps.counters.commits++;
     this.#deps.counters.lastCommitAt = Date.now();
   }
 
   /** Keeps a promise in the pending set; its failure is fatal. */
   #track(p: Promise<void>): void {
-    const tracked = p.catch((e) => this.#fail(e)).finally(() => {
-      this.#pending.delete(tracked);
-      this.#waker.wake();
-    });
+    const tracked = p
+      .catch((e) => this.#fail(e))
+      .finally(() => {
+        this.#pending.delete(tracked);
+        this.#waker.wake();
+      });
     this.#pending.add(tracked);
   }
 
   /** Flushes what is buffered and waits until every record is durable and committed. */
   async #settle(): Promise<void> {
     while (!this.#fatal) {
-      if (this.#batcher.current.count > 0 && this.#batcher.inFlight < this.#batcher.concurrency) this.#startFlush(this.#batcher.seal());
+      if (this.#batcher.current.count > 0 && this.#batcher.inFlight < this.#batcher.concurrency)
+        this.#startFlush(this.#batcher.seal());
       if (this.#pending.size === 0 && this.#batcher.current.count === 0) break;
       await Promise.race([...this.#pending]);
     }

@@ -3,7 +3,14 @@
  * Pure: no I/O, never throws for any input. Rules apply in the fixed precedence of README "Validation order":
  * JSON, required fields, types and ranges field by field, RAT, epochs, bytes, phone, IP.
  */
-import { REQUIRED_FIELDS, RAT_NAMES, UINT64_MAX, reasonForField, type FailureReason, type RadioAccessType } from "./fields.ts";
+import {
+  REQUIRED_FIELDS,
+  RAT_NAMES,
+  UINT64_MAX,
+  reasonForField,
+  type FailureReason,
+  type RadioAccessType,
+} from "./fields.ts";
 import { parseIPv4 } from "./ipv4.ts";
 import { parseRecord } from "./json.ts";
 import type { PhoneNormalizer } from "./phone.ts";
@@ -70,7 +77,13 @@ export function decode(value: Uint8Array | string | null, ctx: DecodeContext): D
   for (const f of REQUIRED_FIELDS) {
     const v = rec[f];
     if (v === undefined || v === null || (typeof v === "string" && v.trim().length === 0)) {
-      return reject("missing_required_field", f, `${f} is ${v === undefined ? "absent" : v === null ? "null" : "empty"}`, text, true);
+      return reject(
+        "missing_required_field",
+        f,
+        `${f} is ${v === undefined ? "absent" : v === null ? "null" : "empty"}`,
+        text,
+        true,
+      );
     }
   }
 
@@ -83,23 +96,33 @@ export function decode(value: Uint8Array | string | null, ctx: DecodeContext): D
 
   const start = Number(rec.epoch_start);
   const end = Number(rec.epoch_end);
-  if (start > end) return reject("invalid_epoch", "epoch_start", `epoch_start ${start} is after epoch_end ${end}`, text, true);
+  if (start > end)
+    return reject("invalid_epoch", "epoch_start", `epoch_start ${start} is after epoch_end ${end}`, text, true);
 
   const up = rec.up_bytes as number | bigint;
   const down = rec.down_bytes as number | bigint;
   if (up < 0) return reject("normalization_error", "up_bytes", `up_bytes ${up} is negative`, text, true);
   if (down < 0) return reject("normalization_error", "down_bytes", `down_bytes ${down} is negative`, text, true);
   const total = sum(up, down);
-  if (total === null) return reject("normalization_error", "total_bytes", `up_bytes + down_bytes exceeds 18446744073709551615 (UInt64)`, text, true);
+  if (total === null)
+    return reject(
+      "normalization_error",
+      "total_bytes",
+      `up_bytes + down_bytes exceeds 18446744073709551615 (UInt64)`,
+      text,
+      true,
+    );
 
   const msisdn = ctx.phone.normalize(rec.caller_num as string);
-  if (msisdn === null) return reject("normalization_error", "caller_num", "caller_num is not a valid phone number", text, true);
+  if (msisdn === null)
+    return reject("normalization_error", "caller_num", "caller_num is not a valid phone number", text, true);
 
   const ipText = rec.source_ip as string | null | undefined;
   let ip = 0;
   if (ipText !== undefined && ipText !== null && ipText !== "") {
     ip = parseIPv4(ipText);
-    if (ip < 0) return reject("normalization_error", "source_ip", "source_ip is not a dotted-quad IPv4 address", text, true);
+    if (ip < 0)
+      return reject("normalization_error", "source_ip", "source_ip is not a dotted-quad IPv4 address", text, true);
   }
 
   const rawId = rec.raw_id as string;
@@ -137,6 +160,12 @@ function sum(a: number | bigint, b: number | bigint): number | bigint | null {
   return s > UINT64_MAX ? null : s;
 }
 
-function reject(reason: FailureReason, field: string | null, detail: string, payload: string, payloadIsObject: boolean): Decoded {
+function reject(
+  reason: FailureReason,
+  field: string | null,
+  detail: string,
+  payload: string,
+  payloadIsObject: boolean,
+): Decoded {
   return { ok: false, rejection: { reason, field, detail, payload, payloadIsObject } };
 }

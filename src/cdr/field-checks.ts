@@ -20,7 +20,12 @@ const UINT32_MAX_BIG = BigInt(UINT32_MAX);
 // BigInts reach here only from literals above 2^53 (json.ts), but a bigint in range is as valid
 // as a number, exactly as the schema's union says.
 function epoch(v: unknown): string | null {
-  if (typeof v === "number" ? Number.isInteger(v) && v >= 0 && v <= DATETIME_MAX : typeof v === "bigint" && v >= 0n && v <= DATETIME_MAX_BIG) return null;
+  if (
+    typeof v === "number"
+      ? Number.isInteger(v) && v >= 0 && v <= DATETIME_MAX
+      : typeof v === "bigint" && v >= 0n && v <= DATETIME_MAX_BIG
+  )
+    return null;
   return "must be an integer number of seconds in 0…4294967295 (ClickHouse DateTime)";
 }
 
@@ -38,7 +43,8 @@ function cellPart(v: unknown): string | null {
   return "must be a non-negative integer below 2^32 or a string";
 }
 
-const issue = (field: RawField, message: string | null): FieldIssue | null => (message === null ? null : { field, message });
+const issue = (field: RawField, message: string | null): FieldIssue | null =>
+  message === null ? null : { field, message };
 
 /** The first type or range problem in precedence order, or null. Same verdicts as schema.ts. */
 export function checkFieldTypes(r: Record<string, unknown>): FieldIssue | null {

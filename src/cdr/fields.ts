@@ -2,14 +2,29 @@
 
 /** Required fields, in the order their absence is reported (README "Validation order"). */
 export const REQUIRED_FIELDS = [
-  "raw_id", "device_id", "caller_num", "svc", "rat", "epoch_start", "epoch_end", "up_bytes", "down_bytes", "lac", "ci",
+  "raw_id",
+  "device_id",
+  "caller_num",
+  "svc",
+  "rat",
+  "epoch_start",
+  "epoch_end",
+  "up_bytes",
+  "down_bytes",
+  "lac",
+  "ci",
 ] as const;
 export type RequiredField = (typeof REQUIRED_FIELDS)[number];
 export type RawField = RequiredField | "source_ip";
 
 /** The closed taxonomy of `failure_reason` (README "DLQ envelope"). */
 export const FAILURE_REASONS = [
-  "missing_required_field", "invalid_rat_value", "invalid_epoch", "malformed_json", "normalization_error", "ch_insert_failed",
+  "missing_required_field",
+  "invalid_rat_value",
+  "invalid_epoch",
+  "malformed_json",
+  "normalization_error",
+  "ch_insert_failed",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 

@@ -4,9 +4,10 @@
  * (measured on freshly decoded payloads, as the worker sees them: JSON.parse ~3–4 µs, this
  * ~1.9 µs; JSON.parse is only fast on strings it has seen before), and gives up (returns
  * undefined) on anything else: escapes, fractions, exponents, integers of 16+ digits, nested
- * values, `__proto__`, syntax it does not expect. The caller then runs JSON.parse, so speed never changes a verdict: every input this
- * accepts it parses exactly as JSON.parse does (test/cdr/flat-json.test.ts checks that on
- * mutated records), and every input it refuses takes the reference path.
+ * values, `__proto__`, syntax it does not expect. The caller then runs JSON.parse, so speed
+ * never changes a verdict: every input this accepts it parses exactly as JSON.parse does
+ * (test/cdr/flat-json.test.ts checks that on mutated records), and every input it refuses takes
+ * the reference path.
  */
 
 const QUOTE = 0x22;
@@ -81,7 +82,8 @@ export function scanFlatObject(text: string): Record<string, unknown> | undefine
       }
       const digits = j - first;
       // No digits, a leading zero (invalid JSON, or -0), or too long for exact doubles: refuse.
-      if (digits === 0 || digits > MAX_DIGITS || (text.charCodeAt(first) === ZERO && (digits > 1 || c === MINUS))) return undefined;
+      if (digits === 0 || digits > MAX_DIGITS || (text.charCodeAt(first) === ZERO && (digits > 1 || c === MINUS)))
+        return undefined;
       // A fraction or exponent follows: JSON.parse's job.
       if (j < n) {
         const d = text.charCodeAt(j);

@@ -12,8 +12,7 @@ const strict = new TextDecoder("utf-8", { fatal: true });
 const lossy = new TextDecoder("utf-8");
 
 export type ParsedJson =
-  | { ok: true; text: string; record: Record<string, unknown> }
-  | { ok: false; text: string; detail: string };
+  { ok: true; text: string; record: Record<string, unknown> } | { ok: false; text: string; detail: string };
 
 /** Decodes a Kafka message value; null (tombstone) and empty payloads are malformed. */
 export function parseRecord(value: Uint8Array | string | null): ParsedJson {
@@ -38,7 +37,11 @@ export function parseRecord(value: Uint8Array | string | null): ParsedJson {
     return { ok: false, text, detail: `not JSON: ${(e as Error).message}` };
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-    return { ok: false, text, detail: `JSON is ${parsed === null ? "null" : Array.isArray(parsed) ? "an array" : typeof parsed}, not an object` };
+    return {
+      ok: false,
+      text,
+      detail: `JSON is ${parsed === null ? "null" : Array.isArray(parsed) ? "an array" : typeof parsed}, not an object`,
+    };
   }
   const record = parsed as Record<string, unknown>;
   return { ok: true, text, record: needsExactReparse(record) ? exactParse(text) : record };
@@ -56,7 +59,8 @@ const DIGITS = /^-?\d+$/;
 
 function exactParse(text: string): Record<string, unknown> {
   return JSON.parse(text, function exactIntegers(this: unknown, _key: string, v: unknown, ctx?: { source?: string }) {
-    if (typeof v === "number" && !Number.isSafeInteger(v) && ctx?.source !== undefined && DIGITS.test(ctx.source)) return BigInt(ctx.source);
+    if (typeof v === "number" && !Number.isSafeInteger(v) && ctx?.source !== undefined && DIGITS.test(ctx.source))
+      return BigInt(ctx.source);
     return v;
   } as (this: unknown, key: string, value: unknown) => unknown);
 }

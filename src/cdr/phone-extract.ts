@@ -13,7 +13,9 @@
 
 const DIGIT = "\\p{Nd}";
 const PLUS_CHARS = "+\uFF0B";
-const VALID_PUNCTUATION = "\\-x\u2010-\u2015\u2212\u30FC\uFF0D-\uFF0F \u00A0\u00AD\u200B\u2060\u3000()\uFF08\uFF09\uFF3B\uFF3D.\\[\\]/~\u2053\u223C\uFF5E";
+const VALID_PUNCTUATION =
+  "\\-x\u2010-\u2015\u2212\u30FC\uFF0D-\uFF0F \u00A0\u00AD\u200B\u2060\u3000" +
+  "()\uFF08\uFF09\uFF3B\uFF3D.\\[\\]/~\u2053\u223C\uFF5E";
 const VALID_ALPHA = "A-Za-z";
 const STAR = "*";
 const MIN_LENGTH_FOR_NSN = 2;
@@ -48,16 +50,32 @@ function extensionPattern(): string {
 
 const EXTN = extensionPattern();
 const VALID_PHONE_NUMBER =
-  `${DIGIT}{${MIN_LENGTH_FOR_NSN}}|[${PLUS_CHARS}]*(?:[${VALID_PUNCTUATION}${STAR}]*${DIGIT}){3,}[${VALID_PUNCTUATION}${STAR}${VALID_ALPHA}${DIGIT}]*`;
+  `${DIGIT}{${MIN_LENGTH_FOR_NSN}}|[${PLUS_CHARS}]*(?:[${VALID_PUNCTUATION}${STAR}]*${DIGIT}){3,}` +
+  `[${VALID_PUNCTUATION}${STAR}${VALID_ALPHA}${DIGIT}]*`;
 const VIABLE = new RegExp(`^(?:${VALID_PHONE_NUMBER}(?:${EXTN})?)$`, "iu");
 const EXTENSION_AT_END = new RegExp(`(?:${EXTN})$`, "iu");
 
 const ALPHANUM = VALID_ALPHA + DIGIT;
-const RFC3966_GLOBAL_NUMBER_DIGITS = new RegExp(`^\\+(?:${DIGIT}|[\\-\\.\\(\\)]?)*${DIGIT}(?:${DIGIT}|[\\-\\.\\(\\)]?)*$`, "u");
-const RFC3966_DOMAINNAME = new RegExp(`^(?:[${ALPHANUM}]+(?:-*[${ALPHANUM}])*\\.)*[${VALID_ALPHA}]+(?:-*[${ALPHANUM}])*\\.?$`, "u");
+const RFC3966_GLOBAL_NUMBER_DIGITS = new RegExp(
+  `^\\+(?:${DIGIT}|[\\-\\.\\(\\)]?)*${DIGIT}(?:${DIGIT}|[\\-\\.\\(\\)]?)*$`,
+  "u",
+);
+const RFC3966_DOMAINNAME = new RegExp(
+  `^(?:[${ALPHANUM}]+(?:-*[${ALPHANUM}])*\\.)*[${VALID_ALPHA}]+(?:-*[${ALPHANUM}])*\\.?$`,
+  "u",
+);
 
 const ALPHA_KEYS: Record<string, string> = {};
-for (const [digit, letters] of [["2", "ABC"], ["3", "DEF"], ["4", "GHI"], ["5", "JKL"], ["6", "MNO"], ["7", "PQRS"], ["8", "TUV"], ["9", "WXYZ"]] as const) {
+for (const [digit, letters] of [
+  ["2", "ABC"],
+  ["3", "DEF"],
+  ["4", "GHI"],
+  ["5", "JKL"],
+  ["6", "MNO"],
+  ["7", "PQRS"],
+  ["8", "TUV"],
+  ["9", "WXYZ"],
+] as const) {
   for (const l of letters) ALPHA_KEYS[l] = digit;
 }
 
@@ -79,7 +97,10 @@ export function extractNumber(s: string, hasDefaultRegion: boolean): Extracted {
   const plus = LEADING_PLUS.exec(built);
   if (!plus && !hasDefaultRegion) return null;
   const withoutExtension = stripExtension(built);
-  if (plus) return { international: "+" + normalize(withoutExtension.slice(LEADING_PLUS.exec(withoutExtension)?.[0].length ?? 0)) };
+  if (plus)
+    return {
+      international: "+" + normalize(withoutExtension.slice(LEADING_PLUS.exec(withoutExtension)?.[0].length ?? 0)),
+    };
   return { national: normalize(withoutExtension) };
 }
 
@@ -90,7 +111,8 @@ function buildNationalNumberForParsing(s: string): string | null {
     const start = contextAt + ";phone-context=".length;
     const end = s.indexOf(";", start);
     const context = s.slice(start, end < 0 ? undefined : end);
-    if (context.length === 0 || !(RFC3966_GLOBAL_NUMBER_DIGITS.test(context) || RFC3966_DOMAINNAME.test(context))) return null;
+    if (context.length === 0 || !(RFC3966_GLOBAL_NUMBER_DIGITS.test(context) || RFC3966_DOMAINNAME.test(context)))
+      return null;
     // A global-number context is the number's prefix; a domain adds nothing.
     national = context.startsWith("+") ? context : "";
     const tel = s.indexOf("tel:");

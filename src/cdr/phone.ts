@@ -4,7 +4,13 @@
  * full metadata (validity, not just length). Behind a bounded cache: phone parsing is the most
  * expensive step and callers repeat a lot.
  */
-import { Metadata, PhoneNumber, parsePhoneNumberFromString, type CountryCode, type E164Number } from "libphonenumber-js/max";
+import {
+  Metadata,
+  PhoneNumber,
+  parsePhoneNumberFromString,
+  type CountryCode,
+  type E164Number,
+} from "libphonenumber-js/max";
 import { extractNumber } from "./phone-extract.ts";
 
 /** Longest caller_num whose verdict is cached: longer ones are rare and would pin their text. */
@@ -18,7 +24,10 @@ function nationalPrefix(country: CountryCode): string | undefined {
   if (!nationalPrefixes.has(country)) {
     metadata.selectNumberingPlan(country);
     // nationalPrefix() exists at run time but is missing from the package's NumberingPlan type.
-    nationalPrefixes.set(country, (metadata.numberingPlan as unknown as { nationalPrefix(): string | undefined } | undefined)?.nationalPrefix());
+    nationalPrefixes.set(
+      country,
+      (metadata.numberingPlan as unknown as { nationalPrefix(): string | undefined } | undefined)?.nationalPrefix(),
+    );
   }
   return nationalPrefixes.get(country);
 }
@@ -112,7 +121,10 @@ export class PhoneNormalizer {
 function parseAndValidate(s: string, region: CountryCode | undefined): string | null {
   const n = extractNumber(s, region !== undefined);
   if (n === null) return null;
-  const parsed = n.international !== undefined ? parsePhoneNumberFromString(n.international) : parsePhoneNumberFromString(n.national, region);
+  const parsed =
+    n.international !== undefined
+      ? parsePhoneNumberFromString(n.international)
+      : parsePhoneNumberFromString(n.national, region);
   return parsed && parsed.isValid() ? parsed.number : null;
 }
 

@@ -12,7 +12,12 @@ const text = () => v.string("must be a string");
 const integer = (min: number | bigint, max: number | bigint, what: string) =>
   v.union(
     [
-      v.pipe(v.number(), v.integer(), v.minValue(Number(min)), v.maxValue(Number(max) > Number.MAX_SAFE_INTEGER ? Number.MAX_SAFE_INTEGER : Number(max))),
+      v.pipe(
+        v.number(),
+        v.integer(),
+        v.minValue(Number(min)),
+        v.maxValue(Number(max) > Number.MAX_SAFE_INTEGER ? Number.MAX_SAFE_INTEGER : Number(max)),
+      ),
       v.pipe(v.bigint(), v.minValue(BigInt(min)), v.maxValue(BigInt(max))),
     ],
     `must be ${what}`,
@@ -21,7 +26,8 @@ const integer = (min: number | bigint, max: number | bigint, what: string) =>
 const epoch = integer(0, DATETIME_MAX, "an integer number of seconds in 0…4294967295 (ClickHouse DateTime)");
 // Negative counters pass here and are reported by the byte rule, which names them as negative.
 const bytes = integer(-UINT64_MAX, UINT64_MAX, "an integer no larger than 18446744073709551615 (UInt64)");
-const cellPart = () => v.union([integer(0, UINT32_MAX, ""), text()], "must be a non-negative integer below 2^32 or a string");
+const cellPart = () =>
+  v.union([integer(0, UINT32_MAX, ""), text()], "must be a non-negative integer below 2^32 or a string");
 
 export const FIELD_SCHEMAS = {
   raw_id: text(),

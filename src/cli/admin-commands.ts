@@ -6,8 +6,8 @@ import { Admin } from "../kafka/admin.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
 
 export const MIGRATE_HELP = "cdr-worker migrate: create the database and table of sql/ if missing (idempotent).";
-export const TOPICS_HELP = `cdr-worker topics ensure: create missing topics with the spec's settings, repair drifted configs,
-  report (never change) a partition count that differs. Idempotent; deletes nothing.
+export const TOPICS_HELP = `cdr-worker topics ensure: create missing topics with the spec's settings,
+  repair drifted configs, report (never change) a partition count that differs. Idempotent; deletes nothing.
 cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
 
 export async function migrateCommand(cfg: Config): Promise<number> {
@@ -35,8 +35,20 @@ export async function topicsCommand(cfg: Config, sub: string | undefined): Promi
       for (const s of specs) {
         const partitions = counts.get(s.name) ?? null;
         const configs = partitions === null ? null : await admin.describeConfigs(s.name);
-        const relevant = configs && Object.fromEntries(["retention.ms", "compression.type", "cleanup.policy"].map((k) => [k, configs[k]?.value ?? null]));
-        console.log(JSON.stringify({ topic: s.name, exists: partitions !== null, partitions, configs: relevant, expected: { partitions: s.partitions, configs: s.configs } }));
+        const relevant =
+          configs &&
+          Object.fromEntries(
+            ["retention.ms", "compression.type", "cleanup.policy"].map((k) => [k, configs[k]?.value ?? null]),
+          );
+        console.log(
+          JSON.stringify({
+            topic: s.name,
+            exists: partitions !== null,
+            partitions,
+            configs: relevant,
+            expected: { partitions: s.partitions, configs: s.configs },
+          }),
+        );
       }
       return 0;
     }

@@ -27,7 +27,8 @@ export function numberFlag(args: ParsedArgs, name: string, dflt: number, min: nu
   const v = args.flags.get(name);
   if (v === undefined) return dflt;
   const n = Number(v);
-  if (v === true || !Number.isFinite(n) || n < min || n > max) throw new CdrWorkerError("CONFIG_INVALID", `--${name}=${String(v)}: expected a number from ${min} to ${max}`);
+  if (v === true || !Number.isFinite(n) || n < min || n > max)
+    throw new CdrWorkerError("CONFIG_INVALID", `--${name}=${String(v)}: expected a number from ${min} to ${max}`);
   return n;
 }
 

@@ -20,7 +20,10 @@ async function scan(cfg: Config, visit: (e: StoredEnvelope) => void): Promise<nu
   admin.close();
   if (partitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const consumer = new Consumer({
-    props: kafkaProps(cfg, { "group.id": `cdr-worker-dlq-reader-${process.pid}-${Date.now()}`, "auto.offset.reset": "earliest" }),
+    props: kafkaProps(cfg, {
+      "group.id": `cdr-worker-dlq-reader-${process.pid}-${Date.now()}`,
+      "auto.offset.reset": "earliest",
+    }),
     topics: [cfg.kafka.topicDlq],
     readHeaders: true,
   });
@@ -49,7 +52,13 @@ export async function dlqCommand(cfg: Config, sub: string | undefined, args: Par
       const list = (samples[r] ??= []);
       if (list.length < samplesPer) list.push({ ...e.envelope, source: e.headers });
     });
-    console.log(JSON.stringify({ topic: cfg.kafka.topicDlq, total, unreadable, by_reason: byReason, by_field: byField, samples }, null, 1));
+    console.log(
+      JSON.stringify(
+        { topic: cfg.kafka.topicDlq, total, unreadable, by_reason: byReason, by_field: byField, samples },
+        null,
+        1,
+      ),
+    );
     return 0;
   }
   if (sub === "replay") {
@@ -69,15 +78,29 @@ export async function dlqCommand(cfg: Config, sub: string | undefined, args: Par
     if (!dryRun && selected.length) {
       const producer = new Producer(kafkaProps(cfg));
       try {
-        await producer.produceBatch(cfg.kafka.topicRaw, selected.map((e) => e.payloadText));
+        await producer.produceBatch(
+          cfg.kafka.topicRaw,
+          selected.map((e) => e.payloadText),
+        );
       } finally {
         producer.close();
       }
     }
-    console.log(JSON.stringify({
-      dry_run: dryRun, to: cfg.kafka.topicRaw, [dryRun ? "would_send" : "sent"]: selected.length,
-      records: dryRun ? selected.map((e) => ({ dlq_offset: e.offset, failure_reason: e.envelope.failure_reason, failed_at: e.envelope.failed_at, payload: e.payloadText })) : undefined,
-    }));
+    console.log(
+      JSON.stringify({
+        dry_run: dryRun,
+        to: cfg.kafka.topicRaw,
+        [dryRun ? "would_send" : "sent"]: selected.length,
+        records: dryRun
+          ? selected.map((e) => ({
+              dlq_offset: e.offset,
+              failure_reason: e.envelope.failure_reason,
+              failed_at: e.envelope.failed_at,
+              payload: e.payloadText,
+            }))
+          : undefined,
+      }),
+    );
     return 0;
   }
   console.error(DLQ_HELP);

@@ -5,7 +5,8 @@ import { Producer } from "../kafka/producer.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
-export const GENERATE_HELP = `cdr-worker generate [--count N] [--rate R] [--invalid-share S] [--defects a,b] [--callers N] [--seed N] [--id-prefix P]
+export const GENERATE_HELP = `cdr-worker generate [--count N] [--rate R] [--invalid-share S] [--defects a,b]
+                    [--callers N] [--seed N] [--id-prefix P]
   Sends N (default 10000) synthetic CDRs to KAFKA_TOPIC_RAW at up to R records/s (0 = unthrottled,
   the default). A share S (default 0.03) carries one defect each, spread over --defects
   (default all: ${DEFECTS.join(", ")}). Prints a JSON summary: sent, valid, invalid by defect.`;
@@ -17,9 +18,22 @@ export async function generateCommand(cfg: Config, args: ParsedArgs): Promise<nu
   const callers = numberFlag(args, "callers", 100_000, 0, 1e9);
   const seed = numberFlag(args, "seed", Date.now() % 2 ** 31, 0, 2 ** 31);
   const defectList = stringFlag(args, "defects")?.split(",").filter(Boolean) ?? [...DEFECTS];
-  for (const d of defectList) if (!DEFECTS.includes(d as Defect)) throw new CdrWorkerError("CONFIG_INVALID", `--defects: unknown defect ${d}; expected some of ${DEFECTS.join(", ")}`);
-  const gen = new SyntheticCdrs({ seed, callers, invalidShare, defects: defectList as Defect[], idPrefix: stringFlag(args, "id-prefix") ?? `gen${seed}` });
-  const producer = new Producer(kafkaProps(cfg, { "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" }));
+  for (const d of defectList)
+    if (!DEFECTS.includes(d as Defect))
+      throw new CdrWorkerError(
+        "CONFIG_INVALID",
+        `--defects: unknown defect ${d}; expected some of ${DEFECTS.join(", ")}`,
+      );
+  const gen = new SyntheticCdrs({
+    seed,
+    callers,
+    invalidShare,
+    defects: defectList as Defect[],
+    idPrefix: stringFlag(args, "id-prefix") ?? `gen${seed}`,
+  });
+  const producer = new Producer(
+    kafkaProps(cfg, { "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" }),
+  );
   const summary = { topic: cfg.kafka.topicRaw, sent: 0, valid: 0, invalid: {} as Record<string, number>, seconds: 0 };
   const started = performance.now();
   const chunk = rate > 0 ? Math.max(1, Math.min(10_000, Math.floor(rate / 20))) : 10_000;

@@ -20,9 +20,9 @@ import { requireTopics } from "../topics/topology.ts";
 import { VERSION } from "../version.ts";
 import { Worker } from "../worker.ts";
 
-export const RUN_HELP = `cdr-worker run: consume ${"`cdr.raw`"}, insert valid rows into ClickHouse, dead-letter the rest.
-Stops cleanly on SIGTERM/SIGINT (flush, commit, exit 0). A second signal, or SHUTDOWN_TIMEOUT_SECONDS
-passing, exits 1 without committing anything that is not durable.`;
+export const RUN_HELP = `cdr-worker run: consume ${"`cdr.raw`"}, insert valid rows into ClickHouse,
+dead-letter the rest. Stops cleanly on SIGTERM/SIGINT (flush, commit, exit 0). A second signal,
+or SHUTDOWN_TIMEOUT_SECONDS passing, exits 1 without committing anything that is not durable.`;
 
 const CH_PING_INTERVAL_MS = 5000;
 
@@ -76,7 +76,11 @@ export async function runCommand(cfg: Config): Promise<number> {
     readTimestamps: true,
   });
   const writer = new ClickHouseWriter(ch, cfg.clickhouse.database, cfg.clickhouse.table);
-  const dlq = new DlqPublisher(producer, { topic: cfg.kafka.topicDlq, workerInstance: cfg.workerInstance, storageFailureReason: cfg.dlq.storageFailureReason });
+  const dlq = new DlqPublisher(producer, {
+    topic: cfg.kafka.topicDlq,
+    workerInstance: cfg.workerInstance,
+    storageFailureReason: cfg.dlq.storageFailureReason,
+  });
   const worker = new Worker(
     {
       topic: cfg.kafka.topicRaw,
@@ -93,7 +97,9 @@ export async function runCommand(cfg: Config): Promise<number> {
   const loopLag = new LoopLagMonitor();
   const startedAt = Date.now();
   let chReachable = await writer.ping();
-  const pinger = setInterval(async () => { chReachable = await writer.ping(); }, CH_PING_INTERVAL_MS);
+  const pinger = setInterval(async () => {
+    chReachable = await writer.ping();
+  }, CH_PING_INTERVAL_MS);
   /** Known lag of the owned partitions: high watermark minus committed, where both are known. */
   const ownedLag = () => {
     let lag = 0;
@@ -118,15 +124,16 @@ export async function runCommand(cfg: Config): Promise<number> {
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => worker.breakerRatio,
     eventLoopLagMs: () => loopLag.worstMs,
-    ready: () => readiness({
-      assigned: worker.assigned,
-      clickhouseReachable: chReachable,
-      clickhouseHealthy: worker.clickhouseHealthy,
-      state: worker.state,
-      waiting: counters.inFlight + ownedLag(),
-      lastProgressAt: counters.lastCommitAt ?? startedAt,
-      now: Date.now(),
-    }),
+    ready: () =>
+      readiness({
+        assigned: worker.assigned,
+        clickhouseReachable: chReachable,
+        clickhouseHealthy: worker.clickhouseHealthy,
+        state: worker.state,
+        waiting: counters.inFlight + ownedLag(),
+        lastProgressAt: counters.lastCommitAt ?? startedAt,
+        now: Date.now(),
+      }),
   });
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
   // graceful stop, not the default action (seen: exit 143 in the image test).
@@ -134,9 +141,19 @@ export async function runCommand(cfg: Config): Promise<number> {
   // Bounded: the routes take no body (a larger one is refused with 413 before it is read), and a
   // connection idle or trickling for STATS_IDLE_SECONDS is closed. Requests are served on the
   // event loop between polls and never wait on Kafka or ClickHouse (test/e2e/stats-server.test.ts).
-  const server = Bun.serve({ hostname: cfg.stats.host, port: cfg.stats.port, fetch: app.fetch, maxRequestBodySize: STATS_MAX_BODY_BYTES, idleTimeout: STATS_IDLE_SECONDS });
-  log.info("cdr-worker running", { version: VERSION, worker_instance: cfg.workerInstance, topic: cfg.kafka.topicRaw, stats: `http://${server.hostname}:${server.port}/internal/stats` });
-
+  const server = Bun.serve({
+    hostname: cfg.stats.host,
+    port: cfg.stats.port,
+    fetch: app.fetch,
+    maxRequestBodySize: STATS_MAX_BODY_BYTES,
+    idleTimeout: STATS_IDLE_SECONDS,
+  });
+  log.info("cdr-worker running", {
+    version: VERSION,
+    worker_instance: cfg.workerInstance,
+    topic: cfg.kafka.topicRaw,
+    stats: `http://${server.hostname}:${server.port}/internal/stats`,
+  });
 
   try {
     await worker.run();

@@ -11,10 +11,18 @@ type LogParams = { module: string; message: string; args?: Record<string, unknow
  */
 class ClientLogger {
   trace(): void {}
-  debug(p: LogParams): void { log.debug(p.message, { component: "clickhouse-client", module: p.module }); }
-  info(p: LogParams): void { log.debug(p.message, { component: "clickhouse-client", module: p.module }); }
-  warn(p: LogParams): void { log.warn(p.message, { component: "clickhouse-client", module: p.module, err: p.err }); }
-  error(p: LogParams): void { log.debug(p.message, { component: "clickhouse-client", module: p.module, err: p.err }); }
+  debug(p: LogParams): void {
+    log.debug(p.message, { component: "clickhouse-client", module: p.module });
+  }
+  info(p: LogParams): void {
+    log.debug(p.message, { component: "clickhouse-client", module: p.module });
+  }
+  warn(p: LogParams): void {
+    log.warn(p.message, { component: "clickhouse-client", module: p.module, err: p.err });
+  }
+  error(p: LogParams): void {
+    log.debug(p.message, { component: "clickhouse-client", module: p.module, err: p.err });
+  }
 }
 
 export function createClickHouse(cfg: Config["clickhouse"], database?: string): ClickHouseClient {
@@ -27,7 +35,8 @@ export function createClickHouse(cfg: Config["clickhouse"], database?: string): 
     // ClickHouse closes idle keep-alive sockets after its keep_alive_timeout (3 s on 18.16, 10 s in
     // this project's config): the client drops its idle sockets sooner, and a reset that still hits
     // a reused socket is resent at once (writer.ts). scripts/bench/connects.ts counts connects per insert.
-    keep_alive: cfg.keepAliveIdleMs === 0 ? { enabled: false } : { enabled: true, idle_socket_ttl: cfg.keepAliveIdleMs ?? 2000 },
+    keep_alive:
+      cfg.keepAliveIdleMs === 0 ? { enabled: false } : { enabled: true, idle_socket_ttl: cfg.keepAliveIdleMs ?? 2000 },
     // 18.16 predates most settings; send none by default.
     clickhouse_settings: {},
     application: "cdr-worker",

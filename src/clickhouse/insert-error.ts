@@ -75,19 +75,31 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
   const serverCode = m ? Number(m[1]) : null;
   const row = /\(at row (\d+)\)/.exec(text);
   const kind: InsertErrorKind =
-    serverCode === null ? "transient"
-    : SHAPE_TEXT.test(text) ? "shape"
-    : DATA_CODES.has(serverCode) || DATA_TEXT.test(text) ? "data"
-    : PERMANENT_CODES.has(serverCode) ? "permanent"
-    : "transient";
-  return new ClickHouseInsertError(`${context}: ${firstLine(text)}`, kind, serverCode, row ? Number(row[1]) : null, kind === "data" ? refusedColumn(text) : null, { cause });
+    serverCode === null
+      ? "transient"
+      : SHAPE_TEXT.test(text)
+        ? "shape"
+        : DATA_CODES.has(serverCode) || DATA_TEXT.test(text)
+          ? "data"
+          : PERMANENT_CODES.has(serverCode)
+            ? "permanent"
+            : "transient";
+  return new ClickHouseInsertError(
+    `${context}: ${firstLine(text)}`,
+    kind,
+    serverCode,
+    row ? Number(row[1]) : null,
+    kind === "data" ? refusedColumn(text) : null,
+    { cause },
+  );
 }
 
 /**
  * The column of the value ClickHouse could not read. Both 18.16 and current releases list the
  * row's columns as `Column N,   name: X, type: …, parsed text: "…"` and mark the failing one with
- * ERROR, right after its parsed text or as `ERROR: text "…" is not like <type>`. Without that mark (an unknown Enum name on 18.16, a UUID on
- * current releases) ClickHouse names no column, and neither does the DLQ envelope.
+ * ERROR, right after its parsed text or as `ERROR: text "…" is not like <type>`. Without that
+ * mark (an unknown Enum name on 18.16, a UUID on current releases) ClickHouse names no column,
+ * and neither does the DLQ envelope.
  */
 function refusedColumn(text: string): string | null {
   for (const line of text.split("\n")) {

@@ -11,8 +11,12 @@ const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** The statements of the DDL with names filled in; comments go first, since they may hold ';'. */
 export function ddlStatements(database: string, table: string): string[] {
-  for (const [what, name] of [["database", database], ["table", table]] as const) {
-    if (!IDENT.test(name)) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
+  for (const [what, name] of [
+    ["database", database],
+    ["table", table],
+  ] as const) {
+    if (!IDENT.test(name))
+      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
   }
   return ddl
     .split("\n")
@@ -40,10 +44,23 @@ export async function checkSchema(ch: ClickHouseClient, database: string, table:
     });
     names = await rs.json<{ name: string }>();
   } catch (cause) {
-    throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `cannot read the schema of ${database}.${table}: ${(cause as Error).message.trim()}`, true, { cause });
+    throw new CdrWorkerError(
+      "CLICKHOUSE_SCHEMA",
+      `cannot read the schema of ${database}.${table}: ${(cause as Error).message.trim()}`,
+      true,
+      { cause },
+    );
   }
   const have = new Set(names.map((r) => r.name));
-  if (have.size === 0) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${table} does not exist; run \`cdr-worker migrate\``);
+  if (have.size === 0)
+    throw new CdrWorkerError(
+      "CLICKHOUSE_SCHEMA",
+      `table ${database}.${table} does not exist; run \`cdr-worker migrate\``,
+    );
   const missing = COLUMNS.filter((c) => !have.has(c));
-  if (missing.length) throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${table} lacks columns ${missing.join(", ")}; run \`cdr-worker migrate\``);
+  if (missing.length)
+    throw new CdrWorkerError(
+      "CLICKHOUSE_SCHEMA",
+      `table ${database}.${table} lacks columns ${missing.join(", ")}; run \`cdr-worker migrate\``,
+    );
 }

@@ -25,9 +25,21 @@ export function dateTimeText(seconds: number): string {
 
 /** Column order of every line; INSERT names them explicitly so the table may gain columns. */
 export const COLUMNS = [
-  "cdr_id", "raw_id", "device_id", "msisdn", "service_type", "radio_access_type", "cell_id",
-  "session_start_time", "session_end_time", "duration_seconds", "up_bytes", "down_bytes", "total_bytes",
-  "source_ip", "ingested_at",
+  "cdr_id",
+  "raw_id",
+  "device_id",
+  "msisdn",
+  "service_type",
+  "radio_access_type",
+  "cell_id",
+  "session_start_time",
+  "session_end_time",
+  "duration_seconds",
+  "up_bytes",
+  "down_bytes",
+  "total_bytes",
+  "source_ip",
+  "ingested_at",
 ] as const;
 
 const NEEDS_ESCAPE = /[\\\t\n\r\0]/;
@@ -40,5 +52,9 @@ export function escapeTsv(s: string): string {
 
 /** One line without its trailing newline; `ingestedAt` in unix seconds. */
 export function formatRow(r: CdrRow, ingestedAt: number): string {
-  return `${r.cdr_id}\t${escapeTsv(r.raw_id)}\t${escapeTsv(r.device_id)}\t${r.msisdn}\t${escapeTsv(r.service_type)}\t${r.radio_access_type}\t${escapeTsv(cellId(r))}\t${dateTimeText(r.session_start_time)}\t${dateTimeText(r.session_end_time)}\t${r.duration_seconds}\t${r.up_bytes}\t${r.down_bytes}\t${r.total_bytes}\t${r.source_ip}\t${dateTimeText(ingestedAt)}`;
+  return [
+    r.cdr_id, escapeTsv(r.raw_id), escapeTsv(r.device_id), r.msisdn, escapeTsv(r.service_type), r.radio_access_type,
+    escapeTsv(cellId(r)), dateTimeText(r.session_start_time), dateTimeText(r.session_end_time), r.duration_seconds,
+    r.up_bytes, r.down_bytes, r.total_bytes, r.source_ip, dateTimeText(ingestedAt),
+  ].join("\t");
 }

@@ -51,7 +51,12 @@ export const MAX_ISOLATED = 16;
 
 type Attempt = { ok: true } | { ok: false; error: unknown; attempts: number };
 
-export async function storeBatch(rows: number, insert: InsertRange, policy: RetryPolicy, hooks: StoreHooks = {}): Promise<StoreOutcome> {
+export async function storeBatch(
+  rows: number,
+  insert: InsertRange,
+  policy: RetryPolicy,
+  hooks: StoreHooks = {},
+): Promise<StoreOutcome> {
   const out: StoreOutcome = { inserted: 0, refused: [], failed: null, splitInserts: 0 };
   if (rows === 0) return out;
   const attempt = async (lo: number, hi: number): Promise<Attempt> => {
@@ -74,7 +79,9 @@ export async function storeBatch(rows: number, insert: InsertRange, policy: Retr
   let dataSplits = 0;
   let hintsHold = true;
   // Ranges known to be refused as a whole, with the error that refused them; depth first, in row order.
-  const stack: Array<{ lo: number; hi: number; a: { error: unknown; attempts: number } }> = [{ lo: 0, hi: rows, a: first }];
+  const stack: Array<{ lo: number; hi: number; a: { error: unknown; attempts: number } }> = [
+    { lo: 0, hi: rows, a: first },
+  ];
   while (stack.length > 0) {
     const { lo, hi, a } = stack.pop()!;
     const e = a.error;
@@ -124,5 +131,8 @@ function partsAround(lo: number, hi: number, row: number | null): Array<[number,
 
 function halves(lo: number, hi: number): Array<[number, number]> {
   const mid = lo + ((hi - lo) >> 1);
-  return [[lo, mid], [mid, hi]];
+  return [
+    [lo, mid],
+    [mid, hi],
+  ];
 }

@@ -42,7 +42,10 @@ export class ClickHouseWriter {
   async #send(body: Uint8Array | string): Promise<void> {
     await this.#ch.insert({
       table: this.#table,
-      values: Readable.from([typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)], { objectMode: false }),
+      values: Readable.from(
+        [typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)],
+        { objectMode: false },
+      ),
       format: "TabSeparated",
       columns: [...COLUMNS],
       clickhouse_settings: INSERT_SETTINGS,

@@ -42,7 +42,11 @@ export const ENVELOPE_HEAD = '{"original_payload":';
 
 /** The four small fields after the payload, exactly as encodeEnvelope writes them. */
 export function envelopeTail(reason: string, field: string | null, failedAt: string, workerInstance: string): string {
-  return `,"failure_reason":${JSON.stringify(reason)},"failed_field":${field === null ? "null" : JSON.stringify(field)},"failed_at":${JSON.stringify(failedAt)},"worker_instance":${JSON.stringify(workerInstance)}}`;
+  const failedField = field === null ? "null" : JSON.stringify(field);
+  return (
+    `,"failure_reason":${JSON.stringify(reason)},"failed_field":${failedField}` +
+    `,"failed_at":${JSON.stringify(failedAt)},"worker_instance":${JSON.stringify(workerInstance)}}`
+  );
 }
 
 /**
@@ -54,8 +58,12 @@ export function envelopeTail(reason: string, field: string | null, failedAt: str
 export function encodeEnvelope(input: EnvelopeInput, failedAt: Date, workerInstance: string): string {
   const truncated = isTruncated(input.payload);
   const payload = truncated
-    ? JSON.stringify(input.payload.slice(0, MAX_PAYLOAD_CHARS) + `…[truncated: ${input.payload.length} characters in all]`)
-    : input.payloadIsObject ? input.payload : JSON.stringify(input.payload);
+    ? JSON.stringify(
+        input.payload.slice(0, MAX_PAYLOAD_CHARS) + `…[truncated: ${input.payload.length} characters in all]`,
+      )
+    : input.payloadIsObject
+      ? input.payload
+      : JSON.stringify(input.payload);
   return `${ENVELOPE_HEAD}${payload}${envelopeTail(input.reason, input.field, failedAt.toISOString(), workerInstance)}`;
 }
 

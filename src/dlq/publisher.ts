@@ -38,16 +38,25 @@ export class DlqPublisher {
   /** One invalid record. */
   async publishRejection(r: Rejection, source: { topic: string; partition: number; offset: number }): Promise<void> {
     const value = encodeEnvelope(r, new Date(), this.#opts.workerInstance);
-    await this.#producer.produce(this.#opts.topic, value, { headers: provenanceHeaders({ ...source, detail: r.detail, truncated: isTruncated(r.payload) }) });
+    await this.#producer.produce(this.#opts.topic, value, {
+      headers: provenanceHeaders({ ...source, detail: r.detail, truncated: isTruncated(r.payload) }),
+    });
   }
 
   /**
    * Records whose inserts all failed, each with its original vendor payload and failed_field null
    * (README "Behaviour an operator can rely on"); resolves when all are acknowledged.
    */
-  async publishStorageFailure(records: readonly SourceRecord[], sourceTopic: string, attempts: number, error: unknown): Promise<void> {
+  async publishStorageFailure(
+    records: readonly SourceRecord[],
+    sourceTopic: string,
+    attempts: number,
+    error: unknown,
+  ): Promise<void> {
     const detail = `ClickHouse insert failed after ${attempts} attempts: ${(error as Error)?.message ?? String(error)}`;
-    await Promise.all(records.map((r) => this.#publishStored(r, sourceTopic, this.#opts.storageFailureReason, null, detail, attempts)));
+    await Promise.all(
+      records.map((r) => this.#publishStored(r, sourceTopic, this.#opts.storageFailureReason, null, detail, attempts)),
+    );
   }
 
   /**
@@ -55,13 +64,37 @@ export class DlqPublisher {
    * normalization_error, the column ClickHouse named as failed_field, its message as the detail.
    */
   publishRefused(record: SourceRecord, sourceTopic: string, column: string | null, detail: string): Promise<void> {
-    return this.#publishStored(record, sourceTopic, "normalization_error", column, `ClickHouse refused the row: ${detail}`);
+    return this.#publishStored(
+      record,
+      sourceTopic,
+      "normalization_error",
+      column,
+      `ClickHouse refused the row: ${detail}`,
+    );
   }
 
-  async #publishStored(r: SourceRecord, topic: string, reason: FailureReason, field: string | null, detail: string, attempts?: number): Promise<void> {
-    const value = encodeEnvelope({ reason, field, payload: r.payload, payloadIsObject: true }, new Date(), this.#opts.workerInstance);
+  async #publishStored(
+    r: SourceRecord,
+    topic: string,
+    reason: FailureReason,
+    field: string | null,
+    detail: string,
+    attempts?: number,
+  ): Promise<void> {
+    const value = encodeEnvelope(
+      { reason, field, payload: r.payload, payloadIsObject: true },
+      new Date(),
+      this.#opts.workerInstance,
+    );
     await this.#producer.produce(this.#opts.topic, value, {
-      headers: provenanceHeaders({ topic, partition: r.partition, offset: r.offset, detail, attempts, truncated: isTruncated(r.payload) }),
+      headers: provenanceHeaders({
+        topic,
+        partition: r.partition,
+        offset: r.offset,
+        detail,
+        attempts,
+        truncated: isTruncated(r.payload),
+      }),
     });
   }
 }

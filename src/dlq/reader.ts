@@ -22,12 +22,19 @@ const decoder = new TextDecoder();
 export function payloadTextOf(raw: string, env: DlqEnvelope): string {
   if (typeof env.original_payload === "string") return env.original_payload;
   const tail = envelopeTail(env.failure_reason, env.failed_field, env.failed_at, env.worker_instance);
-  if (raw.startsWith(ENVELOPE_HEAD) && raw.endsWith(tail)) return raw.slice(ENVELOPE_HEAD.length, raw.length - tail.length);
+  if (raw.startsWith(ENVELOPE_HEAD) && raw.endsWith(tail))
+    return raw.slice(ENVELOPE_HEAD.length, raw.length - tail.length);
   return JSON.stringify(env.original_payload);
 }
 
 /** Reads every DLQ message present now (up to the high watermark of each partition). */
-export async function readDlq(consumer: Consumer, topic: string, partitions: number, onEnvelope: (e: StoredEnvelope) => void, onUnreadable: (m: Message) => void): Promise<void> {
+export async function readDlq(
+  consumer: Consumer,
+  topic: string,
+  partitions: number,
+  onEnvelope: (e: StoredEnvelope) => void,
+  onUnreadable: (m: Message) => void,
+): Promise<void> {
   const ends = new Map<number, number>();
   for (let p = 0; p < partitions; p++) {
     const w = consumer.queryWatermarks(topic, p);
@@ -47,7 +54,13 @@ export async function readDlq(consumer: Consumer, topic: string, partitions: num
       try {
         const envelope = JSON.parse(raw) as DlqEnvelope;
         const headers = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, decoder.decode(v)]));
-        onEnvelope({ partition: m.partition, offset: m.offset, envelope, payloadText: payloadTextOf(raw, envelope), headers });
+        onEnvelope({
+          partition: m.partition,
+          offset: m.offset,
+          envelope,
+          payloadText: payloadTextOf(raw, envelope),
+          headers,
+        });
       } catch {
         onUnreadable(m);
       }

@@ -28,14 +28,24 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
     onRetry: (attempt, error, delayMs) => {
       d.onHealth(false);
       d.counters.chRetries++;
-      log.warn("ClickHouse insert failed; retrying", { attempt, delay_ms: delayMs, rows: batch.count, err: error as Error });
+      log.warn("ClickHouse insert failed; retrying", {
+        attempt,
+        delay_ms: delayMs,
+        rows: batch.count,
+        err: error as Error,
+      });
     },
   });
   const sends: Promise<void>[] = [];
   const notInserted: number[] = [];
   for (const { row, error } of outcome.refused) {
     notInserted.push(row);
-    log.warn("ClickHouse refused a row; it goes to the DLQ alone", { partition: batch.partitions[row], offset: batch.offsets[row], column: error.column, err: error });
+    log.warn("ClickHouse refused a row; it goes to the DLQ alone", {
+      partition: batch.partitions[row],
+      offset: batch.offsets[row],
+      column: error.column,
+      err: error,
+    });
     sends.push(d.dlq.publishRefused(sourceRecord(batch, row), d.topic, error.column, error.message));
   }
   const failed = outcome.failed;
@@ -48,7 +58,11 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
       }
     }
     d.onHealth(false);
-    log.error("ClickHouse insert failed; routing the batch's records to the DLQ", { attempts: failed.attempts, rows: records.length, err: failed.error as Error });
+    log.error("ClickHouse insert failed; routing the batch's records to the DLQ", {
+      attempts: failed.attempts,
+      rows: records.length,
+      err: failed.error as Error,
+    });
     sends.push(d.dlq.publishStorageFailure(records, d.topic, failed.attempts, failed.error));
   }
   notInserted.sort((a, b) => a - b);

@@ -4,7 +4,15 @@
  * Deterministic for a given seed.
  */
 
-export const DEFECTS = ["malformed_json", "missing_field", "invalid_rat", "inverted_epoch", "negative_bytes", "bad_phone", "bad_ip"] as const;
+export const DEFECTS = [
+  "malformed_json",
+  "missing_field",
+  "invalid_rat",
+  "inverted_epoch",
+  "negative_bytes",
+  "bad_phone",
+  "bad_ip",
+] as const;
 export type Defect = (typeof DEFECTS)[number];
 
 export interface SyntheticOptions {
@@ -70,7 +78,10 @@ export class SyntheticCdrs {
   next(): SyntheticRecord {
     const r = this.#rand;
     const seq = this.#seq++;
-    const defect = this.#defects.length > 0 && r() < this.#invalidShare ? this.#defects[Math.floor(r() * this.#defects.length)]! : null;
+    const defect =
+      this.#defects.length > 0 && r() < this.#invalidShare
+        ? this.#defects[Math.floor(r() * this.#defects.length)]!
+        : null;
     const start = this.#now - Math.floor(r() * 3600);
     const rec: Record<string, unknown> = {
       raw_id: `${this.#prefix}-${seq}`,
@@ -87,13 +98,26 @@ export class SyntheticCdrs {
     };
     if (r() < 0.8) rec.source_ip = `10.${Math.floor(r() * 256)}.${Math.floor(r() * 256)}.${1 + Math.floor(r() * 254)}`;
     switch (defect) {
-      case "malformed_json": return { text: JSON.stringify(rec).slice(0, 40), defect };
-      case "missing_field": delete rec.device_id; break;
-      case "invalid_rat": rec.rat = 4; break;
-      case "inverted_epoch": rec.epoch_end = start - 10; break;
-      case "negative_bytes": rec.up_bytes = -1; break;
-      case "bad_phone": rec.caller_num = "+49123"; break;
-      case "bad_ip": rec.source_ip = "300.1.2.3"; break;
+      case "malformed_json":
+        return { text: JSON.stringify(rec).slice(0, 40), defect };
+      case "missing_field":
+        delete rec.device_id;
+        break;
+      case "invalid_rat":
+        rec.rat = 4;
+        break;
+      case "inverted_epoch":
+        rec.epoch_end = start - 10;
+        break;
+      case "negative_bytes":
+        rec.up_bytes = -1;
+        break;
+      case "bad_phone":
+        rec.caller_num = "+49123";
+        break;
+      case "bad_ip":
+        rec.source_ip = "300.1.2.3";
+        break;
     }
     return { text: JSON.stringify(rec), defect };
   }

@@ -58,7 +58,11 @@ export class Admin {
       const opts = this.#options();
       lib.rd_kafka_CreateTopics(this.#h.rk, arr, handles.length, opts, this.#queue);
       lib.rd_kafka_AdminOptions_destroy(opts);
-      return await this.#topicResults(RD.EVENT_CREATETOPICS_RESULT, "rd_kafka_event_CreateTopics_result", "rd_kafka_CreateTopics_result_topics");
+      return await this.#topicResults(
+        RD.EVENT_CREATETOPICS_RESULT,
+        "rd_kafka_event_CreateTopics_result",
+        "rd_kafka_CreateTopics_result_topics",
+      );
     } finally {
       for (const t of handles) lib.rd_kafka_NewTopic_destroy(t);
     }
@@ -71,7 +75,11 @@ export class Admin {
       const opts = this.#options();
       lib.rd_kafka_DeleteTopics(this.#h.rk, pointerArray(handles), handles.length, opts, this.#queue);
       lib.rd_kafka_AdminOptions_destroy(opts);
-      return await this.#topicResults(RD.EVENT_DELETETOPICS_RESULT, "rd_kafka_event_DeleteTopics_result", "rd_kafka_DeleteTopics_result_topics");
+      return await this.#topicResults(
+        RD.EVENT_DELETETOPICS_RESULT,
+        "rd_kafka_event_DeleteTopics_result",
+        "rd_kafka_DeleteTopics_result_topics",
+      );
     } finally {
       for (const t of handles) lib.rd_kafka_DeleteTopic_destroy(t);
     }
@@ -91,7 +99,13 @@ export class Admin {
         const [resource] = readPointers((cnt) => lib.rd_kafka_DescribeConfigs_result_resources(result, cnt));
         if (!resource) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: empty result`);
         const rerr = lib.rd_kafka_ConfigResource_error(resource);
-        if (rerr !== 0) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(resource)}`, rerr, errName(rerr));
+        if (rerr !== 0)
+          throw new KafkaError(
+            "KAFKA_ADMIN",
+            `describe ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(resource)}`,
+            rerr,
+            errName(rerr),
+          );
         const out: Record<string, ConfigValue> = {};
         for (const entry of readPointers((cnt) => lib.rd_kafka_ConfigResource_configs(resource, cnt))) {
           const v = lib.rd_kafka_ConfigEntry_value(entry);
@@ -127,7 +141,13 @@ export class Admin {
         const result = lib.rd_kafka_event_AlterConfigs_result(ev)!;
         for (const r of readPointers((cnt) => lib.rd_kafka_AlterConfigs_result_resources(result, cnt))) {
           const rerr = lib.rd_kafka_ConfigResource_error(r);
-          if (rerr !== 0) throw new KafkaError("KAFKA_ADMIN", `alter ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(r)}`, rerr, errName(rerr));
+          if (rerr !== 0)
+            throw new KafkaError(
+              "KAFKA_ADMIN",
+              `alter ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(r)}`,
+              rerr,
+              errName(rerr),
+            );
         }
       } finally {
         lib.rd_kafka_event_destroy(ev);
@@ -156,7 +176,8 @@ export class Admin {
       for (let i = 0; i < cnt; i++) {
         const base = i * METADATA_TOPIC.size;
         const name = String(new CString(read.ptr(arr, base + METADATA_TOPIC.topic) as Pointer));
-        if (found.has(name) && read.i32(arr, base + METADATA_TOPIC.err) === 0) found.set(name, read.i32(arr, base + METADATA_TOPIC.partition_cnt));
+        if (found.has(name) && read.i32(arr, base + METADATA_TOPIC.err) === 0)
+          found.set(name, read.i32(arr, base + METADATA_TOPIC.partition_cnt));
       }
       return found;
     } finally {
@@ -207,7 +228,12 @@ export class Admin {
       const result = lib[getResult](ev)!;
       return readPointers((cnt) => lib[getTopics](result, cnt)).map((t) => {
         const err = lib.rd_kafka_topic_result_error(t);
-        return { name: String(lib.rd_kafka_topic_result_name(t)), err, errName: err ? errName(err) : "", message: err ? String(lib.rd_kafka_topic_result_error_string(t)) : "" };
+        return {
+          name: String(lib.rd_kafka_topic_result_name(t)),
+          err,
+          errName: err ? errName(err) : "",
+          message: err ? String(lib.rd_kafka_topic_result_error_string(t)) : "",
+        };
       });
     } finally {
       lib.rd_kafka_event_destroy(ev);

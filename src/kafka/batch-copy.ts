@@ -78,7 +78,8 @@ int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
     r[${META.keyLen}] = -1;
     if (err == 0) {
       if (with_ts) r[${META.timestamp}] = (double)timestamp(m, 0);
-      off = put(mcpy, slab, off, AT(m, ${MESSAGE.payload}, void *), AT(m, ${MESSAGE.len}, size_t), r + ${META.valueLen});
+      off = put(mcpy, slab, off, AT(m, ${MESSAGE.payload}, void *), AT(m, ${MESSAGE.len}, size_t),
+                r + ${META.valueLen});
       off = put(mcpy, slab, off, AT(m, ${MESSAGE.key}, void *), AT(m, ${MESSAGE.key_len}, size_t), r + ${META.keyLen});
     }
     destroy(m);
@@ -121,7 +122,11 @@ export function loadBatchCopy(): BatchCopy | null {
     // Function pointers of the symbols bun:ffi already resolved: TinyCC needs to link nothing.
     const lib = rdk() as unknown as Record<string, { ptr: Pointer }>;
     const memcpy = libc.memcpy as unknown as { ptr: Pointer };
-    const table = new BigUint64Array([BigInt(memcpy.ptr), BigInt(lib.rd_kafka_message_destroy!.ptr), BigInt(lib.rd_kafka_message_timestamp!.ptr)]);
+    const table = new BigUint64Array([
+      BigInt(memcpy.ptr),
+      BigInt(lib.rd_kafka_message_destroy!.ptr),
+      BigInt(lib.rd_kafka_message_timestamp!.ptr),
+    ]);
     keepAlive.push(compiled, table);
     const tablePtr = ptr(table);
     loaded = {

@@ -13,7 +13,16 @@
 import { JSCallback, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
-import { createHandle, destroyHandle, errName, kafkaError, pollQueue, takeError, type Handle, type KafkaProps } from "./handle.ts";
+import {
+  createHandle,
+  destroyHandle,
+  errName,
+  kafkaError,
+  pollQueue,
+  takeError,
+  type Handle,
+  type KafkaProps,
+} from "./handle.ts";
 import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
 import { cstr, rdk } from "./native.ts";
@@ -96,7 +105,13 @@ export class Consumer {
     this.#meta = new Float64Array(this.#batchCopy ? this.#slots.length * META_STRIDE : 1);
     this.#metaPtr = ptr(this.#meta);
     // No topics: a group handle for committed() only (tools and tests reading a group's offsets).
-    const err = opts.topics.length === 0 ? 0 : withNativeList(opts.topics.map((topic) => ({ topic, partition: -1 })), (list) => lib.rd_kafka_subscribe(rk, list));
+    const err =
+      opts.topics.length === 0
+        ? 0
+        : withNativeList(
+            opts.topics.map((topic) => ({ topic, partition: -1 })),
+            (list) => lib.rd_kafka_subscribe(rk, list),
+          );
     if (err !== 0) {
       this.#destroy();
       throw kafkaError("KAFKA_CLIENT", `subscribe to ${opts.topics.join(",")}`, err);
@@ -135,7 +150,9 @@ export class Consumer {
   poll(max = this.#slots.length): Message[] {
     if (this.#closed || this.#pendingRevoke || max <= 0) return [];
     const lib = rdk();
-    const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)));
+    const n = Number(
+      lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)),
+    );
     if (n < 0) throw new KafkaError("KAFKA_CLIENT", "rd_kafka_consume_batch_queue failed");
     if (n === 0) return [];
     return this.#batchCopy ? this.#copyNative(this.#batchCopy, n) : this.#copyPerMessage(n);
@@ -171,7 +188,15 @@ export class Consumer {
         key = slab.subarray(off, off + keyLen);
         off += keyLen;
       }
-      out.push({ topic: this.#topicName(meta[r + META.rkt]!), partition, offset, timestamp: meta[r + META.timestamp]!, value, key, headers: undefined });
+      out.push({
+        topic: this.#topicName(meta[r + META.rkt]!),
+        partition,
+        offset,
+        timestamp: meta[r + META.timestamp]!,
+        value,
+        key,
+        headers: undefined,
+      });
     }
     return out;
   }
@@ -201,7 +226,8 @@ export class Consumer {
       const err = read.i32(m, MESSAGE.err);
       if (err !== 0) {
         // Per-partition consumer errors (e.g. topic deleted); the message carries no record.
-        if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition: read.i32(m, MESSAGE.partition) });
+        if (err !== RD.ERR__PARTITION_EOF)
+          log.warn("kafka consumer error", { code: errName(err), partition: read.i32(m, MESSAGE.partition) });
         lib.rd_kafka_message_destroy(m);
         continue;
       }
@@ -217,7 +243,9 @@ export class Consumer {
         offset: readExactI64(m, MESSAGE.offset),
         timestamp: this.#readTimestamps ? Number(lib.rd_kafka_message_timestamp(m, null)) : -1,
         value: null,
-        key: read.ptr(m, MESSAGE.key) ? copyBytes(read.ptr(m, MESSAGE.key) as Pointer, read.u32(m, MESSAGE.key_len)) : null,
+        key: read.ptr(m, MESSAGE.key)
+          ? copyBytes(read.ptr(m, MESSAGE.key) as Pointer, read.u32(m, MESSAGE.key_len))
+          : null,
         headers: this.#readHeaders ? readHeaders(m) : undefined,
       });
     }
@@ -237,16 +265,24 @@ export class Consumer {
     const run = async () => {
       if (offsets.length === 0) return [];
       const lib = rdk();
-      const err = withNativeList(offsets, (list) => lib.rd_kafka_commit_queue(this.#h.rk, list, this.#commitQueue, null, null));
+      const err = withNativeList(offsets, (list) =>
+        lib.rd_kafka_commit_queue(this.#h.rk, list, this.#commitQueue, null, null),
+      );
       if (err !== 0) throw kafkaError("KAFKA_COMMIT", "commit", err);
       const ev = await pollQueue(this.#commitQueue);
       try {
         const results = fromNativeList(lib.rd_kafka_event_topic_partition_list(ev));
         const top = lib.rd_kafka_event_error(ev);
         const bad = results.filter((r) => r.err);
-        if (top !== 0 && top !== RD.ERR__NO_OFFSET /* nothing new to commit */) throw kafkaError("KAFKA_COMMIT", "commit", top);
+        if (top !== 0 && top !== RD.ERR__NO_OFFSET /* nothing new to commit */)
+          throw kafkaError("KAFKA_COMMIT", "commit", top);
         if (bad.length) {
-          throw new KafkaError("KAFKA_COMMIT", `commit failed for ${bad.map((b) => `${b.topic}[${b.partition}]: ${errName(b.err!)}`).join(", ")}`, bad[0]!.err, errName(bad[0]!.err!));
+          throw new KafkaError(
+            "KAFKA_COMMIT",
+            `commit failed for ${bad.map((b) => `${b.topic}[${b.partition}]: ${errName(b.err!)}`).join(", ")}`,
+            bad[0]!.err,
+            errName(bad[0]!.err!),
+          );
         }
         return results;
       } finally {
@@ -327,7 +363,9 @@ export class Consumer {
     const partitions = fromNativeList(list).map(({ topic, partition }) => ({ topic, partition }));
     if (err === RD.ERR__ASSIGN_PARTITIONS) {
       const cooperative = this.#cooperative;
-      const e = cooperative ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list)) : codeError(lib.rd_kafka_assign(rk, list));
+      const e = cooperative
+        ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list))
+        : codeError(lib.rd_kafka_assign(rk, list));
       if (e) log.error("assign failed", { err: e });
       this.#assignment = cooperative ? [...this.#assignment, ...partitions] : partitions;
       this.#events.push({ kind: "assign", partitions });
@@ -337,7 +375,9 @@ export class Consumer {
     if (err === RD.ERR__REVOKE_PARTITIONS && !this.#closing) {
       this.#pendingRevoke = partitions;
       this.#events.push({ kind: "revoke", partitions });
-      log.info("partitions revoked; committing before release", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });
+      log.info("partitions revoked; committing before release", {
+        partitions: partitions.map((p) => `${p.topic}[${p.partition}]`),
+      });
       lib.rd_kafka_yield(rk);
       return;
     }
@@ -348,7 +388,9 @@ export class Consumer {
   #unassign(partitions: TopicPartition[]): void {
     const lib = rdk();
     if (this.#cooperative) {
-      const e = withNativeList(partitions, (list) => takeError("KAFKA_CLIENT", "incremental_unassign", lib.rd_kafka_incremental_unassign(this.#h.rk, list)));
+      const e = withNativeList(partitions, (list) =>
+        takeError("KAFKA_CLIENT", "incremental_unassign", lib.rd_kafka_incremental_unassign(this.#h.rk, list)),
+      );
       if (e) log.error("unassign failed", { err: e });
       const gone = new Set(partitions.map((p) => `${p.topic}\0${p.partition}`));
       this.#assignment = this.#assignment.filter((p) => !gone.has(`${p.topic}\0${p.partition}`));

@@ -44,7 +44,11 @@ export interface Handle {
  * Builds an rd_kafka_conf_t from properties (each rejected one is a KAFKA_CONFIG error naming it),
  * lets `extend` add callbacks or events, and creates the handle.
  */
-export function createHandle(type: 0 | 1, props: KafkaProps, extend?: (conf: Pointer, callbacks: JSCallback[]) => void): Handle {
+export function createHandle(
+  type: 0 | 1,
+  props: KafkaProps,
+  extend?: (conf: Pointer, callbacks: JSCallback[]) => void,
+): Handle {
   const lib = rdk();
   const conf = lib.rd_kafka_conf_new()!;
   const errstr = Buffer.alloc(ERRSTR_SIZE);
@@ -70,7 +74,11 @@ export function createHandle(type: 0 | 1, props: KafkaProps, extend?: (conf: Poi
   );
   const errorCb = new JSCallback(
     (_rk: Pointer, err: number, reason: Pointer) => {
-      log.warn("kafka client error", { component: "librdkafka", code: errName(err), reason: String(new CString(reason)) });
+      log.warn("kafka client error", {
+        component: "librdkafka",
+        code: errName(err),
+        reason: String(new CString(reason)),
+      });
     },
     { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
   );
@@ -107,7 +115,14 @@ export async function pollQueue(queue: Pointer, timeoutMs = 60_000): Promise<Poi
   for (let wait = 1; ; wait = Math.min(wait * 2, 20)) {
     const ev = lib.rd_kafka_queue_poll(queue, 0);
     if (ev) return ev;
-    if (Date.now() > deadline) throw new KafkaError("KAFKA_CLIENT", `no answer from Kafka within ${timeoutMs} ms`, RD.ERR__TIMED_OUT, "_TIMED_OUT", true);
+    if (Date.now() > deadline)
+      throw new KafkaError(
+        "KAFKA_CLIENT",
+        `no answer from Kafka within ${timeoutMs} ms`,
+        RD.ERR__TIMED_OUT,
+        "_TIMED_OUT",
+        true,
+      );
     await Bun.sleep(wait);
   }
 }

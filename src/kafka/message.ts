@@ -29,7 +29,11 @@ export function readExactI64(p: Pointer, offset: number): number {
  * Copies many native buffers into one fresh slab and returns a view per buffer (null stays null).
  * `sources` and `lengths` are parallel; the slab outlives the native messages.
  */
-export function copyIntoSlab(sources: Array<Pointer | null>, lengths: number[], count: number): Array<Uint8Array | null> {
+export function copyIntoSlab(
+  sources: Array<Pointer | null>,
+  lengths: number[],
+  count: number,
+): Array<Uint8Array | null> {
   let total = 0;
   for (let i = 0; i < count; i++) total += lengths[i]!;
   const slab = new Uint8Array(Math.max(1, total));

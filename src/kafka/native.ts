@@ -151,20 +151,31 @@ function load() {
   const tried: string[] = [];
   for (const path of candidates()) {
     // Embedded files live in Bun's virtual filesystem, which existsSync sees too.
-    if (!existsSync(path)) { tried.push(`${path} (absent)`); continue; }
+    if (!existsSync(path)) {
+      tried.push(`${path} (absent)`);
+      continue;
+    }
     try {
       return dlopen(path, symbols);
     } catch (cause) {
       tried.push(`${path} (${(cause as Error).message})`);
     }
   }
-  throw new KafkaError("LIBRARY_UNAVAILABLE", `cannot load librdkafka; tried: ${tried.join("; ")}. Run scripts/provision.sh (builds it into .local/librdkafka) or set LIBRDKAFKA_PATH`);
+  throw new KafkaError(
+    "LIBRARY_UNAVAILABLE",
+    `cannot load librdkafka; tried: ${tried.join("; ")}. ` +
+      "Run scripts/provision.sh (builds it into .local/librdkafka) or set LIBRDKAFKA_PATH",
+  );
 }
 
 // bun-types declare pointer returns as `Pointer | bigint | null`; on x86_64 user-space addresses
 // fit in 47 bits, so Bun always hands back a number. Narrow the type once here.
-type NarrowPointer<F> = F extends (...args: infer A) => infer R ? (...args: A) => Pointer extends R ? Exclude<R, bigint> : R : F;
-type Symbols = { [K in keyof ReturnType<typeof load>["symbols"]]: NarrowPointer<ReturnType<typeof load>["symbols"][K]> };
+type NarrowPointer<F> = F extends (...args: infer A) => infer R
+  ? (...args: A) => Pointer extends R ? Exclude<R, bigint> : R
+  : F;
+type Symbols = {
+  [K in keyof ReturnType<typeof load>["symbols"]]: NarrowPointer<ReturnType<typeof load>["symbols"][K]>;
+};
 
 let lib: ReturnType<typeof load> | undefined;
 

@@ -13,7 +13,6 @@ import { readExactI64 } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { MESSAGE, RD, VTYPE, VU } from "./structs.ts";
 
-
 export interface Delivery {
   partition: number;
   offset: number;
@@ -35,7 +34,6 @@ interface Pending {
   reject: (e: KafkaError) => void;
 }
 
-
 /** Writes a string as UTF-8, or bytes as they are, at `at`; returns the byte count (room is the caller's). */
 function writeValue(buf: Buffer, at: number, v: string | Uint8Array): number {
   if (typeof v === "string") return buf.write(v, at, "utf8");
@@ -45,7 +43,7 @@ function writeValue(buf: Buffer, at: number, v: string | Uint8Array): number {
 
 /** A non-negative integer below 2^53 (a pointer, a length) as two 32-bit words: no BigInt. */
 function writeU64(words: Int32Array, at: number, v: number): void {
-  words[at] = v % 0x1_0000_0000 | 0;
+  words[at] = (v % 0x1_0000_0000) | 0;
   words[at + 1] = Math.floor(v / 0x1_0000_0000) | 0;
 }
 
@@ -85,7 +83,10 @@ export class Producer {
     for (;;) {
       const err = takeError("KAFKA_DELIVERY", `produce to ${topic}`, this.#produceva(topic, value, opts, id));
       if (!err) break;
-      if (err.kafkaCode === RD.ERR__QUEUE_FULL) { await this.#serveDeliveryReports(); continue; }
+      if (err.kafkaCode === RD.ERR__QUEUE_FULL) {
+        await this.#serveDeliveryReports();
+        continue;
+      }
       this.#pending.delete(id);
       throw err;
     }
@@ -129,7 +130,11 @@ export class Producer {
     // Pass 2: the vu array, with addresses from the arena's final base.
     const base = ptr(this.#arena);
     let i = 0;
-    const slot = (vtype: number): number => { const w = (VU.size * i++) >> 2; words[w + (VU.vtype >> 2)] = vtype; return w + (VU.u >> 2); };
+    const slot = (vtype: number): number => {
+      const w = (VU.size * i++) >> 2;
+      words[w + (VU.vtype >> 2)] = vtype;
+      return w + (VU.u >> 2);
+    };
     const setU64 = (w: number, v: number): void => writeU64(words, w, v);
     setU64(slot(VTYPE.TOPIC), base + topicAt);
     words[slot(VTYPE.PARTITION)] = opts.partition ?? RD.PARTITION_UA;
@@ -227,7 +232,8 @@ export class Producer {
   async flush(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.outstanding > 0 || this.#pending.size > 0) {
-      if (Date.now() > deadline) throw new KafkaError("KAFKA_DELIVERY", `flush: ${this.outstanding} messages undelivered after ${timeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new KafkaError("KAFKA_DELIVERY", `flush: ${this.outstanding} messages undelivered after ${timeoutMs} ms`);
       this.#serve();
       await Bun.sleep(1);
     }
@@ -240,7 +246,8 @@ export class Producer {
     for (const rkt of this.#topics.values()) lib.rd_kafka_topic_destroy(rkt);
     lib.rd_kafka_queue_destroy(this.#main);
     destroyHandle(this.#h);
-    for (const p of this.#pending.values()) p.reject(new KafkaError("KAFKA_DELIVERY", "producer closed before delivery"));
+    for (const p of this.#pending.values())
+      p.reject(new KafkaError("KAFKA_DELIVERY", "producer closed before delivery"));
     this.#pending.clear();
   }
 
@@ -294,7 +301,13 @@ export class Producer {
     const p = this.#pending.get(id);
     if (!p) return;
     const err = read.i32(m, MESSAGE.err);
-    if (err !== 0) p.failed ??= new KafkaError("KAFKA_DELIVERY", `delivery failed: ${errName(err)}: ${rdk().rd_kafka_err2str(err)}`, err, errName(err));
+    if (err !== 0)
+      p.failed ??= new KafkaError(
+        "KAFKA_DELIVERY",
+        `delivery failed: ${errName(err)}: ${rdk().rd_kafka_err2str(err)}`,
+        err,
+        errName(err),
+      );
     else {
       p.lastPartition = read.i32(m, MESSAGE.partition);
       p.lastOffset = readExactI64(m as Pointer, MESSAGE.offset);
@@ -312,9 +325,15 @@ export class Producer {
     if (this.#pumping) return;
     this.#pumping = true;
     const tick = () => {
-      if (this.#closed) { this.#pumping = false; return; }
+      if (this.#closed) {
+        this.#pumping = false;
+        return;
+      }
       this.#serve();
-      if (this.#pending.size === 0) { this.#pumping = false; return; }
+      if (this.#pending.size === 0) {
+        this.#pumping = false;
+        return;
+      }
       setTimeout(tick, 1);
     };
     setTimeout(tick, 0);

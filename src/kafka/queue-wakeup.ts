@@ -42,11 +42,17 @@ export class QueueWakeup {
     if (reader === null) return Bun.sleep(timeoutMs);
     // One read outstanding at a time; a wait that timed out leaves it for the next one.
     this.#pending ??= reader.read().then(
-      () => { this.#pending = null; },
-      () => { this.#pending = null; },
+      () => {
+        this.#pending = null;
+      },
+      () => {
+        this.#pending = null;
+      },
     );
     let timer: Timer | undefined;
-    const deadline = new Promise<void>((resolve) => { timer = setTimeout(resolve, timeoutMs); });
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
     return Promise.race([this.#pending, deadline]).finally(() => clearTimeout(timer));
   }
 
@@ -62,6 +68,10 @@ export class QueueWakeup {
     this.#reader = null;
     this.#fds.fill(-1);
     if (reader === null) libc.close(readEnd);
-    else void reader.cancel().catch(() => {}).finally(() => libc.close(readEnd));
+    else
+      void reader
+        .cancel()
+        .catch(() => {})
+        .finally(() => libc.close(readEnd));
   }
 }

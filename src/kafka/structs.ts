@@ -11,7 +11,16 @@
  * } rd_kafka_message_t;
  */
 export const MESSAGE = {
-  size: 72, err: 0, rkt: 8, partition: 16, payload: 24, len: 32, key: 40, key_len: 48, offset: 56, _private: 64,
+  size: 72,
+  err: 0,
+  rkt: 8,
+  partition: 16,
+  payload: 24,
+  len: 32,
+  key: 40,
+  key_len: 48,
+  offset: 56,
+  _private: 64,
 } as const;
 
 /*
@@ -21,7 +30,15 @@ export const MESSAGE = {
  * } rd_kafka_topic_partition_t;
  */
 export const TOPIC_PARTITION = {
-  size: 64, topic: 0, partition: 8, offset: 16, metadata: 24, metadata_size: 32, opaque: 40, err: 48, _private: 56,
+  size: 64,
+  topic: 0,
+  partition: 8,
+  offset: 16,
+  metadata: 24,
+  metadata_size: 32,
+  opaque: 40,
+  err: 48,
+  _private: 56,
 } as const;
 
 /* typedef struct rd_kafka_topic_partition_list_s { int cnt; int size; rd_kafka_topic_partition_t *elems; } */
@@ -40,7 +57,19 @@ export const METADATA = { topic_cnt: 16, topics: 24 } as const;
 export const METADATA_TOPIC = { size: 32, topic: 0, partition_cnt: 8, err: 24 } as const;
 
 /** rd_kafka_vtype_t */
-export const VTYPE = { END: 0, TOPIC: 1, RKT: 2, PARTITION: 3, VALUE: 4, KEY: 5, OPAQUE: 6, MSGFLAGS: 7, TIMESTAMP: 8, HEADER: 9, HEADERS: 10 } as const;
+export const VTYPE = {
+  END: 0,
+  TOPIC: 1,
+  RKT: 2,
+  PARTITION: 3,
+  VALUE: 4,
+  KEY: 5,
+  OPAQUE: 6,
+  MSGFLAGS: 7,
+  TIMESTAMP: 8,
+  HEADER: 9,
+  HEADERS: 10,
+} as const;
 
 /** Constants from rdkafka.h. */
 export const RD = {

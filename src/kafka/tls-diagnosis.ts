@@ -8,14 +8,21 @@ import { readFileSync } from "node:fs";
 import { checkServerIdentity, connect, type PeerCertificate } from "node:tls";
 
 /** The cause for the first bootstrap broker that fails verification, or null when none does (or none answers). */
-export async function diagnoseBrokerTls(bootstrap: string, caLocation: string | undefined, timeoutMs = 3000): Promise<string | null> {
+export async function diagnoseBrokerTls(
+  bootstrap: string,
+  caLocation: string | undefined,
+  timeoutMs = 3000,
+): Promise<string | null> {
   let ca: Buffer | undefined;
   try {
     ca = caLocation ? readFileSync(caLocation) : undefined;
   } catch {
     return `ssl.ca.location ${caLocation} cannot be read`;
   }
-  for (const hostPort of bootstrap.split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const hostPort of bootstrap
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const i = hostPort.lastIndexOf(":");
     const host = hostPort.slice(0, i).replace(/^\[|\]$/g, "");
     const port = Number(hostPort.slice(i + 1));
@@ -28,7 +35,13 @@ export async function diagnoseBrokerTls(bootstrap: string, caLocation: string | 
 function inspect(host: string, port: number, ca: Buffer | undefined, timeoutMs: number): Promise<string | null> {
   return new Promise((resolve) => {
     // Verification is judged here, from the certificate, so the handshake itself must not stop at it.
-    const socket = connect({ host, port, ca, rejectUnauthorized: false, servername: /^[\d.]+$|:/.test(host) ? undefined : host });
+    const socket = connect({
+      host,
+      port,
+      ca,
+      rejectUnauthorized: false,
+      servername: /^[\d.]+$|:/.test(host) ? undefined : host,
+    });
     const done = (v: string | null) => {
       clearTimeout(timer);
       socket.destroy();
@@ -38,7 +51,9 @@ function inspect(host: string, port: number, ca: Buffer | undefined, timeoutMs: 
     socket.once("error", () => done(null));
     socket.once("secureConnect", () => {
       const cert = socket.getPeerCertificate();
-      const code = socket.authorizationError ? String((socket.authorizationError as Error & { code?: string }).code ?? socket.authorizationError) : null;
+      const code = socket.authorizationError
+        ? String((socket.authorizationError as Error & { code?: string }).code ?? socket.authorizationError)
+        : null;
       done(explain(host, cert, code));
     });
   });
@@ -51,7 +66,11 @@ function explain(host: string, cert: PeerCertificate, code: string | null): stri
     return `host name mismatch: the broker's certificate names ${cert.subjectaltname ?? cert.subject?.CN}, not ${host}`;
   }
   if (code) {
-    return `the broker's certificate is not signed by a CA the worker trusts (ssl.ca.location): wrong CA (${code}, issuer ${cert.issuer?.CN ?? "unknown"})`;
+    const issuer = cert.issuer?.CN ?? "unknown";
+    return (
+      "the broker's certificate is not signed by a CA the worker trusts (ssl.ca.location): " +
+      `wrong CA (${code}, issuer ${issuer})`
+    );
   }
   return null;
 }

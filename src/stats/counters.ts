@@ -46,7 +46,12 @@ export class Counters {
   readonly byService = new Map<string, number>();
   readonly byRat: Record<string, number> = { "3G": 0, LTE_4G: 0, "5G_NR": 0 };
   readonly byDlqReason: Record<FailureReason, number> = {
-    missing_required_field: 0, invalid_rat_value: 0, invalid_epoch: 0, malformed_json: 0, normalization_error: 0, ch_insert_failed: 0,
+    missing_required_field: 0,
+    invalid_rat_value: 0,
+    invalid_epoch: 0,
+    malformed_json: 0,
+    normalization_error: 0,
+    ch_insert_failed: 0,
   };
   durableClickhouse = 0;
   durableDlq = 0;
@@ -112,9 +117,18 @@ export class Counters {
   }
 
   /** Rows of a flushed batch the DLQ acknowledged: `refused` of them refused alone, the rest exhausted. */
-  recordStoredInDlq(rows: RowsOrigin, indices: readonly number[], refused: number, exhaustedReason: FailureReason): void {
+  recordStoredInDlq(
+    rows: RowsOrigin,
+    indices: readonly number[],
+    refused: number,
+    exhaustedReason: FailureReason,
+  ): void {
     if (indices.length === 0) return;
-    this.addDurable("durableDlq", indices.map((i) => rows.partitions[i]!), indices.length);
+    this.addDurable(
+      "durableDlq",
+      indices.map((i) => rows.partitions[i]!),
+      indices.length,
+    );
     this.chRefusedRows += refused;
     this.byDlqReason.normalization_error += refused;
     this.byDlqReason[exhaustedReason] += indices.length - refused;
@@ -157,7 +171,8 @@ export class Counters {
   #countService(svc: string): void {
     const n = this.byService.get(svc);
     if (n !== undefined) this.byService.set(svc, n + 1);
-    else if (this.byService.size < MAX_SERVICES && svc.length <= MAX_SERVICE_CHARS && svc !== "other") this.byService.set(svc, 1);
+    else if (this.byService.size < MAX_SERVICES && svc.length <= MAX_SERVICE_CHARS && svc !== "other")
+      this.byService.set(svc, 1);
     else this.byService.set("other", (this.byService.get("other") ?? 0) + 1);
   }
 

@@ -7,10 +7,17 @@ const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replac
 export function metricsText(s: StatsSource): string {
   const c = s.counters;
   const out: string[] = [];
-  const metric = (name: string, type: string, help: string, samples: Array<[Record<string, string | number>, number]>) => {
+  const metric = (
+    name: string,
+    type: string,
+    help: string,
+    samples: Array<[Record<string, string | number>, number]>,
+  ) => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (const [labels, value] of samples) {
-      const l = Object.entries(labels).map(([k, v]) => `${k}="${esc(String(v))}"`).join(",");
+      const l = Object.entries(labels)
+        .map(([k, v]) => `${k}="${esc(String(v))}"`)
+        .join(",");
       out.push(`${name}${l ? `{${l}}` : ""} ${value}`);
     }
   };
@@ -20,37 +27,122 @@ export function metricsText(s: StatsSource): string {
     out.push(`${name}_bucket{le="+Inf"} ${h.count}`, `${name}_sum ${h.sum}`, `${name}_count ${h.count}`);
   };
   const parts = [...c.partitions.entries()].sort((a, b) => a[0] - b[0]);
-  metric("cdr_worker_records_consumed_total", "counter", "Records handed to the worker by Kafka.", parts.map(([p, v]) => [{ partition: p }, v.consumed]));
-  metric("cdr_worker_records_clickhouse_total", "counter", "Records durable in ClickHouse.", parts.map(([p, v]) => [{ partition: p }, v.durableClickhouse]));
-  metric("cdr_worker_records_dlq_total", "counter", "Records acknowledged by the DLQ topic.", parts.map(([p, v]) => [{ partition: p }, v.durableDlq]));
-  metric("cdr_worker_records_in_flight", "gauge", "Records consumed and not yet durable.", parts.map(([p, v]) => [{ partition: p }, inFlightOf(v)]));
-  metric("cdr_worker_dlq_records_total", "counter", "DLQ records by failure_reason.", Object.entries(c.byDlqReason).map(([r, n]) => [{ reason: r }, n]));
-  metric("cdr_worker_rows_by_rat_total", "counter", "Rows inserted by radio access type.", Object.entries(c.byRat).map(([r, n]) => [{ rat: r }, n]));
-  metric("cdr_worker_rows_by_service_total", "counter", "Rows inserted by service type.", [...c.byService].map(([svc, n]) => [{ service_type: svc }, n]));
-  metric("cdr_worker_buffered_rows", "gauge", "Rows in memory (filling and in-flight batches).", [[{}, s.bufferedRows()]]);
+  metric(
+    "cdr_worker_records_consumed_total",
+    "counter",
+    "Records handed to the worker by Kafka.",
+    parts.map(([p, v]) => [{ partition: p }, v.consumed]),
+  );
+  metric(
+    "cdr_worker_records_clickhouse_total",
+    "counter",
+    "Records durable in ClickHouse.",
+    parts.map(([p, v]) => [{ partition: p }, v.durableClickhouse]),
+  );
+  metric(
+    "cdr_worker_records_dlq_total",
+    "counter",
+    "Records acknowledged by the DLQ topic.",
+    parts.map(([p, v]) => [{ partition: p }, v.durableDlq]),
+  );
+  metric(
+    "cdr_worker_records_in_flight",
+    "gauge",
+    "Records consumed and not yet durable.",
+    parts.map(([p, v]) => [{ partition: p }, inFlightOf(v)]),
+  );
+  metric(
+    "cdr_worker_dlq_records_total",
+    "counter",
+    "DLQ records by failure_reason.",
+    Object.entries(c.byDlqReason).map(([r, n]) => [{ reason: r }, n]),
+  );
+  metric(
+    "cdr_worker_rows_by_rat_total",
+    "counter",
+    "Rows inserted by radio access type.",
+    Object.entries(c.byRat).map(([r, n]) => [{ rat: r }, n]),
+  );
+  metric(
+    "cdr_worker_rows_by_service_total",
+    "counter",
+    "Rows inserted by service type.",
+    [...c.byService].map(([svc, n]) => [{ service_type: svc }, n]),
+  );
+  metric("cdr_worker_buffered_rows", "gauge", "Rows in memory (filling and in-flight batches).", [
+    [{}, s.bufferedRows()],
+  ]);
   metric("cdr_worker_flushes_total", "counter", "Successful ClickHouse inserts.", [[{}, c.flushes]]);
-  metric("cdr_worker_clickhouse_retries_total", "counter", "Insert attempts that failed and were retried.", [[{}, c.chRetries]]);
-  metric("cdr_worker_clickhouse_exhausted_batches_total", "counter", "Batches routed to the DLQ after all insert attempts failed.", [[{}, c.chExhausted]]);
-  metric("cdr_worker_clickhouse_refused_rows_total", "counter", "Rows ClickHouse refused alone, each sent to the DLQ by itself; the rest of their batch was inserted.", [[{}, c.chRefusedRows]]);
-  metric("cdr_worker_clickhouse_split_inserts_total", "counter", "Inserts made while isolating refused rows or splitting a batch refused whole.", [[{}, c.chSplitInserts]]);
+  metric("cdr_worker_clickhouse_retries_total", "counter", "Insert attempts that failed and were retried.", [
+    [{}, c.chRetries],
+  ]);
+  metric(
+    "cdr_worker_clickhouse_exhausted_batches_total",
+    "counter",
+    "Batches routed to the DLQ after all insert attempts failed.",
+    [[{}, c.chExhausted]],
+  );
+  metric(
+    "cdr_worker_clickhouse_refused_rows_total",
+    "counter",
+    "Rows ClickHouse refused alone, each sent to the DLQ by itself; the rest of their batch was inserted.",
+    [[{}, c.chRefusedRows]],
+  );
+  metric(
+    "cdr_worker_clickhouse_split_inserts_total",
+    "counter",
+    "Inserts made while isolating refused rows or splitting a batch refused whole.",
+    [[{}, c.chSplitInserts]],
+  );
   metric("cdr_worker_commits_total", "counter", "Successful offset commits.", [[{}, c.commits]]);
   const positions = s.positions();
   const committed = [...positions].filter(([, v]) => v.committed >= 0).sort((a, b) => a[0] - b[0]);
-  metric("cdr_worker_committed_offset", "gauge", "Last committed offset per partition.", committed.map(([p, v]) => [{ partition: p }, v.committed]));
-  const highs = committed.map(([p, v]) => [p, v.committed, s.highWatermark(p)] as const).filter((x): x is readonly [number, number, number] => x[2] !== null);
-  metric("cdr_worker_partition_high_watermark", "gauge", "Last known high watermark per assigned partition (librdkafka's cached value, no broker call).", highs.map(([p, , h]) => [{ partition: p }, h]));
-  metric("cdr_worker_partition_lag", "gauge", "Records of a partition not yet committed: high watermark minus committed offset.", highs.map(([p, c, h]) => [{ partition: p }, Math.max(0, h - c)]));
-  metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [[{}, s.assignment().length]]);
+  metric(
+    "cdr_worker_committed_offset",
+    "gauge",
+    "Last committed offset per partition.",
+    committed.map(([p, v]) => [{ partition: p }, v.committed]),
+  );
+  const highs = committed
+    .map(([p, v]) => [p, v.committed, s.highWatermark(p)] as const)
+    .filter((x): x is readonly [number, number, number] => x[2] !== null);
+  metric(
+    "cdr_worker_partition_high_watermark",
+    "gauge",
+    "Last known high watermark per assigned partition (librdkafka's cached value, no broker call).",
+    highs.map(([p, , h]) => [{ partition: p }, h]),
+  );
+  metric(
+    "cdr_worker_partition_lag",
+    "gauge",
+    "Records of a partition not yet committed: high watermark minus committed offset.",
+    highs.map(([p, c, h]) => [{ partition: p }, Math.max(0, h - c)]),
+  );
+  metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [
+    [{}, s.assignment().length],
+  ]);
   const phone = s.phoneCache();
   metric("cdr_worker_phone_cache_hits_total", "counter", "Phone verdicts served from cache.", [[{}, phone.hits]]);
   metric("cdr_worker_phone_cache_misses_total", "counter", "Phone verdicts computed.", [[{}, phone.misses]]);
-  metric("cdr_worker_event_loop_lag_seconds", "gauge", "Worst event-loop lag over the last ~10 s.", [[{}, s.eventLoopLagMs() / 1000]]);
+  metric("cdr_worker_event_loop_lag_seconds", "gauge", "Worst event-loop lag over the last ~10 s.", [
+    [{}, s.eventLoopLagMs() / 1000],
+  ]);
   metric("cdr_worker_ready", "gauge", "1 when /readyz answers 200.", [[{}, s.ready().ready ? 1 : 0]]);
-  metric("cdr_worker_dlq_breaker_tripped", "gauge", "1 when the DLQ circuit breaker stopped consumption.", [[{}, s.state() === "tripped" ? 1 : 0]]);
+  metric("cdr_worker_dlq_breaker_tripped", "gauge", "1 when the DLQ circuit breaker stopped consumption.", [
+    [{}, s.state() === "tripped" ? 1 : 0],
+  ]);
   metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [[{}, process.memoryUsage.rss()]]);
   metric("cdr_worker_uptime_seconds", "gauge", "Seconds since start.", [[{}, (Date.now() - c.startedAt) / 1000]]);
-  histogram("cdr_worker_flush_duration_seconds", "Time from sealing a batch to its acknowledged insert, retries included.", c.flushSeconds);
+  histogram(
+    "cdr_worker_flush_duration_seconds",
+    "Time from sealing a batch to its acknowledged insert, retries included.",
+    c.flushSeconds,
+  );
   histogram("cdr_worker_batch_rows", "Rows per inserted batch.", c.batchRows);
-  histogram("cdr_worker_end_to_end_latency_seconds", "Time from a record's Kafka timestamp to the acknowledgement of its ClickHouse insert.", c.endToEndSeconds);
+  histogram(
+    "cdr_worker_end_to_end_latency_seconds",
+    "Time from a record's Kafka timestamp to the acknowledgement of its ClickHouse insert.",
+    c.endToEndSeconds,
+  );
   return out.join("\n") + "\n";
 }

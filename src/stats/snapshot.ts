@@ -69,7 +69,12 @@ export function statsSnapshot(s: StatsSource) {
     by_service_type: Object.fromEntries(c.byService),
     by_rat: { ...c.byRat },
     by_dlq_reason: { ...c.byDlqReason },
-    phone_cache: { hits: phone.hits, misses: phone.misses, size: phone.size, hit_rate: lookups ? Math.round((phone.hits / lookups) * 1000) / 1000 : null },
+    phone_cache: {
+      hits: phone.hits,
+      misses: phone.misses,
+      size: phone.size,
+      hit_rate: lookups ? Math.round((phone.hits / lookups) * 1000) / 1000 : null,
+    },
     dlq_ratio_window: Math.round(s.breakerRatio() * 1000) / 1000,
     event_loop_lag_ms: Math.round(s.eventLoopLagMs() * 10) / 10,
     assigned_partitions: [...s.assignment()].sort((a, b) => a - b),

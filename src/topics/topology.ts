@@ -7,7 +7,12 @@ import { CdrWorkerError } from "../errors.ts";
 
 export function topologySpec(rawTopic: string, dlqTopic: string): TopicSpec[] {
   return [
-    { name: rawTopic, partitions: 3, replicationFactor: 1, configs: { "retention.ms": "86400000", "compression.type": "lz4" } },
+    {
+      name: rawTopic,
+      partitions: 3,
+      replicationFactor: 1,
+      configs: { "retention.ms": "86400000", "compression.type": "lz4" },
+    },
     { name: dlqTopic, partitions: 1, replicationFactor: 1, configs: { "retention.ms": "604800000" } },
   ];
 }
@@ -28,7 +33,8 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
   if (missing.length) {
     for (const r of await admin.createTopics(missing)) {
       // Another instance may have created it between our look and our create.
-      if (r.err !== 0 && r.errName !== "TOPIC_ALREADY_EXISTS") throw new CdrWorkerError("TOPOLOGY", `create ${r.name}: ${r.errName}: ${r.message}`);
+      if (r.err !== 0 && r.errName !== "TOPIC_ALREADY_EXISTS")
+        throw new CdrWorkerError("TOPOLOGY", `create ${r.name}: ${r.errName}: ${r.message}`);
     }
   }
   for (const spec of specs) {
@@ -38,11 +44,13 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
     }
     const current = await admin.describeConfigs(spec.name);
     const repaired: Record<string, string | null> = {};
-    for (const [k, want] of Object.entries(spec.configs)) if (current[k]?.value !== want) repaired[k] = current[k]?.value ?? null;
+    for (const [k, want] of Object.entries(spec.configs))
+      if (current[k]?.value !== want) repaired[k] = current[k]?.value ?? null;
     if (Object.keys(repaired).length) {
       // Legacy AlterConfigs replaces the set: keep every other override the operator made.
       const keep: Record<string, string> = {};
-      for (const [k, val] of Object.entries(current)) if (val.isTopicOverride && val.value !== null) keep[k] = val.value;
+      for (const [k, val] of Object.entries(current))
+        if (val.isTopicOverride && val.value !== null) keep[k] = val.value;
       await admin.alterConfigs(spec.name, { ...keep, ...spec.configs });
     }
     const actual = counts.get(spec.name)!;
@@ -60,5 +68,9 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
 export function requireTopics(admin: Admin, topics: readonly string[]): void {
   const counts = admin.partitionCounts(topics);
   const missing = topics.filter((t) => counts.get(t) == null);
-  if (missing.length) throw new CdrWorkerError("TOPOLOGY", `topic${missing.length > 1 ? "s" : ""} ${missing.join(", ")} missing; run \`cdr-worker topics ensure\``);
+  if (missing.length)
+    throw new CdrWorkerError(
+      "TOPOLOGY",
+      `topic${missing.length > 1 ? "s" : ""} ${missing.join(", ")} missing; run \`cdr-worker topics ensure\``,
+    );
 }
