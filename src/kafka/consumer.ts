@@ -4,9 +4,7 @@
  *
  * - Fetch: rd_kafka_consume_batch_queue with timeout 0, so a poll returns at once; the caller
  *   paces itself (see Consumer#poll).
- * - Rebalance: librdkafka calls rebalance_cb inside consume_batch_queue on the JS thread. An
- *   assignment is applied at once; a revocation is only recorded and the call yields, so the
- *   caller can flush and commit the revoked partitions (async work) before `completeRevoke()`.
+ * - Rebalance: rebalance.ts (a revocation waits for the caller's commit, then `completeRevoke()`).
  * - Commit: rd_kafka_commit_queue onto a private queue, polled without blocking; the promise
  *   settles with per-partition results.
  */
@@ -19,7 +17,6 @@ import {
   errName,
   kafkaError,
   pollQueue,
-  takeError,
   type Handle,
   type KafkaProps,
 } from "./handle.ts";
@@ -28,6 +25,7 @@ import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.t
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
+import { Rebalance, type RebalanceEvent } from "./rebalance.ts";
 import { MESSAGE, RD } from "./structs.ts";
 
 export interface ConsumerOptions {
@@ -47,7 +45,7 @@ export interface ConsumerOptions {
   nativeCopy?: boolean;
 }
 
-export type RebalanceEvent = { kind: "assign" | "revoke"; partitions: TopicPartition[] };
+export type { RebalanceEvent } from "./rebalance.ts";
 
 export class Consumer {
   readonly #h: Handle;
@@ -68,10 +66,7 @@ export class Consumer {
   #lastTopic = "";
   readonly #meta: Float64Array;
   readonly #metaPtr: Pointer;
-  #assignment: TopicPartition[] = [];
-  #pendingRevoke: TopicPartition[] | null = null;
-  #events: RebalanceEvent[] = [];
-  #closing = false;
+  readonly #rebalance = new Rebalance(() => this.#h.rk);
   #closed = false;
   #commitChain: Promise<unknown> = Promise.resolve();
 
@@ -86,7 +81,7 @@ export class Consumer {
     };
     this.#h = createHandle(RD.CONSUMER, props, (conf, callbacks) => {
       const cb = new JSCallback(
-        (rk: Pointer, err: number, partitions: Pointer) => this.#onRebalance(rk, err, partitions),
+        (rk: Pointer, err: number, partitions: Pointer) => this.#rebalance.onRebalance(rk, err, partitions),
         { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
       );
       callbacks.push(cb);
@@ -120,19 +115,17 @@ export class Consumer {
 
   /** Partitions currently assigned to this member. */
   get assignment(): readonly TopicPartition[] {
-    return this.#assignment;
+    return this.#rebalance.assignment;
   }
 
   /** A revocation waiting for the caller to commit and call completeRevoke(). */
   get pendingRevoke(): readonly TopicPartition[] | null {
-    return this.#pendingRevoke;
+    return this.#rebalance.pendingRevoke;
   }
 
   /** Rebalance events since the last call, oldest first. */
   takeRebalanceEvents(): RebalanceEvent[] {
-    const e = this.#events;
-    this.#events = [];
-    return e;
+    return this.#rebalance.takeEvents();
   }
 
   /**
@@ -148,7 +141,7 @@ export class Consumer {
    * callbacks. Returns nothing while a revocation is pending.
    */
   poll(max = this.#slots.length): Message[] {
-    if (this.#closed || this.#pendingRevoke || max <= 0) return [];
+    if (this.#closed || this.#rebalance.pendingRevoke || max <= 0) return [];
     const lib = rdk();
     const n = Number(
       lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)),
@@ -297,10 +290,7 @@ export class Consumer {
 
   /** Gives up the pending revoked partitions; call after their offsets are committed. */
   completeRevoke(): void {
-    const revoked = this.#pendingRevoke;
-    if (!revoked) return;
-    this.#pendingRevoke = null;
-    this.#unassign(revoked);
+    this.#rebalance.completeRevoke();
   }
 
   /** Committed offsets as the broker has them (blocking up to timeoutMs: for tools and tests). */
@@ -332,8 +322,8 @@ export class Consumer {
   /** Leaves the group cleanly. The caller commits first: close() gives partitions up without committing. */
   close(): void {
     if (this.#closed) return;
-    this.#closing = true;
-    if (this.#pendingRevoke) this.completeRevoke();
+    this.#rebalance.closing = true;
+    this.completeRevoke();
     const err = rdk().rd_kafka_consumer_close(this.#h.rk);
     if (err !== 0) log.warn("consumer close", { code: errName(err) });
     this.#destroy();
@@ -347,61 +337,4 @@ export class Consumer {
     lib.rd_kafka_queue_destroy(this.#commitQueue);
     destroyHandle(this.#h);
   }
-
-  /**
-   * Whether assignments change incrementally: cooperative-sticky, and the KIP-848 protocol
-   * (`group.protocol=consumer`), whose kind librdkafka knows only once the group is joined, so it
-   * is asked at each rebalance rather than at start.
-   */
-  get #cooperative(): boolean {
-    return String(rdk().rd_kafka_rebalance_protocol(this.#h.rk)) === "COOPERATIVE";
-  }
-
-  #onRebalance(rk: Pointer, err: number, list: Pointer): void {
-    const lib = rdk();
-    // The list belongs to librdkafka and dies after this callback: copy it out.
-    const partitions = fromNativeList(list).map(({ topic, partition }) => ({ topic, partition }));
-    if (err === RD.ERR__ASSIGN_PARTITIONS) {
-      const cooperative = this.#cooperative;
-      const e = cooperative
-        ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list))
-        : codeError(lib.rd_kafka_assign(rk, list));
-      if (e) log.error("assign failed", { err: e });
-      this.#assignment = cooperative ? [...this.#assignment, ...partitions] : partitions;
-      this.#events.push({ kind: "assign", partitions });
-      log.info("partitions assigned", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });
-      return;
-    }
-    if (err === RD.ERR__REVOKE_PARTITIONS && !this.#closing) {
-      this.#pendingRevoke = partitions;
-      this.#events.push({ kind: "revoke", partitions });
-      log.info("partitions revoked; committing before release", {
-        partitions: partitions.map((p) => `${p.topic}[${p.partition}]`),
-      });
-      lib.rd_kafka_yield(rk);
-      return;
-    }
-    if (err !== RD.ERR__REVOKE_PARTITIONS) log.warn("rebalance error", { code: errName(err) });
-    this.#unassign(partitions);
-  }
-
-  #unassign(partitions: TopicPartition[]): void {
-    const lib = rdk();
-    if (this.#cooperative) {
-      const e = withNativeList(partitions, (list) =>
-        takeError("KAFKA_CLIENT", "incremental_unassign", lib.rd_kafka_incremental_unassign(this.#h.rk, list)),
-      );
-      if (e) log.error("unassign failed", { err: e });
-      const gone = new Set(partitions.map((p) => `${p.topic}\0${p.partition}`));
-      this.#assignment = this.#assignment.filter((p) => !gone.has(`${p.topic}\0${p.partition}`));
-    } else {
-      const e = codeError(lib.rd_kafka_assign(this.#h.rk, null));
-      if (e) log.error("unassign failed", { err: e });
-      this.#assignment = [];
-    }
-  }
-}
-
-function codeError(err: number): KafkaError | null {
-  return err === 0 ? null : kafkaError("KAFKA_CLIENT", "assign", err);
 }

@@ -1,0 +1,109 @@
+/**
+ * A group member's side of a rebalance. librdkafka calls rebalance_cb inside
+ * consume_batch_queue on the JS thread. An assignment is applied at once; a revocation is only
+ * recorded and the call yields, so the caller can flush and commit the revoked partitions (async
+ * work) before `completeRevoke()` gives them up. Eager protocols replace the whole assignment,
+ * incremental ones (cooperative-sticky, KIP-848's `group.protocol=consumer`) add and remove.
+ */
+import type { Pointer } from "bun:ffi";
+import type { KafkaError } from "../errors.ts";
+import { log } from "../log.ts";
+import { errName, kafkaError, takeError } from "./handle.ts";
+import { rdk } from "./native.ts";
+import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
+import { RD } from "./structs.ts";
+
+export type RebalanceEvent = { kind: "assign" | "revoke"; partitions: TopicPartition[] };
+
+export class Rebalance {
+  readonly #rk: () => Pointer;
+  #assignment: TopicPartition[] = [];
+  #pendingRevoke: TopicPartition[] | null = null;
+  #events: RebalanceEvent[] = [];
+  /** While the consumer closes, revocations are given up at once: nothing is left to commit. */
+  closing = false;
+
+  constructor(rk: () => Pointer) {
+    this.#rk = rk;
+  }
+
+  get assignment(): readonly TopicPartition[] {
+    return this.#assignment;
+  }
+
+  get pendingRevoke(): readonly TopicPartition[] | null {
+    return this.#pendingRevoke;
+  }
+
+  /** Events since the last call, oldest first. */
+  takeEvents(): RebalanceEvent[] {
+    const e = this.#events;
+    this.#events = [];
+    return e;
+  }
+
+  /** Gives up the pending revoked partitions; call after their offsets are committed. */
+  completeRevoke(): void {
+    const revoked = this.#pendingRevoke;
+    if (!revoked) return;
+    this.#pendingRevoke = null;
+    this.#unassign(revoked);
+  }
+
+  /** The rebalance_cb. */
+  onRebalance(rk: Pointer, err: number, list: Pointer): void {
+    const lib = rdk();
+    // The list belongs to librdkafka and dies after this callback: copy it out.
+    const partitions = fromNativeList(list).map(({ topic, partition }) => ({ topic, partition }));
+    if (err === RD.ERR__ASSIGN_PARTITIONS) {
+      const cooperative = this.#cooperative;
+      const e = cooperative
+        ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list))
+        : codeError(lib.rd_kafka_assign(rk, list));
+      if (e) log.error("assign failed", { err: e });
+      this.#assignment = cooperative ? [...this.#assignment, ...partitions] : partitions;
+      this.#events.push({ kind: "assign", partitions });
+      log.info("partitions assigned", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });
+      return;
+    }
+    if (err === RD.ERR__REVOKE_PARTITIONS && !this.closing) {
+      this.#pendingRevoke = partitions;
+      this.#events.push({ kind: "revoke", partitions });
+      log.info("partitions revoked; committing before release", {
+        partitions: partitions.map((p) => `${p.topic}[${p.partition}]`),
+      });
+      lib.rd_kafka_yield(rk);
+      return;
+    }
+    if (err !== RD.ERR__REVOKE_PARTITIONS) log.warn("rebalance error", { code: errName(err) });
+    this.#unassign(partitions);
+  }
+
+  /**
+   * Whether assignments change incrementally. Under the KIP-848 protocol librdkafka knows this
+   * only once the group is joined, so it is asked at each rebalance rather than at start.
+   */
+  get #cooperative(): boolean {
+    return String(rdk().rd_kafka_rebalance_protocol(this.#rk())) === "COOPERATIVE";
+  }
+
+  #unassign(partitions: TopicPartition[]): void {
+    const lib = rdk();
+    if (this.#cooperative) {
+      const e = withNativeList(partitions, (list) =>
+        takeError("KAFKA_CLIENT", "incremental_unassign", lib.rd_kafka_incremental_unassign(this.#rk(), list)),
+      );
+      if (e) log.error("unassign failed", { err: e });
+      const gone = new Set(partitions.map((p) => `${p.topic}\0${p.partition}`));
+      this.#assignment = this.#assignment.filter((p) => !gone.has(`${p.topic}\0${p.partition}`));
+    } else {
+      const e = codeError(lib.rd_kafka_assign(this.#rk(), null));
+      if (e) log.error("unassign failed", { err: e });
+      this.#assignment = [];
+    }
+  }
+}
+
+function codeError(err: number): KafkaError | null {
+  return err === 0 ? null : kafkaError("KAFKA_CLIENT", "assign", err);
+}
