@@ -28,7 +28,12 @@ const num = (min: number, max: number) =>
   );
 const text = v.pipe(v.string(), v.minLength(1, "a non-empty string"));
 const oneOf = <T extends string>(values: readonly T[]) => v.picklist(values, `one of ${values.join(", ")}`);
-const url = v.pipe(v.string(), v.url("an http(s) URL"), v.regex(/^https?:\/\//, "an http(s) URL"));
+const URL_LIST = /^https?:\/\/[^\s,]+(\s*,\s*https?:\/\/[^\s,]+)*$/;
+const urls = v.pipe(
+  v.string(),
+  v.regex(URL_LIST, "an http(s) URL, or several comma-separated"),
+  v.check((s) => s.split(",").every((u) => URL.canParse(u.trim())), "an http(s) URL, or several comma-separated"),
+);
 const COUNTRIES = getCountries();
 
 interface VarSpec {
@@ -44,7 +49,11 @@ export const VARIABLES = {
   KAFKA_GROUP_ID: { schema: text, default: "cdr-worker", help: "consumer group" },
   KAFKA_TOPIC_RAW: { schema: text, default: "cdr.raw", help: "topic of raw vendor CDRs" },
   KAFKA_TOPIC_DLQ: { schema: text, default: "cdr.raw.dlq", help: "dead-letter topic" },
-  CLICKHOUSE_URL: { schema: url, default: "http://127.0.0.1:8123", help: "ClickHouse HTTP endpoint" },
+  CLICKHOUSE_URL: {
+    schema: urls,
+    default: "http://127.0.0.1:8123",
+    help: "ClickHouse HTTP endpoint(s), comma-separated: an insert that fails as transient goes to the next",
+  },
   CLICKHOUSE_USER: { schema: text, default: "default", help: "ClickHouse user" },
   CLICKHOUSE_PASSWORD: {
     schema: v.string(),

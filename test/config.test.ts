@@ -34,7 +34,7 @@ test("every bad value is reported, one line per problem naming variable, value a
   expect(err).toBeInstanceOf(ConfigError);
   const lines = (err as ConfigError).message.split("\n");
   expect(lines).toEqual([
-    'config error: CLICKHOUSE_URL="ftp://x": expected an http(s) URL',
+    'config error: CLICKHOUSE_URL="ftp://x": expected an http(s) URL, or several comma-separated',
     'config error: BATCH_SIZE="0": expected a whole number from 1 to 100000',
     'config error: CH_RETRY_BACKOFF_FACTOR="fast": expected a number from 1 to 100',
     'config error: DLQ_STORAGE_FAILURE_REASON="oops": expected one of normalization_error, ch_insert_failed',

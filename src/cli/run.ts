@@ -1,7 +1,7 @@
 /** `cdr-worker run`: wires Kafka, ClickHouse, the worker and the stats server; handles signals. */
 import { PhoneNormalizer } from "../cdr/phone.ts";
-import { createClickHouse } from "../clickhouse/client.ts";
-import { checkSchema } from "../clickhouse/migrate.ts";
+import { createClickHouseEndpoints } from "../clickhouse/client.ts";
+import { checkSchemaOnAny } from "../clickhouse/migrate.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
@@ -51,8 +51,8 @@ export async function runCommand(cfg: Config): Promise<number> {
   } finally {
     admin.close();
   }
-  const ch = createClickHouse(cfg.clickhouse);
-  await checkSchema(ch, cfg.clickhouse.database, cfg.clickhouse.table);
+  const endpoints = createClickHouseEndpoints(cfg.clickhouse);
+  await checkSchemaOnAny(endpoints.map((e) => e.client), cfg.clickhouse.database, cfg.clickhouse.table);
 
   const counters = new Counters();
   const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
@@ -75,7 +75,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     // For the end-to-end latency histogram (read in the native batch copy: no call per message).
     readTimestamps: true,
   });
-  const writer = new ClickHouseWriter(ch, cfg.clickhouse.database, cfg.clickhouse.table);
+  const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table);
   const dlq = new DlqPublisher(producer, {
     topic: cfg.kafka.topicDlq,
     workerInstance: cfg.workerInstance,
@@ -120,6 +120,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     bufferedRows: () => worker.bufferedRows,
     positions: () => worker.positions(),
     assignment: () => consumer.assignment.map((p) => p.partition),
+    clickhouseEndpoints: () => writer.endpoints,
     highWatermark: (p) => consumer.watermarks(cfg.kafka.topicRaw, p)?.high ?? null,
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => worker.breakerRatio,
@@ -168,6 +169,6 @@ export async function runCommand(cfg: Config): Promise<number> {
     loopLag.stop();
     server.stop(true);
     producer.close();
-    await ch.close();
+    await Promise.all(endpoints.map((e) => e.client.close()));
   }
 }

@@ -25,9 +25,20 @@ class ClientLogger {
   }
 }
 
-export function createClickHouse(cfg: Config["clickhouse"], database?: string): ClickHouseClient {
+/** The endpoints of CLICKHOUSE_URL, a comma-separated list. */
+export function clickhouseUrls(url: string): string[] {
+  return url.split(",").map((u) => u.trim()).filter(Boolean);
+}
+
+/** A client for each endpoint, named host:port (no credentials), for ClickHouseWriter. */
+export function createClickHouseEndpoints(cfg: Config["clickhouse"]): Array<{ name: string; client: ClickHouseClient }> {
+  return clickhouseUrls(cfg.url).map((url) => ({ name: new URL(url).host, client: createClickHouse(cfg, undefined, url) }));
+}
+
+/** A client for one endpoint: `url`, else the first of CLICKHOUSE_URL. */
+export function createClickHouse(cfg: Config["clickhouse"], database?: string, url?: string): ClickHouseClient {
   return createClient({
-    url: cfg.url,
+    url: url ?? clickhouseUrls(cfg.url)[0]!,
     username: cfg.user,
     password: cfg.password,
     database: database ?? cfg.database,

@@ -32,6 +32,21 @@ export async function migrate(ch: ClickHouseClient, database: string, table: str
   for (const query of ddlStatements(database, table)) await ch.command({ query });
 }
 
+/** checkSchema on the first endpoint that answers; throws the first endpoint's error when none does. */
+export async function checkSchemaOnAny(clients: readonly ClickHouseClient[], database: string, table: string): Promise<void> {
+  let first: unknown;
+  for (const ch of clients) {
+    try {
+      return await checkSchema(ch, database, table);
+    } catch (e) {
+      // A missing table is the same answer everywhere; only an unreachable endpoint is skipped.
+      if (!(e instanceof CdrWorkerError) || !e.retryable) throw e;
+      first ??= e;
+    }
+  }
+  throw first;
+}
+
 /** Throws CLICKHOUSE_SCHEMA naming what is missing; the worker refuses to start without it. */
 export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
   ddlStatements(database, table); // validates both names as plain identifiers

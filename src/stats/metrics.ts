@@ -76,6 +76,25 @@ export function metricsText(s: StatsSource): string {
   metric("cdr_worker_clickhouse_retries_total", "counter", "Insert attempts that failed and were retried.", [
     [{}, c.chRetries],
   ]);
+  const endpoints = s.clickhouseEndpoints?.() ?? [];
+  metric(
+    "cdr_worker_clickhouse_endpoint_up",
+    "gauge",
+    "1 when the ClickHouse endpoint took the last insert or ping sent to it.",
+    endpoints.map((e) => [{ endpoint: e.name }, e.up ? 1 : 0]),
+  );
+  metric(
+    "cdr_worker_clickhouse_endpoint_inserts_total",
+    "counter",
+    "Inserts the ClickHouse endpoint acknowledged.",
+    endpoints.map((e) => [{ endpoint: e.name }, e.inserts]),
+  );
+  metric(
+    "cdr_worker_clickhouse_endpoint_failures_total",
+    "counter",
+    "Inserts that failed as transient at the endpoint (then sent to the next one).",
+    endpoints.map((e) => [{ endpoint: e.name }, e.failures]),
+  );
   metric(
     "cdr_worker_clickhouse_exhausted_batches_total",
     "counter",

@@ -13,6 +13,8 @@ export interface StatsSource {
   assignment: () => number[];
   /** Cached high watermark of a partition (no network call), or null. */
   highWatermark: (partition: number) => number | null;
+  /** Each ClickHouse endpoint (CLICKHOUSE_URL) and what the writer saw of it. */
+  clickhouseEndpoints?: () => ReadonlyArray<{ name: string; up: boolean; inserts: number; failures: number }>;
   phoneCache: () => { hits: number; misses: number; size: number };
   breakerRatio: () => number;
   /** Worst event-loop lag of the last ~10 s, ms. */
@@ -60,6 +62,12 @@ export function statsSnapshot(s: StatsSource) {
     last_flush_at: iso(c.lastFlushAt),
     last_flush_duration_ms: Math.round(c.lastFlushMs * 10) / 10,
     flush_count: c.flushes,
+    clickhouse_endpoints: (s.clickhouseEndpoints?.() ?? []).map((e) => ({
+      endpoint: e.name,
+      up: e.up,
+      inserts: e.inserts,
+      failures: e.failures,
+    })),
     clickhouse_retries: c.chRetries,
     clickhouse_exhausted_batches: c.chExhausted,
     clickhouse_refused_rows: c.chRefusedRows,
