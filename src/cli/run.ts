@@ -52,7 +52,11 @@ export async function runCommand(cfg: Config): Promise<number> {
     admin.close();
   }
   const endpoints = createClickHouseEndpoints(cfg.clickhouse);
-  await checkSchemaOnAny(endpoints.map((e) => e.client), cfg.clickhouse.database, cfg.clickhouse.table);
+  await checkSchemaOnAny(
+    endpoints.map((e) => e.client),
+    cfg.clickhouse.database,
+    cfg.clickhouse.table,
+  );
 
   const counters = new Counters();
   const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });

@@ -27,12 +27,20 @@ class ClientLogger {
 
 /** The endpoints of CLICKHOUSE_URL, a comma-separated list. */
 export function clickhouseUrls(url: string): string[] {
-  return url.split(",").map((u) => u.trim()).filter(Boolean);
+  return url
+    .split(",")
+    .map((u) => u.trim())
+    .filter(Boolean);
 }
 
 /** A client for each endpoint, named host:port (no credentials), for ClickHouseWriter. */
-export function createClickHouseEndpoints(cfg: Config["clickhouse"]): Array<{ name: string; client: ClickHouseClient }> {
-  return clickhouseUrls(cfg.url).map((url) => ({ name: new URL(url).host, client: createClickHouse(cfg, undefined, url) }));
+export function createClickHouseEndpoints(
+  cfg: Config["clickhouse"],
+): Array<{ name: string; client: ClickHouseClient }> {
+  return clickhouseUrls(cfg.url).map((url) => ({
+    name: new URL(url).host,
+    client: createClickHouse(cfg, undefined, url),
+  }));
 }
 
 /** A client for one endpoint: `url`, else the first of CLICKHOUSE_URL. */

@@ -33,7 +33,11 @@ export async function migrate(ch: ClickHouseClient, database: string, table: str
 }
 
 /** checkSchema on the first endpoint that answers; throws the first endpoint's error when none does. */
-export async function checkSchemaOnAny(clients: readonly ClickHouseClient[], database: string, table: string): Promise<void> {
+export async function checkSchemaOnAny(
+  clients: readonly ClickHouseClient[],
+  database: string,
+  table: string,
+): Promise<void> {
   let first: unknown;
   for (const ch of clients) {
     try {

@@ -31,7 +31,11 @@ export class ClickHouseWriter {
   readonly #table: string;
   #current = 0;
 
-  constructor(ch: ClickHouseClient | ReadonlyArray<{ name: string; client: ClickHouseClient }>, database: string, table: string) {
+  constructor(
+    ch: ClickHouseClient | ReadonlyArray<{ name: string; client: ClickHouseClient }>,
+    database: string,
+    table: string,
+  ) {
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
     this.#endpoints = list.map(({ name, client }) => ({ name, client, up: true, inserts: 0, failures: 0 }));
     this.#table = `${database}.${table}`;

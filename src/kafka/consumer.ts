@@ -11,15 +11,7 @@
 import { JSCallback, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
-import {
-  createHandle,
-  destroyHandle,
-  errName,
-  kafkaError,
-  pollQueue,
-  type Handle,
-  type KafkaProps,
-} from "./handle.ts";
+import { createHandle, destroyHandle, errName, kafkaError, pollQueue, type Handle, type KafkaProps } from "./handle.ts";
 import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
 import { cstr, rdk } from "./native.ts";
