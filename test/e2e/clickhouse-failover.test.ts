@@ -7,7 +7,7 @@ import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+import { notReadyReasons, startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
 const { names, distinctIds } = e2eScope();
 
@@ -37,10 +37,7 @@ test("an endpoint that goes away mid-stream: inserts continue on the next withou
     expect(eb!.inserts).toBeGreaterThan(0);
     expect((await fetch(`${w.statsUrl}/readyz`)).status).toBe(200); // b still answers
     b.down();
-    const reasons = await waitFor(async () => {
-      const r = await fetch(`${w.statsUrl}/readyz`);
-      return r.status === 503 ? ((await r.json()) as { reasons: string[] }).reasons : undefined;
-    }, 20_000, "not ready with no endpoint left");
+    const reasons = await notReadyReasons(w, 20_000, "not ready with no endpoint left");
     expect(reasons).toContain("ClickHouse does not answer ping");
     const metrics = await (await fetch(`${w.statsUrl}/metrics`)).text();
     expect(metrics).toContain(`cdr_worker_clickhouse_endpoint_inserts_total{endpoint="${new URL(b.url).host}"}`);

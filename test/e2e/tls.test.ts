@@ -11,7 +11,7 @@ import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, props } from "../support/kafka.ts";
 import { ROOT, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+import { notReadyReasons, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
 const { names } = e2eScope();
 const TLS = `${ROOT}/.local/tls`;
@@ -113,10 +113,7 @@ describe("ClickHouse over https", () => {
       swapped.port = proxy.port;
       proxy.down();
       swapped.up();
-      const reasons = await waitFor(async () => {
-        const r = await fetch(`${w.statsUrl}/readyz`);
-        return r.status === 503 ? ((await r.json()) as { reasons: string[] }).reasons : undefined;
-      }, 30_000, "not ready once the certificate is untrusted");
+      const reasons = await notReadyReasons(w, 30_000, "not ready once the certificate is untrusted");
       expect(reasons).toContain("ClickHouse does not answer ping");
     } finally {
       swapped?.down();

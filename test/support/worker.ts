@@ -108,6 +108,14 @@ export async function startWorker(env: Record<string, string>, cmd: string[] = [
   };
 }
 
+/** Polls /readyz until it answers 503; returns the reasons it gives. */
+export async function notReadyReasons(w: RunningWorker, ms: number, what: string): Promise<string[]> {
+  return waitFor(async () => {
+    const r = await fetch(`${w.statsUrl}/readyz`);
+    return r.status === 503 ? ((await r.json()) as { reasons: string[] }).reasons : undefined;
+  }, ms, what);
+}
+
 /** Polls the stats endpoint until `pred` holds; returns the stats that satisfied it. */
 export async function statsWhen(w: RunningWorker, pred: (s: Record<string, any>) => boolean, ms = 30_000, what = "stats condition"): Promise<Record<string, any>> {
   return waitFor(async () => {
