@@ -76,26 +76,14 @@ export class Worker {
     );
   }
 
-  get state(): WorkerState {
-    return this.#state;
-  }
-  /** Joined the group and received an assignment (possibly empty). */
-  get assigned(): boolean {
-    return this.#assigned;
-  }
-  /** False while inserts are failing (retries under way), true after rows land. */
-  get clickhouseHealthy(): boolean {
-    return this.#clickhouseHealthy;
-  }
-  get bufferedRows(): number {
-    return this.#batcher.bufferedRows;
-  }
-  get breakerRatio(): number {
-    return this.#breaker.ratio;
-  }
-  positions(): Map<number, { committed: number; consumed: number }> {
-    return this.#tracker.positions();
-  }
+  // Read-only views for stats and readiness. `assigned`: joined the group and got an assignment
+  // (possibly empty); `clickhouseHealthy`: false while inserts fail (retries under way).
+  get state(): WorkerState { return this.#state; } // prettier-ignore
+  get assigned(): boolean { return this.#assigned; } // prettier-ignore
+  get clickhouseHealthy(): boolean { return this.#clickhouseHealthy; } // prettier-ignore
+  get bufferedRows(): number { return this.#batcher.bufferedRows; } // prettier-ignore
+  get breakerRatio(): number { return this.#breaker.ratio; } // prettier-ignore
+  positions(): Map<number, { committed: number; consumed: number }> { return this.#tracker.positions(); } // prettier-ignore
 
   /** Asks for a graceful stop: stop polling, flush, commit, leave the group. */
   stop(): void {

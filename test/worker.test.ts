@@ -1,0 +1,96 @@
+// The worker's stage order without services: a consumer, a ClickHouse writer and a DLQ that only
+// record what they are asked (a unit test of worker.ts; test/e2e/ runs the same against Kafka and
+// ClickHouse). What is checked is the order: nothing is committed before it is durable.
+import { expect, test } from "bun:test";
+import { PhoneNormalizer } from "../src/cdr/phone.ts";
+import type { ClickHouseWriter } from "../src/clickhouse/writer.ts";
+import type { DlqPublisher } from "../src/dlq/publisher.ts";
+import type { Consumer } from "../src/kafka/consumer.ts";
+import type { Message } from "../src/kafka/message.ts";
+import { Counters } from "../src/stats/counters.ts";
+import { Worker } from "../src/worker.ts";
+import { toJson, withFields } from "./fixtures/records.ts";
+import { waitFor } from "./support/services.ts";
+
+const enc = new TextEncoder();
+const msg = (offset: number, value: string): Message => ({
+  topic: "cdr.raw", partition: 0, offset, timestamp: Date.now(), value: enc.encode(value), key: null,
+});
+
+function harness(messages: Message[], dlqDelayMs = 0) {
+  const events: string[] = [];
+  let queued = [...messages];
+  let assigned = false;
+  const consumer = {
+    pendingRevoke: null,
+    takeRebalanceEvents: () => (assigned ? [] : ((assigned = true), [{ kind: "assign", partitions: [{ topic: "cdr.raw", partition: 0 }] }])),
+    poll: (max: number) => queued.splice(0, max),
+    waitForMessages: (ms: number) => Bun.sleep(ms),
+    commit: async (offsets: Array<{ partition: number; offset: bigint }>) => { events.push(`commit ${offsets.map((o) => o.offset).join(",")}`); },
+    completeRevoke: () => {},
+    close: () => events.push("close"),
+  } as unknown as Consumer;
+  const writer = {
+    insert: async (body: Uint8Array) => {
+      const ids = Buffer.from(body).toString("utf8").trimEnd().split("\n").map((l) => l.split("\t")[1]);
+      events.push(`insert ${ids.join(",")}`);
+    },
+    endpoints: [],
+    ping: async () => true,
+  } as unknown as ClickHouseWriter;
+  const dlq = {
+    storageFailureReason: "normalization_error",
+    publishRejection: async (r: { reason: string }) => {
+      await Bun.sleep(dlqDelayMs);
+      events.push(`dlq ${r.reason}`);
+    },
+  } as unknown as DlqPublisher;
+  const counters = new Counters();
+  const worker = new Worker(
+    { topic: "cdr.raw", batchSize: 2, flushIntervalMs: 20, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: 1, dlqRatioWindow: 100 },
+    { consumer, writer, dlq, phone: new PhoneNormalizer(), counters },
+  );
+  return { worker, events, counters, push: (m: Message[]) => { queued = queued.concat(m); } };
+}
+
+const valid = (i: number) => toJson(withFields({ raw_id: `r${i}` }));
+
+test("Valid record precedes an invalid record: the invalid record's offset is committed only after the valid rows are flushed", async () => {
+  const h = harness([msg(0, valid(0)), msg(1, valid(1)), msg(2, "{broken"), msg(3, valid(3))]);
+  const running = h.worker.run();
+  await waitFor(() => (h.events.includes("commit 4") ? true : undefined), 5000, "everything committed");
+  h.worker.stop();
+  await running;
+  const at = (e: string) => h.events.indexOf(e);
+  expect(at("insert r0,r1")).toBeGreaterThanOrEqual(0);
+  // No commit reaches past offset 1 before r0,r1 are inserted, nor past 2 before the DLQ acknowledged.
+  for (const [i, e] of h.events.entries()) {
+    const m = /^commit (\d+)$/.exec(e);
+    if (!m) continue;
+    const offset = Number(m[1]);
+    if (offset >= 1) expect(i).toBeGreaterThan(at("insert r0,r1"));
+    if (offset >= 3) expect(i).toBeGreaterThan(at("dlq malformed_json"));
+    if (offset >= 4) expect(i).toBeGreaterThan(at("insert r3"));
+  }
+  expect(h.events.at(-1)).toBe("close");
+  expect([h.counters.durableClickhouse, h.counters.durableDlq]).toEqual([3, 1]);
+});
+
+test("an invalid record with nothing uncommitted before it is committed as soon as the DLQ acknowledges it, not after a flush", async () => {
+  const h = harness([msg(0, "{broken")]);
+  const running = h.worker.run();
+  await waitFor(() => (h.events.includes("commit 1") ? true : undefined), 5000, "the DLQ record committed");
+  expect(h.events.filter((e) => e.startsWith("insert"))).toEqual([]);
+  h.worker.stop();
+  await running;
+});
+
+test("SIGTERM received during operation: stop() flushes the buffered rows, commits them, then closes", async () => {
+  const h = harness([msg(0, valid(0))]);
+  const running = h.worker.run();
+  await waitFor(() => (h.worker.bufferedRows === 1 || h.events.length > 0 ? true : undefined), 5000, "a row buffered");
+  h.worker.stop();
+  await running;
+  expect(h.events).toEqual(["insert r0", "commit 1", "close"]);
+  expect(h.worker.state).toBe("stopped");
+});
