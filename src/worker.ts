@@ -83,7 +83,9 @@ export class Worker {
   get clickhouseHealthy(): boolean { return this.#clickhouseHealthy; } // prettier-ignore
   get bufferedRows(): number { return this.#batcher.bufferedRows; } // prettier-ignore
   get breakerRatio(): number { return this.#breaker.ratio; } // prettier-ignore
-  positions(): Map<number, { committed: number; consumed: number }> { return this.#tracker.positions(); } // prettier-ignore
+  positions(): Map<number, { committed: number; consumed: number }> {
+    return this.#tracker.positions();
+  }
 
   /** Asks for a graceful stop: stop polling, flush, commit, leave the group. */
   stop(): void {
