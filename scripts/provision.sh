@@ -7,7 +7,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # kcat (a benchmark peer) brings Debian's own librdkafka1; the worker loads the project's build.
 # prometheus brings promtool too: the rule tests and the scrape test (test/prometheus/) run both.
-APT_PACKAGES=(kcat clickhouse-server clickhouse-client prometheus gcc make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev)
+# zookeeper coordinates the two local ClickHouse replicas of scripts/cluster/ (migrate --cluster).
+APT_PACKAGES=(kcat clickhouse-server clickhouse-client prometheus zookeeper gcc make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
 

@@ -10,15 +10,6 @@ CH_HOME="$LOCAL/clickhouse"
 kafka_answers() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 2 >/dev/null 2>&1; }
 clickhouse_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$CH_HTTP_PORT/ping" 2>/dev/null)" == "Ok." ]]; }
 
-# spawn_detached <pidfile> <log> <command...>: runs the command in its own session; the pid file
-# holds the server's own pid (the shell records $$ and execs it, whatever setsid does).
-spawn_detached() {
-  local pidfile=$1 logfile=$2; shift 2
-  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" >"$logfile" 2>&1 </dev/null &
-  local deadline=$((SECONDS + 5))
-  until [[ -s $pidfile ]] || ((SECONDS > deadline)); do sleep 0.05; done
-}
-
 render() { # render <template> <output> <sed expressions...>
   local src=$1 dst=$2; shift 2
   local args=(); for e in "$@"; do args+=(-e "$e"); done

@@ -77,8 +77,11 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case "run":
       return runCommand(cfg);
-    case "migrate":
-      return migrateCommand(cfg);
+    case "migrate": {
+      const cluster = args.flags.get("cluster");
+      if (cluster === true) throw new CdrWorkerError("CONFIG_INVALID", "--cluster needs a cluster name");
+      return migrateCommand(cfg, cluster);
+    }
     case "topics":
       return topicsCommand(cfg, args.positionals[1]);
     case "generate":

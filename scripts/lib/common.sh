@@ -40,3 +40,12 @@ wait_for() {
 
 # pid_alive <pidfile>: the process recorded in the file still runs.
 pid_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# spawn_detached <pidfile> <log> <command...>: runs the command in its own session; the pid file
+# holds the server's own pid (the shell records $$ and execs it, whatever setsid does).
+spawn_detached() {
+  local pidfile=$1 logfile=$2; shift 2
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" >"$logfile" 2>&1 </dev/null &
+  local deadline=$((SECONDS + 5))
+  until [[ -s $pidfile ]] || ((SECONDS > deadline)); do sleep 0.05; done
+}

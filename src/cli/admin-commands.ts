@@ -5,16 +5,18 @@ import { kafkaProps, type Config } from "../config.ts";
 import { Admin } from "../kafka/admin.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
 
-export const MIGRATE_HELP = "cdr-worker migrate: create the database and table of sql/ if missing (idempotent).";
+export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the database and table of sql/ if missing
+  (idempotent). With --cluster, ON CLUSTER NAME: <table>_local as ReplicatedReplacingMergeTree on every node and
+  <table> as the Distributed table the worker writes to (sql/cluster.sql).`;
 export const TOPICS_HELP = `cdr-worker topics ensure: create missing topics with the spec's settings,
   repair drifted configs, report (never change) a partition count that differs. Idempotent; deletes nothing.
 cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
 
-export async function migrateCommand(cfg: Config): Promise<number> {
+export async function migrateCommand(cfg: Config, cluster?: string): Promise<number> {
   const ch = createClickHouse(cfg.clickhouse, "default");
   try {
-    await migrate(ch, cfg.clickhouse.database, cfg.clickhouse.table);
-    console.log(JSON.stringify({ migrated: `${cfg.clickhouse.database}.${cfg.clickhouse.table}` }));
+    await migrate(ch, cfg.clickhouse.database, cfg.clickhouse.table, cluster);
+    console.log(JSON.stringify({ migrated: `${cfg.clickhouse.database}.${cfg.clickhouse.table}`, ...(cluster ? { cluster } : {}) }));
     return 0;
   } finally {
     await ch.close();

@@ -4,21 +4,26 @@
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import ddl from "../../sql/001_cdr.sql" with { type: "text" };
+import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
 import { CdrWorkerError } from "../errors.ts";
 import { COLUMNS } from "./row-format.ts";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** The statements of the DDL with names filled in; comments go first, since they may hold ';'. */
-export function ddlStatements(database: string, table: string): string[] {
+/**
+ * The statements of the DDL with names filled in; comments go first, since they may hold ';'.
+ * With a cluster: sql/cluster.sql, ON CLUSTER (the {shard}/{replica} macros stay for the server).
+ */
+export function ddlStatements(database: string, table: string, cluster?: string): string[] {
   for (const [what, name] of [
     ["database", database],
     ["table", table],
+    ["cluster", cluster ?? "none"],
   ] as const) {
     if (!IDENT.test(name))
       throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
   }
-  return ddl
+  return (cluster ? clusterDdl.replaceAll("{cluster}", cluster) : ddl)
     .split("\n")
     .filter((l) => !l.trim().startsWith("--"))
     .join("\n")
@@ -28,8 +33,8 @@ export function ddlStatements(database: string, table: string): string[] {
     .map((s) => s.replaceAll("{database}", database).replaceAll("{table}", table));
 }
 
-export async function migrate(ch: ClickHouseClient, database: string, table: string): Promise<void> {
-  for (const query of ddlStatements(database, table)) await ch.command({ query });
+export async function migrate(ch: ClickHouseClient, database: string, table: string, cluster?: string): Promise<void> {
+  for (const query of ddlStatements(database, table, cluster)) await ch.command({ query });
 }
 
 /** checkSchema on the first endpoint that answers; throws the first endpoint's error when none does. */

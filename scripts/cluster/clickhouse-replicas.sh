@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Two ClickHouse 18.16 replicas of one shard, coordinated by ZooKeeper (Debian's 3.8), on loopback:
+# the replicated half of the scale-out topology, for `migrate --cluster` and its test.
+#   scripts/cluster/clickhouse-replicas.sh start|stop
+# ZooKeeper 127.0.0.1:12181; replica r1 http 8124 / native 9011, replica r2 http 8125 / native 9012;
+# cluster name `cdr_cluster`. State lives in .local/cluster/.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+HOME_DIR="$LOCAL/cluster"
+ZK_PORT=12181
+replicas=("r1 8124 9011 9021" "r2 8125 9012 9022")
+
+zk_answers() { [[ "$(exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT && printf ruok >&3 && cat <&3)" == "imok" ]]; }
+ch_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$1/ping" 2>/dev/null)" == "Ok." ]]; }
+
+start() {
+  mkdir -p "$HOME_DIR/zk/data"
+  if ! zk_answers; then
+    cat >"$HOME_DIR/zk/zoo.cfg" <<CFG
+tickTime=2000
+dataDir=$HOME_DIR/zk/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok
+CFG
+    spawn_detached "$HOME_DIR/zk/zk.pid" "$HOME_DIR/zk/zk.log" java -Xmx128m -Dzookeeper.log.dir="$HOME_DIR/zk" \
+      -cp "/usr/share/java/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$HOME_DIR/zk/zoo.cfg"
+    wait_for 60 "ZooKeeper" zk_answers || die "ZooKeeper did not answer; see $HOME_DIR/zk/zk.log"
+  fi
+  for r in "${replicas[@]}"; do
+    read -r name http tcp inter <<<"$r"
+    local dir="$HOME_DIR/$name"
+    ch_answers "$http" && continue
+    mkdir -p "$dir"/{data,tmp,user_files,format_schemas,log}
+    sed -e "s:CH_HOME:$dir:g" -e "s:CH_HTTP_PORT:$http:g" -e "s:CH_TCP_PORT:$tcp:g" -e "s:CH_INTER_PORT:$inter:g" \
+      -e "s:REPLICA_NAME:$name:g" -e "s:ZK_PORT:$ZK_PORT:g" "$ROOT/scripts/cluster/replica.xml" >"$dir/config.xml"
+    cp "$ROOT/scripts/clickhouse/users.xml" "$dir/users.xml"
+    (cd "$dir" && spawn_detached "$dir/clickhouse.pid" "$dir/log/stdout.log" clickhouse-server --config-file="$dir/config.xml")
+    wait_for 60 "ClickHouse replica $name" ch_answers "$http" || die "replica $name did not answer; see $dir/log"
+  done
+}
+
+# Replicas first, then ZooKeeper (replicas that outlive their ZooKeeper session refuse writes).
+stop() {
+  for pidfile in "$HOME_DIR"/r*/clickhouse.pid "$HOME_DIR/zk/zk.pid"; do
+    if [[ -s $pidfile ]]; then
+      local pid; pid="$(cat "$pidfile")"
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+  done
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) die "usage: $0 start|stop" ;;
+esac

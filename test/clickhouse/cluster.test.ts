@@ -1,0 +1,89 @@
+// `migrate --cluster` on two real ClickHouse 18.16 replicas of one shard with ZooKeeper
+// (scripts/cluster/clickhouse-replicas.sh), and the worker writing to the Distributed table through
+// both endpoints while one replica is stopped and comes back: both end up with every row.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createClient } from "@clickhouse/client";
+import { ddlStatements } from "../../src/clickhouse/migrate.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { chdb } from "../support/chdb.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { props } from "../support/kafka.ts";
+import { ROOT, run, uniqueName, waitFor } from "../support/services.ts";
+import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+const { names } = e2eScope();
+const SCRIPT = `${ROOT}/scripts/cluster/clickhouse-replicas.sh`;
+const REPLICAS = ["http://127.0.0.1:8124", "http://127.0.0.1:8125"];
+const DB = uniqueName("cluster").replace(/\W/g, "_");
+const replica = (url: string) => createClient({ url, request_timeout: 30_000 });
+const count = async (url: string, q: string) => {
+  const ch = replica(url);
+  try {
+    return Number((await (await ch.query({ query: q, format: "JSONEachRow" })).json<{ c: string }>())[0]!.c);
+  } finally {
+    await ch.close();
+  }
+};
+
+beforeAll(async () => {
+  await run(["bash", SCRIPT, "start"]);
+}, 120_000);
+afterAll(async () => {
+  const ch = replica(REPLICAS[1]!);
+  await ch.command({ query: `DROP DATABASE IF EXISTS ${DB} ON CLUSTER cdr_cluster` }).catch(() => {});
+  await ch.close();
+  await run(["bash", SCRIPT, "stop"]);
+});
+
+test("migrate --cluster: ReplicatedReplacingMergeTree and Distributed on every replica, twice without harm", async () => {
+  const env = { ...process.env, CLICKHOUSE_URL: REPLICAS[0]!, CLICKHOUSE_DATABASE: DB, CLICKHOUSE_TABLE: "cdr" };
+  for (let i = 0; i < 2; i++) {
+    const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "migrate", "--cluster", "cdr_cluster"], { env, stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode).toBe(0);
+    expect(JSON.parse(p.stdout.toString())).toEqual({ migrated: `${DB}.cdr`, cluster: "cdr_cluster" });
+  }
+  for (const url of REPLICAS) {
+    const ch = replica(url);
+    const rows = await (await ch.query({ query: `SELECT name, engine FROM system.tables WHERE database = '${DB}' ORDER BY name`, format: "JSONEachRow" })).json();
+    await ch.close();
+    expect(rows).toEqual([{ name: "cdr", engine: "Distributed" }, { name: "cdr_local", engine: "ReplicatedReplacingMergeTree" }]);
+  }
+}, 60_000);
+
+test("the cluster DDL parses on the current engine (ClickHouse 26.9's formatQuery; it has no ZooKeeper to run it)", async () => {
+  const statements = ddlStatements(DB, "cdr", "cdr_cluster");
+  const { results } = await chdb(`${ROOT}/.local/tmp/${uniqueName("fq")}`, statements.map((s) => ({ sql: `SELECT formatQuery('${s.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}')` })));
+  expect(results.map((r) => r.ok)).toEqual(statements.map(() => true));
+});
+
+test("the worker writes to the Distributed table through both replicas; one stopped mid-stream, back later: both hold every row", async () => {
+  const n = await names("clusterw");
+  const w = await startWorker(workerEnv(n, { CLICKHOUSE_URL: REPLICAS.join(","), CLICKHOUSE_DATABASE: DB, CLICKHOUSE_TABLE: "cdr", CLICKHOUSE_KEEP_ALIVE_IDLE_MS: "0" }));
+  const p = new Producer(props);
+  try {
+    const send = async (from: number, k: number) => {
+      for (let i = from; i < from + k; i++) await p.produce(n.raw, toJson(withFields({ raw_id: `cl-${i}` })), { partition: i % 3 });
+    };
+    await send(0, 300);
+    await statsWhen(w, (s) => s.total_clickhouse === 300, 30_000, "first rows");
+    await run(["bash", "-c", `kill -9 $(cat ${ROOT}/.local/cluster/r1/clickhouse.pid)`]);
+    await waitFor(async () => ((await fetch(`${REPLICAS[0]}/ping`).catch(() => null)) === null ? true : undefined), 20_000, "r1 down");
+    await send(300, 300);
+    const s = await statsWhen(w, (s) => s.total_clickhouse === 600, 30_000, "rows while r1 is down");
+    expect(s.total_dlq).toBe(0);
+    await run(["bash", SCRIPT, "start"]);
+    for (const url of REPLICAS) {
+      await waitFor(async () => {
+        const ch = replica(url);
+        await ch.command({ query: `SYSTEM SYNC REPLICA ${DB}.cdr_local` }).catch(() => {});
+        await ch.close();
+        return (await count(url, `SELECT uniqExact(raw_id) AS c FROM ${DB}.cdr_local WHERE raw_id LIKE 'cl-%'`)) === 600 ? true : undefined;
+      }, 60_000, `every row on ${url}`);
+    }
+    expect(await w.stop()).toBe(0);
+  } finally {
+    p.close();
+    w.proc.kill("SIGKILL");
+  }
+}, 180_000);
