@@ -16,7 +16,8 @@ export async function migrateCommand(cfg: Config, cluster?: string): Promise<num
   const ch = createClickHouse(cfg.clickhouse, "default");
   try {
     await migrate(ch, cfg.clickhouse.database, cfg.clickhouse.table, cluster);
-    console.log(JSON.stringify({ migrated: `${cfg.clickhouse.database}.${cfg.clickhouse.table}`, ...(cluster ? { cluster } : {}) }));
+    const migrated = `${cfg.clickhouse.database}.${cfg.clickhouse.table}`;
+    console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}) }));
     return 0;
   } finally {
     await ch.close();
