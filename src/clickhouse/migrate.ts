@@ -10,6 +10,9 @@ import { COLUMNS } from "./row-format.ts";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** The column list of sql/001_cdr.sql, "( … )", which sql/cluster.sql's local table takes too. */
+const COLUMN_LIST = /\n\(\n[\s\S]*?\n\)\n/.exec(ddl)![0].trim();
+
 /**
  * The statements of the DDL with names filled in; comments go first, since they may hold ';'.
  * With a cluster: sql/cluster.sql, ON CLUSTER (the {shard}/{replica} macros stay for the server).
@@ -23,10 +26,13 @@ export function ddlStatements(database: string, table: string, cluster?: string)
     if (!IDENT.test(name))
       throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
   }
-  return (cluster ? clusterDdl.replaceAll("{cluster}", cluster) : ddl)
+  // Comments first: they may hold ';' and the placeholders' names.
+  return (cluster ? clusterDdl : ddl)
     .split("\n")
     .filter((l) => !l.trim().startsWith("--"))
     .join("\n")
+    .replaceAll("{columns}", COLUMN_LIST)
+    .replaceAll("{cluster}", cluster ?? "")
     .split(";")
     .map((s) => s.trim())
     .filter(Boolean)

@@ -45,3 +45,14 @@ test("DDL names must be plain identifiers; comments never split statements", () 
   expect(stmts.length).toBe(2);
   expect(stmts[1]).toContain("ReplacingMergeTree");
 });
+
+test("the cluster DDL's local table has exactly the single-node table's columns; comments hold no statement", () => {
+  const single = ddlStatements("telecom", "cdr")[1]!;
+  const cluster = ddlStatements("telecom", "cdr", "c1");
+  const columns = (s: string) => s.slice(s.indexOf("("), s.indexOf("\nENGINE"));
+  expect(cluster.length).toBe(3);
+  expect(cluster[0]).toBe("CREATE DATABASE IF NOT EXISTS telecom ON CLUSTER c1");
+  expect(columns(cluster[1]!)).toBe(columns(single));
+  expect(cluster[1]).toContain("ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/telecom/cdr_local', '{replica}', ingested_at)");
+  expect(cluster[2]).toContain("ENGINE = Distributed(c1, telecom, cdr_local, cityHash64(toString(cdr_id)))");
+});
