@@ -98,14 +98,7 @@ export class Admin {
         const result = lib.rd_kafka_event_DescribeConfigs_result(ev)!;
         const [resource] = readPointers((cnt) => lib.rd_kafka_DescribeConfigs_result_resources(result, cnt));
         if (!resource) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: empty result`);
-        const rerr = lib.rd_kafka_ConfigResource_error(resource);
-        if (rerr !== 0)
-          throw new KafkaError(
-            "KAFKA_ADMIN",
-            `describe ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(resource)}`,
-            rerr,
-            errName(rerr),
-          );
+        throwResourceError(`describe ${topic}`, resource);
         const out: Record<string, ConfigValue> = {};
         for (const entry of readPointers((cnt) => lib.rd_kafka_ConfigResource_configs(resource, cnt))) {
           const v = lib.rd_kafka_ConfigEntry_value(entry);
@@ -140,14 +133,7 @@ export class Admin {
       try {
         const result = lib.rd_kafka_event_AlterConfigs_result(ev)!;
         for (const r of readPointers((cnt) => lib.rd_kafka_AlterConfigs_result_resources(result, cnt))) {
-          const rerr = lib.rd_kafka_ConfigResource_error(r);
-          if (rerr !== 0)
-            throw new KafkaError(
-              "KAFKA_ADMIN",
-              `alter ${topic}: ${errName(rerr)}: ${lib.rd_kafka_ConfigResource_error_string(r)}`,
-              rerr,
-              errName(rerr),
-            );
+          throwResourceError(`alter ${topic}`, r);
         }
       } finally {
         lib.rd_kafka_event_destroy(ev);
@@ -253,4 +239,13 @@ function readPointers(fn: (cnt: BigUint64Array) => Pointer | null): Pointer[] {
   const out: Pointer[] = [];
   for (let i = 0; i < n && arr; i++) out.push(read.ptr(arr, i * 8) as Pointer);
   return out;
+}
+
+/** A config resource's own error (describe or alter refused for that topic), as a KafkaError. */
+function throwResourceError(what: string, resource: Pointer): void {
+  const lib = rdk();
+  const err = lib.rd_kafka_ConfigResource_error(resource);
+  if (err === 0) return;
+  const detail = lib.rd_kafka_ConfigResource_error_string(resource);
+  throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(err)}: ${detail}`, err, errName(err));
 }
