@@ -22,3 +22,23 @@ test("promtool test rules: each alert has a firing and a non-firing case, the re
   expect(alerts.length).toBeGreaterThanOrEqual(11);
   expect(alerts.filter((a) => !tests.includes(`alertname: ${a}`))).toEqual([]);
 });
+
+test("a rule that reads a recorded series follows its recording rule in the same group, so it never sees the last round's value", async () => {
+  type Rule = { record?: string; alert?: string; expr: string };
+  const file = Bun.YAML.parse(await Bun.file(`${ROOT}/deploy/prometheus/cdr-worker.rules.yml`).text()) as {
+    groups: { name: string; rules: Rule[] }[];
+  };
+  const recordedIn = new Map<string, { group: string; index: number }>();
+  file.groups.forEach((g) => g.rules.forEach((r, index) => r.record && recordedIn.set(r.record, { group: g.name, index })));
+  const misplaced: string[] = [];
+  for (const g of file.groups) {
+    g.rules.forEach((r, index) => {
+      for (const [name, at] of recordedIn) {
+        if (!new RegExp(`\\b${name.replace(/[:.]/g, "\\$&")}\\b`).test(r.expr)) continue;
+        if (at.group !== g.name || at.index >= index) misplaced.push(`${r.alert ?? r.record} reads ${name}`);
+      }
+    });
+  }
+  expect(recordedIn.size).toBeGreaterThanOrEqual(5);
+  expect(misplaced).toEqual([]);
+});
