@@ -83,7 +83,7 @@ async function main(argv: string[]): Promise<number> {
       return migrateCommand(cfg, cluster);
     }
     case "topics":
-      return topicsCommand(cfg, args.positionals[1]);
+      return topicsCommand(cfg, args);
     case "generate":
       return generateCommand(cfg, args);
     case "dlq":

@@ -3,13 +3,16 @@ import { createClickHouse } from "../clickhouse/client.ts";
 import { migrate } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { Admin } from "../kafka/admin.ts";
+import { integerFlag, type ParsedArgs } from "./args.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
 
 export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the database and table of sql/ if missing
   (idempotent). With --cluster, ON CLUSTER NAME: <table>_local as ReplicatedReplacingMergeTree on every node and
   <table> as the Distributed table the worker writes to (sql/cluster.sql).`;
-export const TOPICS_HELP = `cdr-worker topics ensure: create missing topics with the spec's settings,
-  repair drifted configs, report (never change) a partition count that differs. Idempotent; deletes nothing.
+export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N]: create missing topics
+  with the spec's settings, repair drifted configs, report (never change) a partition count that differs.
+  Idempotent; deletes nothing. --replication-factor (default 1) also sets min.insync.replicas (2 from 3 replicas);
+  --partitions is the raw topic's count (default 3), the most workers one group can use.
 cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
 
 export async function migrateCommand(cfg: Config, cluster?: string): Promise<number> {
@@ -24,9 +27,13 @@ export async function migrateCommand(cfg: Config, cluster?: string): Promise<num
   }
 }
 
-export async function topicsCommand(cfg: Config, sub: string | undefined): Promise<number> {
+export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+  const sub = args.positionals[1];
+  const specs = topologySpec(cfg.kafka.topicRaw, cfg.kafka.topicDlq, {
+    replicationFactor: integerFlag(args, "replication-factor", 1, 1, 32),
+    partitions: integerFlag(args, "partitions", 3, 1, 100_000),
+  });
   const admin = new Admin(kafkaProps(cfg));
-  const specs = topologySpec(cfg.kafka.topicRaw, cfg.kafka.topicDlq);
   try {
     if (sub === "ensure") {
       const reports = await ensureTopics(admin, specs);
@@ -41,7 +48,10 @@ export async function topicsCommand(cfg: Config, sub: string | undefined): Promi
         const relevant =
           configs &&
           Object.fromEntries(
-            ["retention.ms", "compression.type", "cleanup.policy"].map((k) => [k, configs[k]?.value ?? null]),
+            ["retention.ms", "compression.type", "cleanup.policy", "min.insync.replicas"].map((k) => [
+              k,
+              configs[k]?.value ?? null,
+            ]),
           );
         console.log(
           JSON.stringify({

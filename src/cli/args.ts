@@ -37,3 +37,10 @@ export function stringFlag(args: ParsedArgs, name: string): string | undefined {
   if (v === true) throw new CdrWorkerError("CONFIG_INVALID", `--${name} needs a value`);
   return v;
 }
+
+/** A whole-number flag with bounds (counts: partitions, replicas). */
+export function integerFlag(args: ParsedArgs, name: string, dflt: number, min: number, max: number): number {
+  const n = numberFlag(args, name, dflt, min, max);
+  if (!Number.isInteger(n)) throw new CdrWorkerError("CONFIG_INVALID", `--${name}=${n}: expected a whole number`);
+  return n;
+}

@@ -5,15 +5,34 @@
 import type { Admin, TopicSpec } from "../kafka/admin.ts";
 import { CdrWorkerError } from "../errors.ts";
 
-export function topologySpec(rawTopic: string, dlqTopic: string): TopicSpec[] {
+export interface TopologyOptions {
+  /** Replicas of each partition: 1 on a single development broker, 3 on a production cluster. */
+  replicationFactor?: number;
+  /** Partitions of the raw topic: the most workers one group can use. */
+  partitions?: number;
+}
+
+/**
+ * Replicated topics get `min.insync.replicas` so an acknowledged write (the DLQ producer uses
+ * acks=all through idempotence) survives the loss of one broker: 2 of 3, or 1 of 2 (which only
+ * keeps the topic writable). A single replica has nothing to set and keeps the broker's default.
+ */
+export function minInsyncReplicas(replicationFactor: number): number | undefined {
+  return replicationFactor >= 3 ? 2 : replicationFactor === 2 ? 1 : undefined;
+}
+
+export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyOptions = {}): TopicSpec[] {
+  const replicationFactor = opts.replicationFactor ?? 1;
+  const minIsr = minInsyncReplicas(replicationFactor);
+  const durability: Record<string, string> = minIsr ? { "min.insync.replicas": String(minIsr) } : {};
   return [
     {
       name: rawTopic,
-      partitions: 3,
-      replicationFactor: 1,
-      configs: { "retention.ms": "86400000", "compression.type": "lz4" },
+      partitions: opts.partitions ?? 3,
+      replicationFactor,
+      configs: { "retention.ms": "86400000", "compression.type": "lz4", ...durability },
     },
-    { name: dlqTopic, partitions: 1, replicationFactor: 1, configs: { "retention.ms": "604800000" } },
+    { name: dlqTopic, partitions: 1, replicationFactor, configs: { "retention.ms": "604800000", ...durability } },
   ];
 }
 

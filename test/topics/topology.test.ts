@@ -1,7 +1,7 @@
 // Admin calls and `topics ensure` against the real broker.
 import { afterAll, describe, expect, test } from "bun:test";
 import { Admin } from "../../src/kafka/admin.ts";
-import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
+import { ensureTopics, minInsyncReplicas, topologySpec } from "../../src/topics/topology.ts";
 import { createTopic, deleteTopics, withAdmin } from "../support/kafka.ts";
 import { uniqueName } from "../support/services.ts";
 
@@ -43,4 +43,23 @@ describe("admin and topology", () => {
       expect(admin.partitionCounts([raw]).get(raw)).toBe(2);
     });
   });
+
+  test("a replication factor the cluster cannot hold fails naming the cause, and creates nothing", async () => {
+    const raw = uniqueName("cdr.raw.rf3");
+    const dlq = uniqueName("cdr.raw.rf3.dlq");
+    cleanup.push(raw, dlq);
+    await withAdmin(async (admin) => {
+      const err = await ensureTopics(admin, topologySpec(raw, dlq, { replicationFactor: 3 })).catch((e) => e as Error);
+      expect(String(err)).toContain("INVALID_REPLICATION_FACTOR");
+      expect(admin.partitionCounts([raw, dlq])).toEqual(new Map([[raw, null], [dlq, null]]));
+    });
+  });
+});
+
+test("replicated topics require two in-sync replicas of three; a single replica keeps the broker default", () => {
+  expect([1, 2, 3, 5].map(minInsyncReplicas)).toEqual([undefined, 1, 2, 2]);
+  const [raw, dlq] = topologySpec("r", "d", { replicationFactor: 3, partitions: 12 });
+  expect([raw!.partitions, raw!.replicationFactor, dlq!.partitions, dlq!.replicationFactor]).toEqual([12, 3, 1, 3]);
+  expect([raw!.configs["min.insync.replicas"], dlq!.configs["min.insync.replicas"]]).toEqual(["2", "2"]);
+  expect(Object.keys(topologySpec("r", "d")[0]!.configs)).not.toContain("min.insync.replicas");
 });
