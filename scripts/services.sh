@@ -2,6 +2,9 @@
 # Starts, stops and reports the local Kafka (KRaft, one node) and ClickHouse that development and
 # tests use. State lives in .local/; `stop` only stops processes whose pid files this script wrote.
 #   scripts/services.sh start|stop|status|restart [kafka|clickhouse]
+#   scripts/services.sh start|stop cluster   the scale-out profile instead: 3 KRaft brokers
+#     (127.0.0.1:19092-19094), 2 ClickHouse replicas of one shard (8124, 8125) and ZooKeeper (12181);
+#     see scripts/cluster/. The single-node services above stay the default.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 KAFKA_HOME="$LOCAL/kafka"
@@ -97,6 +100,16 @@ status_one() { # status_one <name> <pidfile> <probe>
 }
 
 cmd=${1:-status}; which=${2:-all}
+if [[ $which == cluster ]]; then
+  case "$cmd" in
+    start) bash "$ROOT/scripts/cluster/kafka-brokers.sh" start && bash "$ROOT/scripts/cluster/clickhouse-replicas.sh" start
+      log "cluster: KAFKA_BROKERS=$(bash "$ROOT/scripts/cluster/kafka-brokers.sh" bootstrap)" \
+        "CLICKHOUSE_URL=http://127.0.0.1:8124,http://127.0.0.1:8125" ;;
+    stop) bash "$ROOT/scripts/cluster/clickhouse-replicas.sh" stop; bash "$ROOT/scripts/cluster/kafka-brokers.sh" stop ;;
+    *) die "usage: scripts/services.sh start|stop cluster" ;;
+  esac
+  exit 0
+fi
 case "$cmd" in
   start)
     [[ $which == all || $which == kafka ]] && start_kafka

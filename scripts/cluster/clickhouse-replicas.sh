@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two ClickHouse 18.16 replicas of one shard, coordinated by ZooKeeper (Debian's 3.8), on loopback:
 # the replicated half of the scale-out topology, for `migrate --cluster` and its test.
-#   scripts/cluster/clickhouse-replicas.sh start|stop
+#   scripts/cluster/clickhouse-replicas.sh start        ZooKeeper and every replica not answering
+#   scripts/cluster/clickhouse-replicas.sh stop [NAME]  everything, or replica NAME (r1, r2) alone
 # ZooKeeper 127.0.0.1:12181; replica r1 http 8124 / native 9011, replica r2 http 8125 / native 9012;
 # cluster name `cdr_cluster`. State lives in .local/cluster/.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -9,7 +10,9 @@ HOME_DIR="$LOCAL/cluster"
 ZK_PORT=12181
 replicas=("r1 8124 9011 9021" "r2 8125 9012 9022")
 
-zk_answers() { [[ "$(exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT && printf ruok >&3 && cat <&3)" == "imok" ]]; }
+# Serving, not only running: `ruok` says imok before the database is loaded, and a replica that
+# starts then fails its ZooKeeper handshake and exits (18.16 loads replicated tables at start).
+zk_answers() { [[ "$(exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT 2>/dev/null && printf srvr >&3 && cat <&3)" == *"Mode: standalone"* ]]; }
 ch_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$1/ping" 2>/dev/null)" == "Ok." ]]; }
 
 start() {
@@ -21,10 +24,11 @@ dataDir=$HOME_DIR/zk/data
 clientPort=$ZK_PORT
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok
+4lw.commands.whitelist=srvr
 CFG
     spawn_detached "$HOME_DIR/zk/zk.pid" "$HOME_DIR/zk/zk.log" java -Xmx128m -Dzookeeper.log.dir="$HOME_DIR/zk" \
-      -cp "/usr/share/java/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$HOME_DIR/zk/zoo.cfg"
+      -cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \
+      -Dorg.slf4j.simpleLogger.showDateTime=true org.apache.zookeeper.server.quorum.QuorumPeerMain "$HOME_DIR/zk/zoo.cfg"
     wait_for 60 "ZooKeeper" zk_answers || die "ZooKeeper did not answer; see $HOME_DIR/zk/zk.log"
   fi
   for r in "${replicas[@]}"; do
@@ -42,7 +46,12 @@ CFG
 
 # Replicas first, then ZooKeeper (replicas that outlive their ZooKeeper session refuse writes).
 stop() {
-  for pidfile in "$HOME_DIR"/r*/clickhouse.pid "$HOME_DIR/zk/zk.pid"; do
+  local pidfiles=("$HOME_DIR"/r*/clickhouse.pid "$HOME_DIR/zk/zk.pid")
+  if [[ -n ${1:-} ]]; then
+    [[ $1 =~ ^r[12]$ ]] || die "no replica $1 (r1, r2)"
+    pidfiles=("$HOME_DIR/$1/clickhouse.pid")
+  fi
+  for pidfile in "${pidfiles[@]}"; do
     if [[ -s $pidfile ]]; then
       local pid; pid="$(cat "$pidfile")"
       kill "$pid" 2>/dev/null || true
@@ -55,6 +64,6 @@ stop() {
 
 case "${1:-}" in
   start) start ;;
-  stop) stop ;;
-  *) die "usage: $0 start|stop" ;;
+  stop) stop "${2:-}" ;;
+  *) die "usage: $0 start|stop [r1|r2]" ;;
 esac
