@@ -8,9 +8,8 @@
  */
 import { numberFlag, parseArgs } from "../../src/cli/args.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
-import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { prepareRun } from "../lib/harness.ts";
+import { dlqSources, prepareRun } from "../lib/harness.ts";
 
 const args = parseArgs(process.argv.slice(2));
 const N = numberFlag(args, "records", 500_000, 1000, 1e8);
@@ -55,21 +54,7 @@ const exitCode = await worker.exited;
 const seconds = (performance.now() - t0) / 1000;
 
 // The DLQ, distinct by source partition/offset.
-const reader = new Consumer({ props: { "bootstrap.servers": brokers, "group.id": `chaos-reader-${stamp}` }, topics: [dlq], readHeaders: true });
-const high = reader.queryWatermarks(dlq, 0).high;
-const sources = new Set<string>();
-let read = 0;
-const dec = new TextDecoder();
-while (read < high) {
-  const batch = reader.poll();
-  if (batch.length === 0) { await Bun.sleep(5); continue; }
-  for (const m of batch) {
-    const h = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, dec.decode(v)]));
-    sources.add(`${h["dlq.source.partition"]}/${h["dlq.source.offset"]}`);
-  }
-  read += batch.length;
-}
-reader.close();
+const { messages: high, sources } = await dlqSources(brokers, dlq, `chaos-reader-${stamp}`);
 const final = await rows();
 const report = {
   records: N, kills: KILLS, seconds: Math.round(seconds), worker_exit_code: exitCode,

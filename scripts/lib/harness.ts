@@ -6,7 +6,9 @@
 import { createClient, type ClickHouseClient } from "@clickhouse/client";
 import { readdirSync, readFileSync } from "node:fs";
 import { migrate } from "../../src/clickhouse/migrate.ts";
+import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Admin } from "../../src/kafka/admin.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
 import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
 
 const MAIN = `${import.meta.dir}/../../src/main.ts`;
@@ -123,4 +125,32 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
       admin.close();
     },
   };
+}
+
+/**
+ * Reads a DLQ topic (one partition) to its end: how many envelopes it holds, and the distinct source
+ * records (partition/offset of the raw topic) they stand for: replays make the first larger.
+ */
+export async function dlqSources(brokers: string, dlq: string, group: string): Promise<{ messages: number; sources: Set<string> }> {
+  const reader = new Consumer({ props: { "bootstrap.servers": brokers, "group.id": group }, topics: [dlq], readHeaders: true });
+  const sources = new Set<string>();
+  const dec = new TextDecoder();
+  try {
+    const high = reader.queryWatermarks(dlq, 0).high;
+    for (let read = 0; read < high; ) {
+      const batch = reader.poll();
+      if (batch.length === 0) {
+        await Bun.sleep(5);
+        continue;
+      }
+      for (const m of batch) {
+        const h = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, dec.decode(v)]));
+        sources.add(`${h[HEADERS.sourcePartition]}/${h[HEADERS.sourceOffset]}`);
+      }
+      read += batch.length;
+    }
+    return { messages: high, sources };
+  } finally {
+    reader.close();
+  }
 }
