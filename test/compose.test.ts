@@ -6,7 +6,8 @@ import { ROOT } from "./support/services.ts";
 test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the worker healthchecked on /readyz", async () => {
   const doc = Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> };
   const s = doc.services;
-  expect(Object.keys(s).sort()).toEqual(["clickhouse", "generator", "grafana", "kafka", "migrate", "prometheus", "topics", "worker"]);
+  const notCluster = Object.keys(s).filter((k) => !s[k].profiles?.includes("cluster"));
+  expect(notCluster.sort()).toEqual(["clickhouse", "generator", "grafana", "kafka", "migrate", "prometheus", "topics", "worker"]);
   expect(s.kafka.image).toMatch(/^apache\/kafka:4\./);
   expect(s.kafka.environment.KAFKA_PROCESS_ROLES).toBe("broker,controller");
   expect(s.clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:/);
@@ -53,4 +54,33 @@ test("Dockerfile: the dependency patches are in the build context before bun ins
   expect(install).toBeGreaterThan(0);
   const copied = [...df.slice(0, install).matchAll(/^COPY (\S+)/gm)].map((m) => m[1]!);
   for (const patch of patches) expect(copied.some((c) => patch === c || patch.startsWith(`${c}/`))).toBe(true);
+});
+
+test("compose.yml `cluster` profile: 3 KRaft brokers in one quorum, RF 3 topics, 2 ClickHouse replicas with ZooKeeper, 3 workers", async () => {
+  const s = (Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> }).services;
+  const cluster = Object.keys(s).filter((k) => s[k].profiles?.includes("cluster")).sort();
+  expect(cluster).toEqual(["clickhouse-1", "clickhouse-2", "cluster-migrate", "cluster-topics", "cluster-worker", "kafka-1", "kafka-2", "kafka-3", "zookeeper"]);
+  const brokers = ["kafka-1", "kafka-2", "kafka-3"].map((b) => s[b].environment);
+  expect(brokers.map((e) => e.KAFKA_NODE_ID)).toEqual(["1", "2", "3"]);
+  expect(brokers.map((e) => e.KAFKA_ADVERTISED_LISTENERS)).toEqual(["kafka-1", "kafka-2", "kafka-3"].map((b) => `PLAINTEXT://${b}:9092`));
+  expect(new Set(brokers.map((e) => e.KAFKA_CONTROLLER_QUORUM_VOTERS))).toEqual(new Set(["1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"]));
+  // One formatted cluster: the same id everywhere, 16 bytes in base64 as kafka-storage wants it.
+  expect(new Set(brokers.map((e) => e.CLUSTER_ID)).size).toBe(1);
+  expect(Buffer.from(brokers[0].CLUSTER_ID, "base64url").length).toBe(16);
+  expect(brokers.every((e) => e.KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR === "3")).toBe(true);
+  expect(s["cluster-topics"].command).toEqual(["topics", "ensure", "--replication-factor", "3", "--partitions", "12"]);
+  expect(s["cluster-migrate"].command).toEqual(["migrate", "--cluster", "cdr_cluster"]);
+  const env = s["cluster-worker"].environment;
+  expect(env.KAFKA_BROKERS).toBe("kafka-1:9092,kafka-2:9092,kafka-3:9092");
+  expect(env.CLICKHOUSE_URL).toBe("http://clickhouse-1:8123,http://clickhouse-2:8123");
+  expect(s["cluster-worker"].deploy.replicas).toBe(3);
+  // The ClickHouse nodes: the mounted config names the cluster the migration uses, its two replicas, ZooKeeper.
+  expect([s["clickhouse-1"].environment.REPLICA_NAME, s["clickhouse-2"].environment.REPLICA_NAME]).toEqual(["clickhouse-1", "clickhouse-2"]);
+  for (const n of ["clickhouse-1", "clickhouse-2"]) expect(s[n].volumes).toContain("./deploy/clickhouse/cluster.xml:/etc/clickhouse-server/config.d/cluster.xml:ro");
+  const xml = await Bun.file(`${ROOT}/deploy/clickhouse/cluster.xml`).text();
+  expect(xml).toContain("<cdr_cluster>");
+  expect([...xml.matchAll(/<replica><host>(clickhouse-\d)<\/host>/g)].map((m) => m[1])).toEqual(["clickhouse-1", "clickhouse-2"]);
+  expect(xml).toContain("<host>zookeeper</host><port>2181</port>");
+  // Every service the profile depends on is in the profile: `up cluster-worker` starts nothing else.
+  for (const k of cluster) for (const dep of Object.keys(s[k].depends_on ?? {})) expect(cluster).toContain(dep);
 });
