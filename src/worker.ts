@@ -12,7 +12,9 @@ import type { PhoneNormalizer } from "./cdr/phone.ts";
 import type { RetryPolicy } from "./clickhouse/retry.ts";
 import type { ClickHouseWriter } from "./clickhouse/writer.ts";
 import type { DlqPublisher } from "./dlq/publisher.ts";
-import { flushBatch } from "./flush/flush-batch.ts";
+import { RowBuffer } from "./clickhouse/row-encoder.ts";
+import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
+import { InFlight } from "./in-flight.ts";
 import type { Consumer } from "./kafka/consumer.ts";
 import type { Message } from "./kafka/message.ts";
 import { log } from "./log.ts";
@@ -55,8 +57,12 @@ export class Worker {
   readonly #tracker = new OffsetTracker();
   readonly #commits: CommitScheduler;
   readonly #breaker: DlqBreaker;
-  readonly #pending = new Set<Promise<void>>();
   readonly #waker = new Waker();
+  readonly #inFlight = new InFlight(
+    (e) => this.#fail(e),
+    () => this.#waker.wake(),
+  );
+  readonly #flushDeps: FlushDeps;
   #dlqInFlight = 0;
   #state: WorkerState = "starting";
   #assigned = false;
@@ -67,8 +73,13 @@ export class Worker {
   constructor(opts: WorkerOptions, deps: WorkerDeps) {
     this.#opts = opts;
     this.#deps = deps;
-    this.#batcher = new Batcher(opts.batchSize, opts.concurrency);
+    this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBuffer());
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
+    const { writer, dlq, counters } = deps;
+    const onHealth = (ok: boolean) => {
+      this.#clickhouseHealthy = ok;
+    };
+    this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onHealth };
     this.#commits = new CommitScheduler(
       this.#tracker,
       (positions) => this.#commit(positions),
@@ -164,7 +175,7 @@ export class Worker {
   #deadLetter(m: Message, rejection: Rejection): void {
     const hold = this.#tracker.trackAlone(m.partition, m.offset);
     this.#dlqInFlight++;
-    this.#track(
+    this.#inFlight.add(
       this.#deps.dlq
         .publishRejection(rejection, { topic: m.topic, partition: m.partition, offset: m.offset })
         .then(() => {
@@ -181,19 +192,8 @@ export class Worker {
   }
 
   #startFlush(batch: Batch): void {
-    const { writer, dlq, counters } = this.#deps;
-    const deps = {
-      writer,
-      dlq,
-      counters,
-      topic: this.#opts.topic,
-      retry: this.#opts.retry,
-      onHealth: (ok: boolean) => {
-        this.#clickhouseHealthy = ok;
-      },
-    };
-    this.#track(
-      flushBatch(batch, deps).then(() => {
+    this.#inFlight.add(
+      flushBatch(batch, this.#flushDeps).then(() => {
         for (const h of batch.holds) h.done = true;
         this.#batcher.release(batch);
         this.#commits.schedule();
@@ -209,24 +209,13 @@ export class Worker {
     this.#deps.counters.lastCommitAt = Date.now();
   }
 
-  /** Keeps a promise in the pending set; its failure is fatal. */
-  #track(p: Promise<void>): void {
-    const tracked = p
-      .catch((e) => this.#fail(e))
-      .finally(() => {
-        this.#pending.delete(tracked);
-        this.#waker.wake();
-      });
-    this.#pending.add(tracked);
-  }
-
   /** Flushes what is buffered and waits until every record is durable and committed. */
   async #settle(): Promise<void> {
     while (!this.#fatal) {
       if (this.#batcher.current.count > 0 && this.#batcher.inFlight < this.#batcher.concurrency)
         this.#startFlush(this.#batcher.seal());
-      if (this.#pending.size === 0 && this.#batcher.current.count === 0) break;
-      await Promise.race([...this.#pending]);
+      if (this.#inFlight.size === 0 && this.#batcher.current.count === 0) break;
+      await this.#inFlight.any();
     }
     this.#commits.schedule();
     await this.#commits.settled();

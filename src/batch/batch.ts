@@ -5,12 +5,23 @@
  * payload, source partition and offset), and its rat code and service for the stats breakdowns.
  */
 import type { CdrRow } from "../cdr/decode.ts";
-import { RowBuffer } from "../clickhouse/row-encoder.ts";
+
+/**
+ * Where a batch writes each row as it arrives: the insert body, encoded once, at add time (the
+ * worker gives clickhouse/row-encoder.ts's RowBuffer; a batch does not know the storage format).
+ */
+export interface RowSink {
+  /** Bytes written so far; `buf` holds them from 0. */
+  readonly length: number;
+  readonly buf: Uint8Array;
+  add(row: CdrRow, ingestedAt: number): void;
+  reset(): void;
+}
 
 export class Batch {
   readonly capacity: number;
-  /** The rows as the TSV body of the insert. */
-  readonly body = new RowBuffer();
+  /** The rows as the body of the insert. */
+  readonly body: RowSink;
   /** Byte offset in `body` just past each row's newline. */
   readonly rowEnds: Uint32Array;
   readonly payloads: string[];
@@ -24,8 +35,9 @@ export class Batch {
   readonly holds: Array<{ done: boolean }> = [];
   count = 0;
 
-  constructor(capacity: number) {
+  constructor(capacity: number, body: RowSink) {
     this.capacity = capacity;
+    this.body = body;
     this.rowEnds = new Uint32Array(capacity);
     this.payloads = new Array<string>(capacity);
     this.partitions = new Int32Array(capacity);

@@ -3,7 +3,7 @@
  * fixed pool of (concurrency + 1) batch slots. When the filling batch is full and every slot is in
  * flight, `room` is 0 and the worker stops polling Kafka: memory stays bounded whatever the input rate.
  */
-import { Batch } from "./batch.ts";
+import { Batch, type RowSink } from "./batch.ts";
 
 export class Batcher {
   readonly size: number;
@@ -13,11 +13,12 @@ export class Batcher {
   #inFlightRows = 0;
   #lastFlushAt: number;
 
-  constructor(size: number, concurrency: number, now = Date.now()) {
+  /** `newBody` makes each slot's insert body (the row encoder's buffer). */
+  constructor(size: number, concurrency: number, newBody: () => RowSink, now = Date.now()) {
     this.size = size;
     this.concurrency = concurrency;
-    for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(size));
-    this.#current = new Batch(size);
+    for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(size, newBody()));
+    this.#current = new Batch(size, newBody());
     this.#lastFlushAt = now;
   }
 

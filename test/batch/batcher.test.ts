@@ -2,6 +2,7 @@ import { expect, test } from "bun:test";
 import { Batcher } from "../../src/batch/batcher.ts";
 import { DlqBreaker } from "../../src/batch/breaker.ts";
 import type { CdrRow } from "../../src/cdr/decode.ts";
+import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
 
 const ROW: CdrRow = {
   cdr_id: "9342d47a-1bab-5709-9869-c840b2eac501", raw_id: "r", device_id: "d", msisdn: "+4915112345678", service_type: "voice",
@@ -9,12 +10,13 @@ const ROW: CdrRow = {
   up_bytes: 1, down_bytes: 2, total_bytes: 3, source_ip: 0,
 };
 
+const rowBuffer = () => new RowBuffer();
 const add = (b: Batcher, n: number) => {
   for (let i = 0; i < n; i++) b.current.add({ ...ROW, raw_id: `r${i}` }, 0, "{}", 0, i);
 };
 
 test("Batch flushed on count threshold: a full batch is due at once", () => {
-  const b = new Batcher(3, 1, 0);
+  const b = new Batcher(3, 1, rowBuffer, 0);
   add(b, 2);
   expect(b.due(60_000, 1)).toBe(false);
   add(b, 1);
@@ -22,7 +24,7 @@ test("Batch flushed on count threshold: a full batch is due at once", () => {
 });
 
 test("Batch flushed on time interval threshold: due after the interval when non-empty, never when empty", () => {
-  const b = new Batcher(1000, 1, 0);
+  const b = new Batcher(1000, 1, rowBuffer, 0);
   expect(b.due(2000, 5000)).toBe(false);
   add(b, 1);
   expect(b.due(2000, 1999)).toBe(false);
@@ -30,7 +32,7 @@ test("Batch flushed on time interval threshold: due after the interval when non-
 });
 
 test("backpressure: with every slot in flight and the filling batch full, room is 0", () => {
-  const b = new Batcher(2, 1, 0);
+  const b = new Batcher(2, 1, rowBuffer, 0);
   add(b, 2);
   const sealed = b.seal(0);
   expect(sealed.count).toBe(2);
@@ -45,7 +47,7 @@ test("backpressure: with every slot in flight and the filling batch full, room i
 });
 
 test("a released slot is reused clean", () => {
-  const b = new Batcher(2, 1, 0);
+  const b = new Batcher(2, 1, rowBuffer, 0);
   add(b, 2);
   const s = b.seal(0);
   b.release(s);
@@ -57,7 +59,7 @@ test("a released slot is reused clean", () => {
 });
 
 test("any run of rows can be sent alone: rows(lo, hi) is exactly their lines", () => {
-  const b = new Batcher(10, 1, 0);
+  const b = new Batcher(10, 1, rowBuffer, 0);
   for (let i = 0; i < 5; i++) b.current.add({ ...ROW, raw_id: `r${i}` }, 0, "{}", 0, i);
   const text = (lo: number, hi: number) => Buffer.from(b.current.rows(lo, hi)).toString("utf8");
   const lines = text(0, 5).split("\n").slice(0, 5).map((l) => l + "\n");

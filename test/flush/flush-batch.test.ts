@@ -5,6 +5,7 @@ import { Batch } from "../../src/batch/batch.ts";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
+import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
 import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import type { DlqPublisher, SourceRecord } from "../../src/dlq/publisher.ts";
 import { flushBatch } from "../../src/flush/flush-batch.ts";
@@ -12,7 +13,7 @@ import { Counters } from "../../src/stats/counters.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 
 function batchOf(n: number): Batch {
-  const b = new Batch(n);
+  const b = new Batch(n, new RowBuffer());
   const ctx = { phone: new PhoneNormalizer() };
   for (let i = 0; i < n; i++) {
     const d = decode(toJson(withFields({ raw_id: `r${i}`, svc: i % 2 ? "data" : "voice" })), ctx);
