@@ -1,0 +1,62 @@
+/** The parts of `cdr-worker run`, made from the configuration: Kafka clients, ClickHouse, the worker. */
+import { PhoneNormalizer } from "../cdr/phone.ts";
+import type { createClickHouseEndpoints } from "../clickhouse/client.ts";
+import { ClickHouseWriter } from "../clickhouse/writer.ts";
+import { kafkaProps, type Config } from "../config.ts";
+import { DlqPublisher } from "../dlq/publisher.ts";
+import { Consumer } from "../kafka/consumer.ts";
+import { Producer } from "../kafka/producer.ts";
+import { Counters } from "../stats/counters.ts";
+import { Worker } from "../worker.ts";
+
+export interface Pipeline {
+  counters: Counters;
+  phone: PhoneNormalizer;
+  producer: Producer;
+  consumer: Consumer;
+  writer: ClickHouseWriter;
+  worker: Worker;
+}
+
+export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createClickHouseEndpoints>): Pipeline {
+  const counters = new Counters();
+  const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
+  const producer = new Producer(kafkaProps(cfg, { "client.id": `${cfg.workerInstance}-dlq` }));
+  const consumer = new Consumer({
+    props: kafkaProps(cfg, {
+      "group.id": cfg.kafka.groupId,
+      "client.id": cfg.workerInstance,
+      // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
+      // librdkafka stops fetching a partition once its queue is over this and waits
+      // fetch.queue.backoff.ms before it looks again; at its default (1 s) a worker-speed consumer
+      // waited on an empty queue 85 % of the time with 4 MiB and 45 % with 16 MiB; with 10 ms,
+      // never, down to 2 MiB at 250k records/s (scripts/bench/prefetch.ts). 4 MiB (~16k records)
+      // leaves room for a broker further away than loopback.
+      "queued.max.messages.kbytes": "4096",
+      "fetch.queue.backoff.ms": "10",
+    }),
+    topics: [cfg.kafka.topicRaw],
+    maxBatch: cfg.batch.size,
+    // For the end-to-end latency histogram (read in the native batch copy: no call per message).
+    readTimestamps: true,
+  });
+  const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table);
+  const dlq = new DlqPublisher(producer, {
+    topic: cfg.kafka.topicDlq,
+    workerInstance: cfg.workerInstance,
+    storageFailureReason: cfg.dlq.storageFailureReason,
+  });
+  const worker = new Worker(
+    {
+      topic: cfg.kafka.topicRaw,
+      batchSize: cfg.batch.size,
+      flushIntervalMs: cfg.batch.flushIntervalMs,
+      concurrency: cfg.batch.concurrency,
+      retry: cfg.retry,
+      dlqMaxRatio: cfg.dlq.maxRatio,
+      dlqRatioWindow: cfg.dlq.ratioWindow,
+    },
+    { consumer, writer, dlq, phone, counters },
+  );
+  return { counters, phone, producer, consumer, writer, worker };
+}

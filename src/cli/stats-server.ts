@@ -1,0 +1,87 @@
+/**
+ * The stats server of `cdr-worker run`: /internal/stats, /metrics, /healthz and /readyz from the
+ * pipeline's memory, plus the two things readiness needs that nothing else measures: a periodic
+ * ClickHouse ping and the event-loop lag.
+ */
+import type { Config } from "../config.ts";
+import { createStatsApp } from "../stats/app.ts";
+import { LoopLagMonitor } from "../stats/loop-lag.ts";
+import { readiness } from "../stats/readiness.ts";
+import { VERSION } from "../version.ts";
+import type { Pipeline } from "./pipeline.ts";
+
+const CH_PING_INTERVAL_MS = 5000;
+/** Largest request body the stats server reads; its routes are GETs. */
+const STATS_MAX_BODY_BYTES = 16 * 1024;
+/** Seconds a stats connection may stay idle (or trickle a request) before it is closed. */
+const STATS_IDLE_SECONDS = 10;
+
+export interface StatsServer {
+  url: string;
+  stop(): void;
+}
+
+export async function serveStats(cfg: Config, p: Pipeline): Promise<StatsServer> {
+  const { counters, consumer, worker, writer, phone } = p;
+  const topic = cfg.kafka.topicRaw;
+  const loopLag = new LoopLagMonitor();
+  const startedAt = Date.now();
+  let chReachable = await writer.ping();
+  const pinger = setInterval(async () => {
+    chReachable = await writer.ping();
+  }, CH_PING_INTERVAL_MS);
+  /** Known lag of the owned partitions: high watermark minus committed, where both are known. */
+  const ownedLag = () => {
+    let lag = 0;
+    const positions = worker.positions();
+    for (const { partition } of consumer.assignment) {
+      const high = consumer.watermarks(topic, partition)?.high ?? null;
+      const committed = positions.get(partition)?.committed ?? -1;
+      if (high !== null && committed >= 0) lag += Math.max(0, high - committed);
+    }
+    return lag;
+  };
+  const app = createStatsApp({
+    counters,
+    version: VERSION,
+    workerInstance: cfg.workerInstance,
+    topic,
+    state: () => worker.state,
+    bufferedRows: () => worker.bufferedRows,
+    positions: () => worker.positions(),
+    assignment: () => consumer.assignment.map((a) => a.partition),
+    clickhouseEndpoints: () => writer.endpoints,
+    highWatermark: (partition) => consumer.watermarks(topic, partition)?.high ?? null,
+    phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
+    breakerRatio: () => worker.breakerRatio,
+    eventLoopLagMs: () => loopLag.worstMs,
+    ready: () =>
+      readiness({
+        assigned: worker.assigned,
+        clickhouseReachable: chReachable,
+        clickhouseHealthy: worker.clickhouseHealthy,
+        state: worker.state,
+        waiting: counters.inFlight + ownedLag(),
+        lastProgressAt: counters.lastCommitAt ?? startedAt,
+        now: Date.now(),
+      }),
+  });
+  // Bounded: the routes take no body (a larger one is refused with 413 before it is read), and a
+  // connection idle or trickling for STATS_IDLE_SECONDS is closed. Requests are served on the
+  // event loop between polls and never wait on Kafka or ClickHouse (test/e2e/stats-server.test.ts).
+  const server = Bun.serve({
+    hostname: cfg.stats.host,
+    port: cfg.stats.port,
+    fetch: app.fetch,
+    maxRequestBodySize: STATS_MAX_BODY_BYTES,
+    idleTimeout: STATS_IDLE_SECONDS,
+  });
+  return {
+    url: `http://${server.hostname}:${server.port}/internal/stats`,
+    stop: () => {
+      clearInterval(pinger);
+      loopLag.stop();
+      server.stop(true);
+    },
+  };
+}
