@@ -4,28 +4,42 @@ import type { StatsSource } from "./snapshot.ts";
 
 const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 
-export function metricsText(s: StatsSource): string {
-  const c = s.counters;
-  const out: string[] = [];
-  const metric = (
+/** Writes samples in the exposition format. */
+class Exposition {
+  readonly lines: string[] = [];
+
+  readonly metric = (
     name: string,
     type: string,
     help: string,
     samples: Array<[Record<string, string | number>, number]>,
-  ) => {
-    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+  ): void => {
+    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (const [labels, value] of samples) {
       const l = Object.entries(labels)
         .map(([k, v]) => `${k}="${esc(String(v))}"`)
         .join(",");
-      out.push(`${name}${l ? `{${l}}` : ""} ${value}`);
+      this.lines.push(`${name}${l ? `{${l}}` : ""} ${value}`);
     }
   };
-  const histogram = (name: string, help: string, h: Histogram) => {
-    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
-    h.bounds.forEach((b, i) => out.push(`${name}_bucket{le="${b}"} ${h.counts[i]}`));
-    out.push(`${name}_bucket{le="+Inf"} ${h.count}`, `${name}_sum ${h.sum}`, `${name}_count ${h.count}`);
+
+  readonly histogram = (name: string, help: string, h: Histogram): void => {
+    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
+    h.bounds.forEach((b, i) => this.lines.push(`${name}_bucket{le="${b}"} ${h.counts[i]}`));
+    this.lines.push(`${name}_bucket{le="+Inf"} ${h.count}`, `${name}_sum ${h.sum}`, `${name}_count ${h.count}`);
   };
+}
+
+type Section = (s: StatsSource, c: StatsSource["counters"], x: Exposition) => void;
+
+export function metricsText(s: StatsSource): string {
+  const x = new Exposition();
+  for (const section of SECTIONS) section(s, s.counters, x);
+  return x.lines.join("\n") + "\n";
+}
+
+/** What happened to the records: per partition, by DLQ reason, by RAT and service. */
+const records: Section = (s, c, { metric }) => {
   const parts = [...c.partitions.entries()].sort((a, b) => a[0] - b[0]);
   metric(
     "cdr_worker_records_consumed_total",
@@ -69,6 +83,10 @@ export function metricsText(s: StatsSource): string {
     "Rows inserted by service type.",
     [...c.byService].map(([svc, n]) => [{ service_type: svc }, n]),
   );
+};
+
+/** Inserts: buffered rows, flushes, retries, each endpoint, refused rows. */
+const clickhouse: Section = (s, c, { metric }) => {
   metric("cdr_worker_buffered_rows", "gauge", "Rows in memory (filling and in-flight batches).", [
     [{}, s.bufferedRows()],
   ]);
@@ -113,6 +131,10 @@ export function metricsText(s: StatsSource): string {
     "Inserts made while isolating refused rows or splitting a batch refused whole.",
     [[{}, c.chSplitInserts]],
   );
+};
+
+/** Commits and the owned partitions' positions, high watermarks and lag. */
+const offsets: Section = (s, c, { metric }) => {
   metric("cdr_worker_commits_total", "counter", "Successful offset commits.", [[{}, c.commits]]);
   const positions = s.positions();
   const committed = [...positions].filter(([, v]) => v.committed >= 0).sort((a, b) => a[0] - b[0]);
@@ -140,6 +162,10 @@ export function metricsText(s: StatsSource): string {
   metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [
     [{}, s.assignment().length],
   ]);
+};
+
+/** The process: phone cache, event loop, readiness, breaker, memory, uptime. */
+const runtime: Section = (s, c, { metric }) => {
   const phone = s.phoneCache();
   metric("cdr_worker_phone_cache_hits_total", "counter", "Phone verdicts served from cache.", [[{}, phone.hits]]);
   metric("cdr_worker_phone_cache_misses_total", "counter", "Phone verdicts computed.", [[{}, phone.misses]]);
@@ -152,6 +178,10 @@ export function metricsText(s: StatsSource): string {
   ]);
   metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [[{}, process.memoryUsage.rss()]]);
   metric("cdr_worker_uptime_seconds", "gauge", "Seconds since start.", [[{}, (Date.now() - c.startedAt) / 1000]]);
+};
+
+/** Insert time, batch size and produce-to-insert latency. */
+const histograms: Section = (s, c, { histogram }) => {
   histogram(
     "cdr_worker_flush_duration_seconds",
     "Time from sealing a batch to its acknowledged insert, retries included.",
@@ -163,5 +193,6 @@ export function metricsText(s: StatsSource): string {
     "Time from a record's Kafka timestamp to the acknowledgement of its ClickHouse insert.",
     c.endToEndSeconds,
   );
-  return out.join("\n") + "\n";
-}
+};
+
+const SECTIONS: Section[] = [records, clickhouse, offsets, runtime, histograms];
