@@ -144,6 +144,28 @@ export class Admin {
   }
 
   /** Partition count of each named topic; null for a topic the cluster does not have. */
+  /**
+   * Resolves once every partition of `topics` answers ListOffsets from its leader. A topic the
+   * controller has just created is in the metadata before its partitions take records: a produce
+   * to it then fails with UNKNOWN_TOPIC_OR_PART, which is fatal for the worker's DLQ producer.
+   */
+  async awaitServing(topics: ReadonlyArray<{ name: string; partitions: number }>, timeoutMs = 30_000): Promise<void> {
+    const lib = rdk();
+    const low = new BigInt64Array(1);
+    const high = new BigInt64Array(1);
+    const deadline = Date.now() + timeoutMs;
+    for (const t of topics) {
+      for (let p = 0; p < t.partitions; p++) {
+        for (;;) {
+          const err = lib.rd_kafka_query_watermark_offsets(this.#h.rk, cstr(t.name), p, low, high, 1000);
+          if (err === 0) break;
+          if (Date.now() > deadline) throw kafkaError("KAFKA_ADMIN", `${t.name}[${p}] not serving`, err, true);
+          await Bun.sleep(100);
+        }
+      }
+    }
+  }
+
   partitionCounts(topics: readonly string[], timeoutMs = 10_000): Map<string, number | null> {
     const lib = rdk();
     const out = new BigUint64Array(1);

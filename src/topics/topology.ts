@@ -55,6 +55,9 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
       if (r.err !== 0 && r.errName !== "TOPIC_ALREADY_EXISTS")
         throw new CdrWorkerError("TOPOLOGY", `create ${r.name}: ${r.errName}: ${r.message}`);
     }
+    // Done means usable: a worker started right after (compose's one-shot `topics`) must not meet
+    // a topic whose partitions have no leader yet.
+    await admin.awaitServing(missing);
   }
   for (const spec of specs) {
     if (missing.includes(spec)) {

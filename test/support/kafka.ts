@@ -3,7 +3,7 @@ import { Admin } from "../../src/kafka/admin.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
-import { KAFKA_BROKERS, uniqueName, waitFor } from "./services.ts";
+import { KAFKA_BROKERS, uniqueName } from "./services.ts";
 
 export const props = { "bootstrap.servers": KAFKA_BROKERS };
 
@@ -21,8 +21,8 @@ export async function createTopic(prefix: string, partitions = 1, configs: Recor
   await withAdmin(async (a) => {
     const [r] = await a.createTopics([{ name, partitions, replicationFactor: 1, configs }]);
     if (r!.err) throw new Error(`create ${name}: ${r!.errName}`);
+    await a.awaitServing([{ name, partitions }]);
   });
-  await awaitPartitionsReady([{ name, partitions }]);
   return name;
 }
 
@@ -54,31 +54,6 @@ export function committedOffsets(group: string, topic: string, partitions: numbe
   try {
     const tps: TopicPartition[] = Array.from({ length: partitions }, (_, partition) => ({ topic, partition }));
     return new Map(c.committed(tps).map((r) => [r.partition, r.offset!]));
-  } finally {
-    c.close();
-  }
-}
-
-/**
- * Waits until every partition of the topics answers a ListOffsets from its leader. A topic the
- * broker just created is in its metadata before its partitions can take records: producing at once
- * can fail with UNKNOWN_TOPIC_OR_PART (a DLQ delivery failure is fatal to the worker).
- */
-export async function awaitPartitionsReady(topics: Array<{ name: string; partitions: number }>, ms = 30_000): Promise<void> {
-  const c = new Consumer({ props: { ...props, "group.id": `ready-probe-${process.pid}` }, topics: [] });
-  try {
-    for (const t of topics) {
-      for (let p = 0; p < t.partitions; p++) {
-        await waitFor(() => {
-          try {
-            c.queryWatermarks(t.name, p, 2000);
-            return true;
-          } catch {
-            return undefined;
-          }
-        }, ms, `${t.name}[${p}] ready`);
-      }
-    }
   } finally {
     c.close();
   }

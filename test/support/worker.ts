@@ -5,7 +5,7 @@ import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
 import { migrate } from "../../src/clickhouse/migrate.ts";
 import { CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "./services.ts";
-import { awaitPartitionsReady, props } from "./kafka.ts";
+import { props } from "./kafka.ts";
 
 export interface Names {
   raw: string;
@@ -24,7 +24,6 @@ export async function freshNames(prefix: string): Promise<Names> {
   } finally {
     admin.close();
   }
-  await awaitPartitionsReady(topologySpec(n.raw, n.dlq).map((t) => ({ name: t.name, partitions: t.partitions })));
   const ch = createClickHouse({ url: CLICKHOUSE_URL, user: "default", password: "", database: "default", table: n.table, requestTimeoutMs: 10_000 }, "default");
   try {
     await migrate(ch, n.database, n.table);

@@ -2,7 +2,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { Admin } from "../../src/kafka/admin.ts";
 import { ensureTopics, minInsyncReplicas, topologySpec } from "../../src/topics/topology.ts";
-import { createTopic, deleteTopics, withAdmin } from "../support/kafka.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import { createTopic, deleteTopics, props, withAdmin } from "../support/kafka.ts";
 import { uniqueName } from "../support/services.ts";
 
 const cleanup: string[] = [];
@@ -31,6 +32,27 @@ describe("admin and topology", () => {
       expect(after["retention.ms"]!.value).toBe("86400000");
       expect(after["max.message.bytes"]!.value).toBe("2000000");
     });
+  });
+
+  test("topics ensure returns once every partition it created answers from its leader (a worker started right after finds them serving)", async () => {
+    const raw = uniqueName("cdr.raw.serving");
+    const dlq = uniqueName("cdr.raw.serving.dlq");
+    cleanup.push(raw, dlq);
+    await withAdmin((admin) => ensureTopics(admin, topologySpec(raw, dlq, { partitions: 8 })));
+    // One ListOffsets per partition, first try, from a client that has never seen the topics.
+    const c = new Consumer({ props: { ...props, "group.id": uniqueName("probe") }, topics: [] });
+    try {
+      const probe = (topic: string, partition: number) => {
+        try {
+          return c.queryWatermarks(topic, partition, 3000).high;
+        } catch (e) {
+          return (e as Error).message;
+        }
+      };
+      expect([...Array.from({ length: 8 }, (_, p) => probe(raw, p)), probe(dlq, 0)]).toEqual(Array(9).fill(0));
+    } finally {
+      c.close();
+    }
   });
 
   test("a partition count that differs is reported, not changed", async () => {
