@@ -11,7 +11,8 @@
  *   worker   one worker kill -9'd at 30 % while a fourth joins the group
  *   rolling  each worker in turn stopped with SIGTERM and replaced (at 20, 45, 70 %)
  * Usage: bun scripts/cluster/faults.ts [--scenario broker|replica|worker|rolling|all] [--records 100000] [--seconds 12]
- * Prints one JSON report a scenario; exit 1 when a count is off. CI runs every scenario at 100k
+ * Prints one JSON report a scenario; exit 1 when a count is off. FAULTS_LOG_LEVEL=debug keeps the
+ * workers' debug logs in .local/cluster/faults/<scenario>-<run>/. CI runs every scenario at 100k
  * records (test/cluster/faults.test.ts).
  */
 import { createClient } from "@clickhouse/client";
@@ -44,7 +45,7 @@ export interface FaultReport {
   duplicate_rate: number;
   invalid_in_dlq_distinct: number;
   dlq_messages: number;
-  /** The longest time ClickHouse gained no row while records were still to be stored. */
+  /** The longest time ClickHouse acknowledged no insert while valid records were still to be stored. */
   longest_stall_seconds: number;
   /** Exit codes of the workers stopped with SIGTERM (the rolling restart's and the last ones). */
   sigterm_exit_codes: number[];
@@ -61,6 +62,13 @@ function sh(cmd: string[], env: Record<string, string | undefined> = process.env
   return p.stdout.toString();
 }
 
+/** The same without blocking the event loop: the stream and the sampler go on while a fault is made. */
+async function shAsync(cmd: string[]): Promise<void> {
+  const p = Bun.spawn(cmd, { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`${cmd.join(" ")} exited ${code}: ${err}${out}`);
+}
+
 /** Polls `probe` every `everyMs` until it returns a value; throws naming `what` after `ms`. */
 async function until<T>(probe: () => Promise<T | undefined> | T | undefined, ms: number, what: string, everyMs = 100): Promise<T> {
   const deadline = performance.now() + ms;
@@ -74,6 +82,7 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, ms:
 
 class Workers {
   readonly live = new Map<string, Bun.Subprocess>();
+  readonly #acknowledged = new Map<string, number>();
   #port = 18400 + Math.floor(Math.random() * 500);
   constructor(readonly env: Record<string, string>, readonly logDir: string) {}
 
@@ -110,6 +119,17 @@ class Workers {
     const code = await proc.exited;
     this.live.delete(name);
     return code;
+  }
+
+  /** Rows ClickHouse acknowledged to any worker so far (a stopped worker's last known count). */
+  async acknowledgedRows(): Promise<number> {
+    for (const [name, proc] of this.live) {
+      const s = await fetch(`${this.url(name)}/internal/stats`)
+        .then((r) => r.json() as Promise<Record<string, any>>)
+        .catch(() => null);
+      if (s && proc.exitCode === null) this.#acknowledged.set(name, s.total_clickhouse as number);
+    }
+    return [...this.#acknowledged.values()].reduce((a, b) => a + b, 0);
   }
 
   /** Sum of every live worker's partition lag and buffered records. */
@@ -153,7 +173,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
     CLICKHOUSE_DATABASE: database,
     CLICKHOUSE_TABLE: "cdr",
     STATS_HOST: "127.0.0.1",
-    LOG_LEVEL: "warn",
+    LOG_LEVEL: process.env.FAULTS_LOG_LEVEL ?? "warn",
     BATCH_FLUSH_INTERVAL_SECONDS: "0.5",
     BUN_JSC_forceRAMSize: "1073741824",
     // A member killed with -9 holds its partitions until its session ends: 6 s (the broker's
@@ -217,11 +237,13 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
     })();
     const at = (share: number) => until(() => (sent >= share * opts.records ? true : undefined), 600_000, `${share * 100} % sent`, 20);
 
-    // Progress sampler: the longest stretch with no new row while valid records are still missing.
+    // Progress sampler: the longest stretch in which ClickHouse acknowledged no insert while valid
+    // records were still missing. Counted from the workers (rows they were acknowledged for), not
+    // by reading one replica: rows a replica acknowledged reach the other only when it fetches them.
     const sampler = (async () => {
       let last = -1, since = performance.now();
       while (sampling) {
-        const d = await rows().then((r) => r.distinct).catch(() => last);
+        const d = await workers.acknowledgedRows();
         if (d !== last || (streamDone && d >= valid)) {
           last = d;
           since = performance.now();
@@ -235,18 +257,21 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
       switch (scenario) {
         case "broker":
           await at(0.3);
-          sh(["bash", "scripts/cluster/kafka-brokers.sh", "kill", "1"]);
+          event("killing broker 1");
+          await shAsync(["bash", "scripts/cluster/kafka-brokers.sh", "kill", "1"]);
           event("broker 1 killed (kill -9)");
           await at(0.6);
-          sh(["bash", "scripts/cluster/kafka-brokers.sh", "start", "1"]);
+          await shAsync(["bash", "scripts/cluster/kafka-brokers.sh", "start", "1"]);
           event("broker 1 serving again");
           break;
         case "replica":
           await at(0.3);
-          sh(["bash", "scripts/cluster/clickhouse-replicas.sh", "stop", "r1"]);
+          // A graceful stop (SIGTERM, kill -9 after 10 s, as a service manager does).
+          event("stopping replica r1");
+          await shAsync(["bash", "scripts/cluster/clickhouse-replicas.sh", "stop", "r1"]);
           event("replica r1 stopped");
           await at(0.6);
-          sh(["bash", "scripts/cluster/clickhouse-replicas.sh", "start"]);
+          await shAsync(["bash", "scripts/cluster/clickhouse-replicas.sh", "start"]);
           event("replica r1 answering again");
           break;
         case "worker":

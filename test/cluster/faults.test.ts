@@ -31,7 +31,7 @@ for (const [scenario, what] of scenarios) {
     expect(r.invalid_in_dlq_distinct).toBe(r.invalid_produced);
     expect(r.sigterm_exit_codes.every((c) => c === 0)).toBe(true);
     // The fault happened while records were still arriving, not after the stream.
-    const fault = r.events.findIndex((e) => / killed| stopped/.test(e.what));
+    const fault = r.events.findIndex((e) => /killing|stopping| killed| stopped/.test(e.what));
     const sent = r.events.findIndex((e) => e.what.startsWith("stream of"));
     expect(fault).toBeGreaterThanOrEqual(0);
     expect(fault).toBeLessThan(sent);
