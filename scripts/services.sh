@@ -2,7 +2,7 @@
 # Starts, stops and reports the local Kafka (KRaft, one node) and ClickHouse that development and
 # tests use. State lives in .local/; `stop` only stops processes whose pid files this script wrote.
 #   scripts/services.sh start|stop|status|restart [kafka|clickhouse]
-#   scripts/services.sh start|stop cluster   the scale-out profile instead: 3 KRaft brokers
+#   scripts/services.sh start|stop|status cluster   the scale-out profile instead: 3 KRaft brokers
 #     (127.0.0.1:19092-19094), 2 ClickHouse replicas of one shard (8124, 8125) and ZooKeeper (12181);
 #     see scripts/cluster/. The single-node services above stay the default.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -106,7 +106,8 @@ if [[ $which == cluster ]]; then
       log "cluster: KAFKA_BROKERS=$(bash "$ROOT/scripts/cluster/kafka-brokers.sh" bootstrap)" \
         "CLICKHOUSE_URL=http://127.0.0.1:8124,http://127.0.0.1:8125" ;;
     stop) bash "$ROOT/scripts/cluster/clickhouse-replicas.sh" stop; bash "$ROOT/scripts/cluster/kafka-brokers.sh" stop ;;
-    *) die "usage: scripts/services.sh start|stop cluster" ;;
+    status) bash "$ROOT/scripts/cluster/kafka-brokers.sh" status; bash "$ROOT/scripts/cluster/clickhouse-replicas.sh" status ;;
+    *) die "usage: scripts/services.sh start|stop|status cluster" ;;
   esac
   exit 0
 fi

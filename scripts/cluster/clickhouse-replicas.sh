@@ -3,6 +3,7 @@
 # the replicated half of the scale-out topology, for `migrate --cluster` and its test.
 #   scripts/cluster/clickhouse-replicas.sh start        ZooKeeper and every replica not answering
 #   scripts/cluster/clickhouse-replicas.sh stop [NAME]  everything, or replica NAME (r1, r2) alone
+#   scripts/cluster/clickhouse-replicas.sh status       ZooKeeper and each replica
 # ZooKeeper 127.0.0.1:12181; replica r1 http 8124 / native 9011, replica r2 http 8125 / native 9012;
 # cluster name `cdr_cluster`. State lives in .local/cluster/.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -12,7 +13,10 @@ replicas=("r1 8124 9011 9021" "r2 8125 9012 9022")
 
 # Serving, not only running: `ruok` says imok before the database is loaded, and a replica that
 # starts then fails its ZooKeeper handshake and exits (18.16 loads replicated tables at start).
-zk_answers() { [[ "$(exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT 2>/dev/null && printf srvr >&3 && cat <&3)" == *"Mode: standalone"* ]]; }
+zk_answers() {
+  local out; out="$( (exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" && printf srvr >&3 && cat <&3) 2>/dev/null)"
+  [[ $out == *"Mode: standalone"* ]]
+}
 ch_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$1/ping" 2>/dev/null)" == "Ok." ]]; }
 
 start() {
@@ -65,5 +69,11 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop "${2:-}" ;;
-  *) die "usage: $0 start|stop [r1|r2]" ;;
+  status)
+    if zk_answers; then echo "zookeeper 127.0.0.1:$ZK_PORT: serving"; else echo "zookeeper 127.0.0.1:$ZK_PORT: not serving"; fi
+    for r in "${replicas[@]}"; do
+      read -r name http _ _ <<<"$r"
+      if ch_answers "$http"; then echo "clickhouse $name 127.0.0.1:$http: answering"; else echo "clickhouse $name 127.0.0.1:$http: stopped"; fi
+    done ;;
+  *) die "usage: $0 start|stop [r1|r2]|status" ;;
 esac

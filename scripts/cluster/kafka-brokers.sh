@@ -4,6 +4,7 @@
 #   scripts/cluster/kafka-brokers.sh start [N]    all three, or node N (1-3), waiting until it serves
 #   scripts/cluster/kafka-brokers.sh kill N       kill -9 node N (a crash, not a shutdown)
 #   scripts/cluster/kafka-brokers.sh stop         all three
+#   scripts/cluster/kafka-brokers.sh status       each node: running, answering
 #   scripts/cluster/kafka-brokers.sh bootstrap    prints the bootstrap list
 # Node N: client 127.0.0.1:1909(1+N), controller 127.0.0.1:1919(1+N). State lives in .local/cluster/.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -70,5 +71,11 @@ case "${1:-}" in
   kill) [[ ${2:-} =~ ^[123]$ ]] || die "usage: $0 kill 1|2|3"; signal_node KILL "$2"; log "node $2 killed" ;;
   stop) for n in "${NODES[@]}"; do signal_node TERM "$n"; done ;;
   bootstrap) echo "$BOOTSTRAP" ;;
-  *) die "usage: $0 start [N]|kill N|stop|bootstrap" ;;
+  status)
+    for n in "${NODES[@]}"; do
+      state=stopped; pid_alive "$(node_home "$n")/kafka.pid" && state="running (pid $(cat "$(node_home "$n")/kafka.pid"))"
+      node_answers "$n" && state="$state, answering"
+      echo "kafka node $n 127.0.0.1:$(client_port "$n"): $state"
+    done ;;
+  *) die "usage: $0 start [N]|kill N|stop|status|bootstrap" ;;
 esac
