@@ -253,27 +253,31 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
       }
     })();
 
+    // A service taken away at 30 % of the stream and brought back at 60 %, each step logged.
+    const outage = async (what: string, down: string[], done: string, up: string[], back: string) => {
+      await at(0.3);
+      event(what);
+      await shAsync(down);
+      event(done);
+      await at(0.6);
+      await shAsync(up);
+      event(back);
+    };
     const faults = (async () => {
       switch (scenario) {
-        case "broker":
-          await at(0.3);
-          event("killing broker 1");
-          await shAsync(["bash", "scripts/cluster/kafka-brokers.sh", "kill", "1"]);
-          event("broker 1 killed (kill -9)");
-          await at(0.6);
-          await shAsync(["bash", "scripts/cluster/kafka-brokers.sh", "start", "1"]);
-          event("broker 1 serving again");
+        case "broker": {
+          const script = "scripts/cluster/kafka-brokers.sh";
+          await outage("killing broker 1", ["bash", script, "kill", "1"], "broker 1 killed (kill -9)",
+            ["bash", script, "start", "1"], "broker 1 serving again"); // prettier-ignore
           break;
-        case "replica":
-          await at(0.3);
+        }
+        case "replica": {
           // A graceful stop (SIGTERM, kill -9 after 10 s, as a service manager does).
-          event("stopping replica r1");
-          await shAsync(["bash", "scripts/cluster/clickhouse-replicas.sh", "stop", "r1"]);
-          event("replica r1 stopped");
-          await at(0.6);
-          await shAsync(["bash", "scripts/cluster/clickhouse-replicas.sh", "start"]);
-          event("replica r1 answering again");
+          const script = "scripts/cluster/clickhouse-replicas.sh";
+          await outage("stopping replica r1", ["bash", script, "stop", "r1"], "replica r1 stopped",
+            ["bash", script, "start"], "replica r1 answering again"); // prettier-ignore
           break;
+        }
         case "worker":
           await at(0.3);
           await workers.stop("w1", "SIGKILL");
