@@ -1,24 +1,22 @@
 /**
  * The stage order, and nothing else:
  *   poll → decode (parse, validate, normalize) → valid? buffer : DLQ → flush (store → DLQ) → commit
- * Offsets are committed only when everything before them is durable (offsets/tracker.ts).
- * A DLQ or commit failure is fatal: the worker stops without flushing or committing further.
+ * What follows a hand-over (acknowledgements, durable offsets, commits) is delivery.ts: offsets are
+ * committed only when everything before them is durable (offsets/tracker.ts). A DLQ or commit
+ * failure is fatal: the worker stops without flushing or committing further.
  */
-import type { Batch } from "./batch/batch.ts";
 import { Batcher } from "./batch/batcher.ts";
 import { DlqBreaker } from "./batch/breaker.ts";
-import { decode, type Rejection } from "./cdr/decode.ts";
+import { decode } from "./cdr/decode.ts";
 import type { PhoneNormalizer } from "./cdr/phone.ts";
 import type { RetryPolicy } from "./clickhouse/retry.ts";
-import type { ClickHouseWriter } from "./clickhouse/writer.ts";
-import type { DlqPublisher } from "./dlq/publisher.ts";
 import { RowBuffer } from "./clickhouse/row-encoder.ts";
-import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
-import { InFlight } from "./in-flight.ts";
+import type { ClickHouseWriter } from "./clickhouse/writer.ts";
+import { Delivery } from "./delivery.ts";
+import type { DlqPublisher } from "./dlq/publisher.ts";
 import type { Consumer } from "./kafka/consumer.ts";
 import type { Message } from "./kafka/message.ts";
 import { log } from "./log.ts";
-import { CommitScheduler } from "./offsets/commit-scheduler.ts";
 import { OffsetTracker } from "./offsets/tracker.ts";
 import type { Counters } from "./stats/counters.ts";
 import { Waker } from "./wake.ts";
@@ -55,15 +53,9 @@ export class Worker {
   readonly #deps: WorkerDeps;
   readonly #batcher: Batcher;
   readonly #tracker = new OffsetTracker();
-  readonly #commits: CommitScheduler;
+  readonly #delivery: Delivery;
   readonly #breaker: DlqBreaker;
   readonly #waker = new Waker();
-  readonly #inFlight = new InFlight(
-    (e) => this.#fail(e),
-    () => this.#waker.wake(),
-  );
-  readonly #flushDeps: FlushDeps;
-  #dlqInFlight = 0;
   #state: WorkerState = "starting";
   #assigned = false;
   #stopRequested = false;
@@ -75,15 +67,17 @@ export class Worker {
     this.#deps = deps;
     this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBuffer());
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
-    const { writer, dlq, counters } = deps;
-    const onHealth = (ok: boolean) => {
-      this.#clickhouseHealthy = ok;
-    };
-    this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onHealth };
-    this.#commits = new CommitScheduler(
-      this.#tracker,
-      (positions) => this.#commit(positions),
-      (e) => this.#fail(e),
+    this.#delivery = new Delivery(
+      opts.topic,
+      opts.retry,
+      { ...deps, tracker: this.#tracker, batcher: this.#batcher },
+      {
+        onFatal: (e) => this.#fail(e),
+        onSettled: () => this.#waker.wake(),
+        onHealth: (ok) => {
+          this.#clickhouseHealthy = ok;
+        },
+      },
     );
   }
 
@@ -114,7 +108,7 @@ export class Worker {
         await this.#releaseRevoked();
       } else if (this.#breaker.tripped) {
         await this.#waker.sleep(200);
-      } else if (this.#batcher.room === 0 || this.#dlqInFlight >= MAX_DLQ_IN_FLIGHT) {
+      } else if (this.#batcher.room === 0 || this.#delivery.dlqInFlight >= MAX_DLQ_IN_FLIGHT) {
         this.#flushIfDue();
         await this.#waker.sleep(50); // backpressure: poll nothing until a flush or DLQ delivery settles
       } else {
@@ -153,13 +147,13 @@ export class Worker {
       partitionCounters.consumed++;
       const result = decode(m.value, ctx);
       if (result.ok) {
-        if (this.#batcher.current.full) this.#startFlush(this.#batcher.seal());
+        if (this.#batcher.current.full) this.#delivery.flush(this.#batcher.seal());
         const batch = this.#batcher.current;
         const hold = this.#tracker.track(m.partition, m.offset, batch);
         if (hold) batch.holds.push(hold);
         batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset, m.timestamp);
       } else {
-        this.#deadLetter(m, result.rejection);
+        this.#delivery.deadLetter(m, result.rejection);
       }
       if (this.#breaker.record(!result.ok)) {
         this.#state = "tripped";
@@ -171,54 +165,19 @@ export class Worker {
     }
   }
 
-  /** An invalid record to the DLQ; its offset becomes committable once the DLQ acknowledged it. */
-  #deadLetter(m: Message, rejection: Rejection): void {
-    const hold = this.#tracker.trackAlone(m.partition, m.offset);
-    this.#dlqInFlight++;
-    this.#inFlight.add(
-      this.#deps.dlq
-        .publishRejection(rejection, { topic: m.topic, partition: m.partition, offset: m.offset })
-        .then(() => {
-          this.#dlqInFlight--;
-          hold.done = true;
-          this.#deps.counters.recordRejected(m.partition, rejection.reason);
-          this.#commits.schedule();
-        }),
-    );
-  }
-
   #flushIfDue(): void {
-    if (this.#batcher.due(this.#opts.flushIntervalMs)) this.#startFlush(this.#batcher.seal());
-  }
-
-  #startFlush(batch: Batch): void {
-    this.#inFlight.add(
-      flushBatch(batch, this.#flushDeps).then(() => {
-        for (const h of batch.holds) h.done = true;
-        this.#batcher.release(batch);
-        this.#commits.schedule();
-      }),
-    );
-  }
-
-  async #commit(positions: Array<{ partition: number; offset: number }>): Promise<void> {
-    await this.#deps.consumer.commit(
-      positions.map(({ partition, offset }) => ({ topic: this.#opts.topic, partition, offset: BigInt(offset) })),
-    );
-    this.#deps.counters.commits++;
-    this.#deps.counters.lastCommitAt = Date.now();
+    if (this.#batcher.due(this.#opts.flushIntervalMs)) this.#delivery.flush(this.#batcher.seal());
   }
 
   /** Flushes what is buffered and waits until every record is durable and committed. */
   async #settle(): Promise<void> {
     while (!this.#fatal) {
       if (this.#batcher.current.count > 0 && this.#batcher.inFlight < this.#batcher.concurrency)
-        this.#startFlush(this.#batcher.seal());
-      if (this.#inFlight.size === 0 && this.#batcher.current.count === 0) break;
-      await this.#inFlight.any();
+        this.#delivery.flush(this.#batcher.seal());
+      if (this.#delivery.pending === 0 && this.#batcher.current.count === 0) break;
+      await this.#delivery.anySettled();
     }
-    this.#commits.schedule();
-    await this.#commits.settled();
+    await this.#delivery.commitDurable();
   }
 
   #takeAssignments(): void {
@@ -243,7 +202,7 @@ export class Worker {
   #fail(e: unknown): void {
     if (this.#fatal) return;
     this.#fatal = e instanceof Error ? e : new Error(String(e));
-    this.#commits.stop();
+    this.#delivery.stopCommitting();
     log.error("fatal: stopping without flushing or committing further", { err: this.#fatal });
     this.#waker.wake();
   }

@@ -1,0 +1,115 @@
+/**
+ * From hand-over to commit: a sealed batch goes to ClickHouse (flush/flush-batch.ts), an invalid
+ * record to the DLQ; each marks its offset holds done when acknowledged and asks for a commit of
+ * what is now durable (offsets/). A failure of either is fatal: `onFatal`, and no commit after it.
+ */
+import type { Batch } from "./batch/batch.ts";
+import type { Batcher } from "./batch/batcher.ts";
+import type { Rejection } from "./cdr/decode.ts";
+import type { RetryPolicy } from "./clickhouse/retry.ts";
+import type { ClickHouseWriter } from "./clickhouse/writer.ts";
+import type { DlqPublisher } from "./dlq/publisher.ts";
+import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
+import { InFlight } from "./in-flight.ts";
+import type { Consumer } from "./kafka/consumer.ts";
+import type { Message } from "./kafka/message.ts";
+import { CommitScheduler } from "./offsets/commit-scheduler.ts";
+import type { OffsetTracker } from "./offsets/tracker.ts";
+import type { Counters } from "./stats/counters.ts";
+
+export interface DeliveryDeps {
+  consumer: Consumer;
+  writer: ClickHouseWriter;
+  dlq: DlqPublisher;
+  counters: Counters;
+  tracker: OffsetTracker;
+  batcher: Batcher;
+}
+
+export interface DeliveryEvents {
+  onFatal: (e: unknown) => void;
+  /** Some hand-over settled: a batch slot, DLQ room or a commit position may have come free. */
+  onSettled: () => void;
+  /** Whether ClickHouse takes inserts (false while retries are under way). */
+  onHealth: (healthy: boolean) => void;
+}
+
+export class Delivery {
+  readonly #topic: string;
+  readonly #deps: DeliveryDeps;
+  readonly #inFlight: InFlight;
+  readonly #commits: CommitScheduler;
+  readonly #flushDeps: FlushDeps;
+  #dlqInFlight = 0;
+
+  constructor(topic: string, retry: RetryPolicy, deps: DeliveryDeps, events: DeliveryEvents) {
+    this.#topic = topic;
+    this.#deps = deps;
+    this.#inFlight = new InFlight(events.onFatal, events.onSettled);
+    this.#commits = new CommitScheduler(deps.tracker, (positions) => this.#commit(positions), events.onFatal);
+    const { writer, dlq, counters } = deps;
+    this.#flushDeps = { writer, dlq, counters, topic, retry, onHealth: events.onHealth };
+  }
+
+  /** DLQ sends not yet acknowledged. */
+  get dlqInFlight(): number {
+    return this.#dlqInFlight;
+  }
+
+  /** Hand-overs (flushes and DLQ sends) not yet settled. */
+  get pending(): number {
+    return this.#inFlight.size;
+  }
+
+  /** A sealed batch into ClickHouse; its rows' offsets become committable once it is durable. */
+  flush(batch: Batch): void {
+    this.#inFlight.add(
+      flushBatch(batch, this.#flushDeps).then(() => {
+        for (const h of batch.holds) h.done = true;
+        this.#deps.batcher.release(batch);
+        this.#commits.schedule();
+      }),
+    );
+  }
+
+  /** An invalid record to the DLQ; its offset becomes committable once the DLQ acknowledged it. */
+  deadLetter(m: Message, rejection: Rejection): void {
+    const hold = this.#deps.tracker.trackAlone(m.partition, m.offset);
+    this.#dlqInFlight++;
+    this.#inFlight.add(
+      this.#deps.dlq
+        .publishRejection(rejection, { topic: m.topic, partition: m.partition, offset: m.offset })
+        .then(() => {
+          this.#dlqInFlight--;
+          hold.done = true;
+          this.#deps.counters.recordRejected(m.partition, rejection.reason);
+          this.#commits.schedule();
+        }),
+    );
+  }
+
+  /** Resolves when any pending hand-over settles (at once when none is pending). */
+  anySettled(): Promise<void> {
+    return this.#inFlight.any();
+  }
+
+  /** Commits every durable position and waits for it. */
+  async commitDurable(): Promise<void> {
+    this.#commits.schedule();
+    await this.#commits.settled();
+  }
+
+  /** No commit after a fatal error: nothing further may be made to look durable. */
+  stopCommitting(): void {
+    this.#commits.stop();
+  }
+
+  async #commit(positions: Array<{ partition: number; offset: number }>): Promise<void> {
+    const { consumer, counters } = this.#deps;
+    await consumer.commit(
+      positions.map(({ partition, offset }) => ({ topic: this.#topic, partition, offset: BigInt(offset) })),
+    );
+    counters.commits++;
+    counters.lastCommitAt = Date.now();
+  }
+}
