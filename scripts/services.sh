@@ -85,11 +85,7 @@ stop_one() { # stop_one <name> <pidfile>
   if ! pid_alive "$pidfile"; then log "$name: not running (started by this project)"; rm -f "$pidfile"; return; fi
   local pid; pid="$(cat "$pidfile")"
   log "stopping $name (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + 30))
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-  if kill -0 "$pid" 2>/dev/null; then log "$name did not stop in 30 s; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -f "$pidfile"
+  stop_pidfile "$pidfile" 30 || log "$name did not stop in 30 s; killed"
 }
 
 status_one() { # status_one <name> <pidfile> <probe>

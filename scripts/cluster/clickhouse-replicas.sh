@@ -55,15 +55,7 @@ stop() {
     [[ $1 =~ ^r[12]$ ]] || die "no replica $1 (r1, r2)"
     pidfiles=("$HOME_DIR/$1/clickhouse.pid")
   fi
-  for pidfile in "${pidfiles[@]}"; do
-    if [[ -s $pidfile ]]; then
-      local pid; pid="$(cat "$pidfile")"
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$pidfile"
-  done
+  for pidfile in "${pidfiles[@]}"; do stop_pidfile "$pidfile" 10 || true; done
 }
 
 case "${1:-}" in

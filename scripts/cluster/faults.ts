@@ -83,6 +83,7 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, ms:
 class Workers {
   readonly live = new Map<string, Bun.Subprocess>();
   readonly #acknowledged = new Map<string, number>();
+  readonly #ports = new Map<string, number>();
   #port = 18400 + Math.floor(Math.random() * 500);
   constructor(readonly env: Record<string, string>, readonly logDir: string) {}
 
@@ -96,12 +97,12 @@ class Workers {
       stderr: Bun.file(`${this.logDir}/${name}.log`),
     });
     this.live.set(name, proc);
-    (proc as Bun.Subprocess & { statsPort?: number }).statsPort = port;
+    this.#ports.set(name, port);
     if (waitReady) await this.ready(name);
   }
 
   url(name: string): string {
-    return `http://127.0.0.1:${(this.live.get(name) as Bun.Subprocess & { statsPort: number }).statsPort}`;
+    return `http://127.0.0.1:${this.#ports.get(name)}`;
   }
 
   async ready(name: string): Promise<void> {

@@ -56,15 +56,7 @@ start() {
   wait_for 60 "Kafka cluster ($BOOTSTRAP)" cluster_answers || die "the cluster does not list three brokers"
 }
 
-signal_node() { # signal_node <signal> <n>
-  local pidfile; pidfile="$(node_home "$2")/kafka.pid"
-  [[ -s $pidfile ]] || return 0
-  local pid; pid="$(cat "$pidfile")"
-  kill "-$1" "$pid" 2>/dev/null || true
-  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$pidfile"
-}
+signal_node() { stop_pidfile "$(node_home "$2")/kafka.pid" 30 "$1" || true; } # signal_node <signal> <n>
 
 case "${1:-}" in
   start) start "${2:-}" ;;

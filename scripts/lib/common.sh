@@ -49,3 +49,17 @@ spawn_detached() {
   local deadline=$((SECONDS + 5))
   until [[ -s $pidfile ]] || ((SECONDS > deadline)); do sleep 0.05; done
 }
+
+# stop_pidfile <pidfile> <seconds> [signal]: sends the signal (TERM) to the process the file names,
+# waits up to <seconds> for it to exit, then kill -9; removes the file. Returns 1 when it had to kill.
+stop_pidfile() {
+  local pidfile=$1 limit=$2 sig=${3:-TERM}
+  [[ -s $pidfile ]] || { rm -f "$pidfile"; return 0; }
+  local pid; pid="$(cat "$pidfile")"
+  kill "-$sig" "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + limit)) forced=0
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; forced=1; fi
+  rm -f "$pidfile"
+  return $forced
+}
