@@ -37,8 +37,10 @@ export class Admin {
   readonly #h: Handle;
   readonly #queue: Pointer;
   readonly #timeoutMs: number;
+  readonly #props: KafkaProps;
 
   constructor(props: KafkaProps, timeoutMs = 15_000) {
+    this.#props = props;
     this.#h = createHandle(RD.PRODUCER, props);
     this.#queue = rdk().rd_kafka_queue_new(this.#h.rk)!;
     this.#timeoutMs = timeoutMs;
@@ -148,21 +150,29 @@ export class Admin {
    * Resolves once every partition of `topics` answers ListOffsets from its leader. A topic the
    * controller has just created is in the metadata before its partitions take records: a produce
    * to it then fails with UNKNOWN_TOPIC_OR_PART, which is fatal for the worker's DLQ producer.
+   * Asked by a client of its own, made now: what a worker started next will see, not what this
+   * handle learned while creating the topics.
    */
   async awaitServing(topics: ReadonlyArray<{ name: string; partitions: number }>, timeoutMs = 30_000): Promise<void> {
+    if (topics.length === 0) return;
     const lib = rdk();
     const low = new BigInt64Array(1);
     const high = new BigInt64Array(1);
     const deadline = Date.now() + timeoutMs;
-    for (const t of topics) {
-      for (let p = 0; p < t.partitions; p++) {
-        for (;;) {
-          const err = lib.rd_kafka_query_watermark_offsets(this.#h.rk, cstr(t.name), p, low, high, 1000);
-          if (err === 0) break;
-          if (Date.now() > deadline) throw kafkaError("KAFKA_ADMIN", `${t.name}[${p}] not serving`, err, true);
-          await Bun.sleep(100);
+    const probe = createHandle(RD.PRODUCER, this.#props);
+    try {
+      for (const t of topics) {
+        for (let p = 0; p < t.partitions; p++) {
+          for (;;) {
+            const err = lib.rd_kafka_query_watermark_offsets(probe.rk, cstr(t.name), p, low, high, 1000);
+            if (err === 0) break;
+            if (Date.now() > deadline) throw kafkaError("KAFKA_ADMIN", `${t.name}[${p}] not serving`, err, true);
+            await Bun.sleep(100);
+          }
         }
       }
+    } finally {
+      destroyHandle(probe);
     }
   }
 
