@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Starts, stops and reports the local Kafka (KRaft, one node) and ClickHouse that development and
-# tests use. State lives in .local/; `stop` only stops processes whose pid files this script wrote.
-#   scripts/services.sh start|stop|status|restart [kafka|clickhouse]
+# tests use: ClickHouse 18.16 (Debian's server) on 8123, and the test endpoint around ClickHouse
+# 26.9's own engine (chdb-http.py, not a server) on 8127. State lives in .local/; `stop` only stops
+# processes whose pid files this script wrote.
+#   scripts/services.sh start|stop|status|restart [kafka|clickhouse|chdb]
 #   scripts/services.sh start|stop|status cluster   the scale-out profile instead: 3 KRaft brokers
 #     (127.0.0.1:19092-19094), 2 ClickHouse replicas of one shard (8124, 8125) and ZooKeeper (12181);
 #     see scripts/cluster/. The single-node services above stay the default.
@@ -9,9 +11,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 KAFKA_HOME="$LOCAL/kafka"
 CH_HOME="$LOCAL/clickhouse"
+CHDB_HOME="$LOCAL/chdb-http"
 
 kafka_answers() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 2 >/dev/null 2>&1; }
 clickhouse_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$CH_HTTP_PORT/ping" 2>/dev/null)" == "Ok." ]]; }
+chdb_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$CHDB_HTTP_PORT/?query=SELECT%20version()" 2>/dev/null)" == 26.9.* ]]; }
 
 render() { # render <template> <output> <sed expressions...>
   local src=$1 dst=$2; shift 2
@@ -80,6 +84,17 @@ start_clickhouse() {
   wait_for 60 "ClickHouse" clickhouse_answers || die "ClickHouse did not answer /ping within 60 s; see $CH_HOME/log"
 }
 
+start_chdb() {
+  local pidfile="$CHDB_HOME/chdb-http.pid"
+  already_up "ClickHouse 26.9 test endpoint" "$pidfile" "$CHDB_HTTP_PORT" chdb_answers LOCAL_CHDB_HTTP_PORT "$CHDB_HOME/chdb-http.log" && return
+  [[ -x $LOCAL/chdb/bin/python ]] || die "chdb-core missing; run scripts/provision.sh first"
+  mkdir -p "$CHDB_HOME"
+  log "starting the ClickHouse 26.9 test endpoint (chdb-http.py) on 127.0.0.1:$CHDB_HTTP_PORT"
+  spawn_detached "$pidfile" "$CHDB_HOME/chdb-http.log" "$LOCAL/chdb/bin/python" "$ROOT/scripts/clickhouse/chdb-http.py" \
+    --port "$CHDB_HTTP_PORT" --path "$CHDB_HOME/data"
+  wait_for 60 "ClickHouse 26.9 test endpoint" chdb_answers || die "the 26.9 test endpoint did not answer within 60 s; see $CHDB_HOME/chdb-http.log"
+}
+
 stop_one() { # stop_one <name> <pidfile>
   local name=$1 pidfile=$2
   if ! pid_alive "$pidfile"; then log "$name: not running (started by this project)"; rm -f "$pidfile"; return; fi
@@ -111,15 +126,19 @@ case "$cmd" in
   start)
     [[ $which == all || $which == kafka ]] && start_kafka
     [[ $which == all || $which == clickhouse ]] && start_clickhouse
+    [[ $which == all || $which == chdb ]] && start_chdb
     status_one kafka "$KAFKA_HOME/kafka.pid" kafka_answers >&2
-    status_one clickhouse "$CH_HOME/clickhouse.pid" clickhouse_answers >&2 ;;
+    status_one clickhouse "$CH_HOME/clickhouse.pid" clickhouse_answers >&2
+    status_one "clickhouse 26.9 test endpoint" "$CHDB_HOME/chdb-http.pid" chdb_answers >&2 ;;
   stop)
     [[ $which == all || $which == kafka ]] && stop_one kafka "$KAFKA_HOME/kafka.pid"
     [[ $which == all || $which == clickhouse ]] && stop_one clickhouse "$CH_HOME/clickhouse.pid"
+    [[ $which == all || $which == chdb ]] && stop_one "ClickHouse 26.9 test endpoint" "$CHDB_HOME/chdb-http.pid"
     true ;;
   restart) "$0" stop "$which"; "$0" start "$which" ;;
   status)
     status_one "kafka      127.0.0.1:$KAFKA_PORT" "$KAFKA_HOME/kafka.pid" kafka_answers
-    status_one "clickhouse 127.0.0.1:$CH_HTTP_PORT" "$CH_HOME/clickhouse.pid" clickhouse_answers ;;
-  *) die "usage: scripts/services.sh start|stop|status|restart [kafka|clickhouse]" ;;
+    status_one "clickhouse 127.0.0.1:$CH_HTTP_PORT" "$CH_HOME/clickhouse.pid" clickhouse_answers
+    status_one "clickhouse 26.9 test endpoint 127.0.0.1:$CHDB_HTTP_PORT" "$CHDB_HOME/chdb-http.pid" chdb_answers ;;
+  *) die "usage: scripts/services.sh start|stop|status|restart [kafka|clickhouse|chdb]" ;;
 esac

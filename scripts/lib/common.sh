@@ -20,6 +20,8 @@ TLS_DIR="$LOCAL/tls"
 KAFKA_SCRAM_USER="cdr"
 KAFKA_SCRAM_PASSWORD="cdr-scram-secret"
 CH_TCP_PORT="${LOCAL_CLICKHOUSE_TCP_PORT:-9000}"
+# The test endpoint around ClickHouse 26.9's engine (scripts/clickhouse/chdb-http.py), beside 18.16.
+CHDB_HTTP_PORT="${LOCAL_CHDB_HTTP_PORT:-8127}"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { log "error: $*"; exit 1; }

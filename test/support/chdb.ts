@@ -2,6 +2,7 @@
  * The current ClickHouse engine (chdb-core, provisioned into .local/chdb), driven through
  * scripts/clickhouse/chdb-run.py: it has no HTTP server, so statements go through a child process.
  */
+import { rmSync } from "node:fs";
 import { ROOT } from "./services.ts";
 
 export const CHDB_PYTHON = `${ROOT}/.local/chdb/bin/python`;
@@ -22,4 +23,33 @@ export async function chdb(path: string, steps: ChdbStep[]): Promise<{ version: 
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0) throw new Error(`chdb-run.py exited ${code}: ${err}`);
   return JSON.parse(out);
+}
+
+/**
+ * A test endpoint of its own around the 26.9 engine (scripts/clickhouse/chdb-http.py), for a test
+ * that needs one answering unlike the shared one (another user or password); stopped by `stop`.
+ */
+export async function startChdbEndpoint(opts: { user?: string; password?: string }): Promise<{ url: string; stop: () => void }> {
+  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = probe.port;
+  probe.stop(true);
+  const dir = `${ROOT}/.local/tmp/chdb-endpoint-${port}-${Date.now().toString(36)}`;
+  const proc = Bun.spawn(
+    [CHDB_PYTHON, `${ROOT}/scripts/clickhouse/chdb-http.py`, "--port", String(port), "--path", dir, "--user", opts.user ?? "default", "--password", opts.password ?? ""],
+    { stdout: "ignore", stderr: "pipe" },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  while (!(await fetch(`${url}/ping`).then((r) => r.ok, () => false))) {
+    if (proc.exitCode !== null) throw new Error(`chdb-http.py exited ${proc.exitCode}: ${await new Response(proc.stderr).text()}`);
+    if (Date.now() > deadline) throw new Error("chdb-http.py did not answer /ping within 30 s");
+    await Bun.sleep(50);
+  }
+  return {
+    url,
+    stop: () => {
+      proc.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

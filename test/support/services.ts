@@ -3,6 +3,23 @@ import { createClient, type ClickHouseClient } from "@clickhouse/client";
 
 export const KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
 export const CLICKHOUSE_URL = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
+/** The test endpoint around ClickHouse 26.9's engine (scripts/clickhouse/chdb-http.py). */
+export const CLICKHOUSE_CURRENT_URL = process.env.CLICKHOUSE_CURRENT_URL ?? "http://127.0.0.1:8127";
+
+export interface ClickHouseServer {
+  name: string;
+  url: string;
+  /** What `SELECT version()` answers there. */
+  version: RegExp;
+  /** Current releases refuse a block spanning more than max_partitions_per_insert_block (100) partitions. */
+  limitsPartitionsPerInsert: boolean;
+}
+
+/** Every ClickHouse a ClickHouse-facing suite runs on (README "Compatibility"). */
+export const CLICKHOUSE_SERVERS: readonly ClickHouseServer[] = [
+  { name: "ClickHouse 18.16", url: CLICKHOUSE_URL, version: /^18\.16\./, limitsPartitionsPerInsert: false },
+  { name: "ClickHouse 26.9 engine", url: CLICKHOUSE_CURRENT_URL, version: /^26\.9\./, limitsPartitionsPerInsert: true },
+];
 /** The broker's SASL/PLAIN listener (scripts/kafka/server.properties: user cdr). */
 export const KAFKA_SASL_BROKERS = process.env.KAFKA_SASL_BROKERS ?? "127.0.0.1:9094";
 export const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -12,8 +29,8 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`;
 }
 
-export function clickhouse(database = "default"): ClickHouseClient {
-  return createClient({ url: CLICKHOUSE_URL, database });
+export function clickhouse(database = "default", url = CLICKHOUSE_URL): ClickHouseClient {
+  return createClient({ url, database });
 }
 
 /** Runs a command to completion; rejects with its stderr when it exits nonzero. */
