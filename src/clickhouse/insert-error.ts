@@ -4,13 +4,22 @@
  *   overload such as TOO_MANY_PARTS or MEMORY_LIMIT_EXCEEDED, a 5xx without a data error). The same
  *   body may succeed later: retried with backoff, then the whole batch goes to the DLQ.
  * - data: the server refused a value ("Cannot parse input … at row N", type and conversion errors).
- *   Resending the same body can never succeed; the refused rows are isolated (isolate.ts).
+ *   Resending the same body can never succeed, on any endpoint; the refused rows are isolated
+ *   (store.ts).
  * - shape: the body as a whole is refused although each row may be fine (too many partitions in
  *   one insert block, current releases only). Smaller inserts succeed: split, never dead-lettered.
- * - permanent: configuration (unknown table, authentication, access): no resend helps, no split
- *   either; the batch takes the spec's exhausted path at once.
+ * - permanent: configuration (unknown table or database, authentication, access, readonly). No
+ *   resend to the same endpoint helps, but it belongs to that endpoint: the writer tries the next
+ *   one, and only when every endpoint refused does the batch take the spec's exhausted path.
  * An error this table does not know counts as transient: a retry costs only time.
+ *
+ * Where the answer comes from: current servers end every exception with `(TYPE) (version …)`, and
+ * `@clickhouse/client`'s parseError then keeps the number in `.code` and the name in `.type`, not
+ * in `.message`; 18.16 writes `Code: N, e.displayText() = …` with no type, which the client leaves
+ * as text. So the code is read from `.code` where the client set it, else from the text.
+ * test/clickhouse/insert-error.test.ts feeds both servers' captured answers through the client.
  */
+import { ClickHouseError } from "@clickhouse/client";
 import { CdrWorkerError } from "../errors.ts";
 
 export type InsertErrorKind = "transient" | "data" | "shape" | "permanent";
@@ -49,30 +58,69 @@ const PERMANENT_CODES = new Set([
 ]);
 /** 18.16 reports an unknown Enum name as code 49 (LOGICAL_ERROR); the text is what says "data". */
 const DATA_TEXT = /Unknown element '.*' for (type )?enum/is;
+/** Code 252 is also "too many parts, merges are slower than inserts", an overload: the text decides. */
 const SHAPE_TEXT = /Too many partitions for single INSERT block/i;
+/** The exception's name at the end of a current server's text: `… (UNKNOWN_TABLE) (version 26.9.2.1)`. */
+const TYPE_SUFFIX = /\(([A-Z][A-Z0-9_]*[A-Z]{3}[A-Z0-9_]*)\)(?: \(version [^)]*\))?\s*$/;
+
+/** What the server said of a refused insert; every field null where no server answered. */
+export interface ServerAnswer {
+  /** ClickHouse's error code. */
+  code: number | null;
+  /** ClickHouse's name for the code (`UNKNOWN_TABLE`) where the server gave one (not 18.16). */
+  type?: string | null;
+  /** The 1-based row ClickHouse names ("at row N"), within the body sent; a hint, not a proof. */
+  row?: number | null;
+  /** The column ClickHouse names as the one it could not read. */
+  column?: string | null;
+}
 
 export class ClickHouseInsertError extends CdrWorkerError {
   override name = "ClickHouseInsertError";
+  readonly serverCode: number | null;
+  readonly serverType: string | null;
+  readonly row: number | null;
+  readonly column: string | null;
   constructor(
     message: string,
     readonly kind: InsertErrorKind,
-    /** ClickHouse's error code, or null when no server answered. */
-    readonly serverCode: number | null,
-    /** The 1-based row ClickHouse names ("at row N"), within the body sent; a hint, not a proof. */
-    readonly row: number | null,
-    /** The column ClickHouse names as the one it could not read. */
-    readonly column: string | null,
+    answer: ServerAnswer = { code: null },
     options?: { cause?: unknown },
   ) {
     super("CLICKHOUSE_INSERT", message, kind === "transient", options);
+    this.serverCode = answer.code;
+    this.serverType = answer.type ?? null;
+    this.row = answer.row ?? null;
+    this.column = answer.column ?? null;
   }
+}
+
+/** The server's error code and name, from the client's ClickHouseError where it parsed them, else the text. */
+export function serverError(cause: unknown): { code: number | null; type: string | null; text: string } {
+  const text = cause instanceof Error ? cause.message : String(cause);
+  const { code, type } = (cause ?? {}) as { code?: unknown; type?: unknown };
+  const m = typeof code === "string" && /^\d+$/.test(code) ? code : /Code: (\d+)/.exec(text)?.[1];
+  const t = typeof type === "string" && type ? type : (TYPE_SUFFIX.exec(text)?.[1] ?? null);
+  return { code: m === undefined ? null : Number(m), type: t, text };
+}
+
+/**
+ * A refused request read whole, as the writer does for inserts (`exec` with `ignore_error_response`):
+ * the client's own parseError keeps only the innermost message of a current server's text, which
+ * drops the "(at row N)" and column lines that refused-row isolation reads. The code comes from
+ * the `X-ClickHouse-Exception-Code` header (current servers), else the text (18.16 has no header).
+ */
+export function refusal(status: number | undefined, headers: Record<string, unknown>, body: string): ClickHouseError {
+  const header = headers["x-clickhouse-exception-code"];
+  const code = typeof header === "string" ? header : (/Code: (\d+)/.exec(body)?.[1] ?? "");
+  const type = TYPE_SUFFIX.exec(body)?.[1] ?? "";
+  const text = body.trim() || `HTTP ${status ?? "?"} with an empty body`;
+  return new ClickHouseError({ message: text, code, type });
 }
 
 /** Sorts a failed insert (the client's error, or a network error) into a ClickHouseInsertError. */
 export function classifyInsertError(cause: unknown, context: string): ClickHouseInsertError {
-  const text = cause instanceof Error ? cause.message : String(cause);
-  const m = /Code: (\d+)/.exec(text);
-  const serverCode = m ? Number(m[1]) : null;
+  const { code: serverCode, type, text } = serverError(cause);
   const row = /\(at row (\d+)\)/.exec(text);
   const kind: InsertErrorKind =
     serverCode === null
@@ -85,11 +133,14 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
             ? "permanent"
             : "transient";
   return new ClickHouseInsertError(
-    `${context}: ${firstLine(text)}`,
+    `${context}: ${firstLine(withCode(text, serverCode, type))}`,
     kind,
-    serverCode,
-    row ? Number(row[1]) : null,
-    kind === "data" ? refusedColumn(text) : null,
+    {
+      code: serverCode,
+      type,
+      row: row ? Number(row[1]) : null,
+      column: kind === "data" ? refusedColumn(text) : null,
+    },
     { cause },
   );
 }
@@ -107,6 +158,11 @@ function refusedColumn(text: string): string | null {
     if (m) return m[1]!.trim();
   }
   return null;
+}
+
+/** The text as it names its code: the client's parseError leaves `Code: N` out of a current server's. */
+function withCode(text: string, code: number | null, type: string | null): string {
+  return /Code: \d+/.test(text) || code === null ? text : `Code: ${code}${type ? ` (${type})` : ""}. ${text}`;
 }
 
 function firstLine(text: string): string {

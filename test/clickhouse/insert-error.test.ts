@@ -1,36 +1,58 @@
-// Messages as 18.16 (Debian) and the current engine (chdb-core 26.9) write them, for the same bodies.
+// Classification of what each supported ClickHouse really answers: the bodies, status codes and
+// exception-code headers in test/fixtures/clickhouse-errors.json were captured from ClickHouse
+// 18.16 and from the test endpoint around ClickHouse 26.9's engine by
+// scripts/clickhouse/capture-errors.ts. Each goes through the writer's reading of a refused insert
+// and through @clickhouse/client's own parseError (what `command` and `query` throw).
+import { parseError } from "@clickhouse/client";
 import { expect, test } from "bun:test";
-import { classifyInsertError } from "../../src/clickhouse/insert-error.ts";
+import { classifyInsertError, refusal } from "../../src/clickhouse/insert-error.ts";
+import captured from "../fixtures/clickhouse-errors.json";
 
-const CH18_FIXED_STRING = 'Code: 131, e.displayText() = DB::Exception: Too large value for FixedString(2): (at row 1)\n\nRow 1:\nColumn 0,   name: s, type: Enum8(\'a\' = 1),  parsed text: "a"\nColumn 1,   name: f, type: FixedString(2),  parsed text: "abc"ERROR\n\n, e.what() = DB::Exception\n';
-const CH18_ENUM = "Code: 49, e.displayText() = DB::Exception: Unknown element 'b' for type Enum8('a' = 1), e.what() = DB::Exception\n";
-const CH18_DATETIME = 'Code: 41, e.displayText() = DB::Exception: Cannot parse datetime: (at row 3)\n\nRow 3:\nColumn 0,   name: d, type: DateTime(\'UTC\'), parsed text: "1"ERROR\n\n, e.what() = DB::Exception\n';
-const CH18_NOT_LIKE = 'Code: 41, e.displayText() = DB::Exception: Cannot parse datetime: (at row 2)\n\nRow 1:\nColumn 0,   name: a, type: UInt8,           parsed text: "1"\nColumn 1,   name: d, type: DateTime(\'UTC\'), parsed text: "0000000001"\n\nRow 2:\nColumn 0,   name: a, type: UInt8,           parsed text: "1"\nColumn 1,   name: d, type: DateTime(\'UTC\'), ERROR: text "x<TAB>1<LINE FEED>" is not like DateTime(\'UTC\')\n\n, e.what() = DB::Exception\n';
-const CH26_ENUM = 'Code: 691. DB::Exception: Unknown element \'b\' for enum, maybe you meant: [\'a\']: (at row 2)\n: \nRow 1:\nColumn 0,   name: s, type: Enum8(\'a\' = 1),  parsed text: "a"\nColumn 1,   name: f, type: FixedString(2),  parsed text: "ab"\n\nRow 2:\nColumn 0,   name: s, type: Enum8(\'a\' = 1),  parsed text: "b"ERROR\nCode: 691. DB::Exception: Unknown element';
-const CH26_UUID = "Code: 376. DB::Exception: Cannot parse uuid zz\t1\t0000000001\n: (at row 1)\n: Buffer has gone, cannot extract information about what has been parsed: While executing ParallelParsingBlockInputFormat. (CANNOT_PARSE_UUID)";
-const CH26_PARTITIONS = "Code: 252. DB::Exception: Too many partitions for single INSERT block (more than 100). The limit is controlled by 'max_partitions_per_insert_block' setting.";
-const CH_TOO_MANY_PARTS = "Code: 252. DB::Exception: Too many parts (300 with average size of 1.00 MiB) in table 'telecom.cdr'. Merges are processing significantly slower than inserts. (TOO_MANY_PARTS)";
+type Kind = "transient" | "data" | "shape" | "permanent";
+/** case → kind, and per server the row and column the writer reads from the whole answer. */
+const EXPECTED: Record<string, { kind: Kind; "18.16"?: [number | null, string | null]; "26.9"?: [number | null, string | null] }> = {
+  "unknown Enum name": { kind: "data", "18.16": [null, null], "26.9": [3, "rat"] },
+  "row with a missing column": { kind: "data", "18.16": [1, null], "26.9": [1, null] },
+  "value too long for FixedString": { kind: "data", "18.16": [2, "svc"], "26.9": [2, "svc"] },
+  "unparseable DateTime": { kind: "data", "18.16": [2, "t"], "26.9": [2, "t"] },
+  "too many partitions in one block": { kind: "shape", "26.9": [null, null] },
+  "too many parts (merges slower than inserts)": { kind: "transient", "18.16": [null, null], "26.9": [null, null] },
+  "unknown table": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
+  "unknown database": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
+  "wrong password": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
+  "readonly user": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
+};
 
-test.each([
-  ["18.16 FixedString overflow", CH18_FIXED_STRING, "data", 1, "f"],
-  ["18.16 unknown Enum name (code 49)", CH18_ENUM, "data", null, null],
-  ["18.16 unparseable DateTime", CH18_DATETIME, "data", 3, "d"],
-  ["18.16 text that is not like the type", CH18_NOT_LIKE, "data", 2, "d"],
-  ["26.9 unknown Enum name", CH26_ENUM, "data", 2, "s"],
-  ["26.9 unparseable UUID", CH26_UUID, "data", 1, null],
-  ["26.9 too many partitions in one block", CH26_PARTITIONS, "shape", null, null],
-  ["overload: too many parts", CH_TOO_MANY_PARTS, "transient", null, null],
-  ["memory limit", "Code: 241. DB::Exception: Memory limit (total) exceeded", "transient", null, null],
-  ["server timeout", "Code: 159. DB::Exception: Timeout exceeded: elapsed 10 seconds", "transient", null, null],
-  ["unknown table", "Code: 60, e.displayText() = DB::Exception: Table default.nope doesn't exist., e.what() = DB::Exception\n", "permanent", null, null],
-  ["authentication", "Code: 516. DB::Exception: default: Authentication failed", "permanent", null, null],
-  ["a code this table does not know", "Code: 9999. DB::Exception: something new", "transient", null, null],
-] as const)("%s: classified with its row and column", (_n, message, kind, row, column) => {
-  const e = classifyInsertError(new Error(message), "insert of 3 rows");
-  expect([e.kind, e.row, e.column]).toEqual([kind, row, column]);
-  expect(e.retryable).toBe(kind === "transient");
-  expect(e.message.startsWith("insert of 3 rows: Code: ")).toBe(true);
-  expect(e.message).not.toContain("\n");
+test("the fixture holds every case from both servers, as captured", () => {
+  const seen = new Set(captured.map((a) => `${a.server} ${a.case}`));
+  for (const [name, e] of Object.entries(EXPECTED))
+    for (const server of ["18.16", "26.9"] as const) expect(seen.has(`${server} ${name}`)).toBe(e[server] !== undefined);
+  for (const a of captured) expect(a.version.startsWith(a.server)).toBe(true);
+  // Current servers name the code in a header and end the text with its name; 18.16 does neither.
+  for (const a of captured.filter((a) => a.server === "26.9")) expect(a.body).toMatch(/\([A-Z_]+\) \(version 26\.9\.[\d.]+\)\n$/);
+  for (const a of captured.filter((a) => a.server === "18.16")) expect(a.exceptionCode).toBeNull();
+});
+
+test.each(captured.map((a) => [`${a.server}: ${a.case}`, a] as const))("%s: classified alike from the whole answer and from the client's parseError", (_n, a) => {
+  const want = EXPECTED[a.case]!;
+  const headers = a.exceptionCode === null ? {} : { "x-clickhouse-exception-code": a.exceptionCode };
+  const whole = classifyInsertError(refusal(a.status, headers, a.body), "insert of 4 rows");
+  const parsed = classifyInsertError(parseError(a.body), "insert of 4 rows");
+  expect(whole.kind).toBe(want.kind);
+  expect(parsed.kind).toBe(want.kind);
+  expect([whole.row, whole.column]).toEqual(want[a.server as "18.16" | "26.9"]!);
+  expect(whole.serverCode).toBe(Number(/Code: (\d+)/.exec(a.body)![1]));
+  expect(parsed.serverCode).toBe(whole.serverCode);
+  if (a.server === "26.9") expect(parsed.serverType).toBe(whole.serverType!);
+  expect(whole.retryable).toBe(want.kind === "transient");
+  expect(whole.message).toMatch(/^insert of 4 rows: Code: \d+/);
+  expect(whole.message).not.toContain("\n");
+});
+
+test("the client's own parseError keeps neither the row nor the column of a current server's refusal: the writer reads the whole answer", () => {
+  const a = captured.find((x) => x.server === "26.9" && x.case === "value too long for FixedString")!;
+  const parsed = classifyInsertError(parseError(a.body), "insert");
+  expect([parsed.row, parsed.column]).toEqual([null, null]);
 });
 
 test.each([

@@ -6,7 +6,7 @@ import { MAX_ISOLATED, storeBatch, type InsertRange } from "../../src/clickhouse
 
 const policy = { maxAttempts: 3, initialDelayMs: 1, backoffFactor: 2 };
 const noSleep = { sleep: async () => {} };
-const dataError = (row: number | null) => new ClickHouseInsertError("Cannot parse", "data", 27, row, "session_start_time");
+const dataError = (row: number | null) => new ClickHouseInsertError("Cannot parse", "data", { code: 27, row, column: "session_start_time" });
 
 /** A fake server: refuses any range holding a bad row; reports the first one's row when `hints`. */
 function fakeServer(bad: Set<number>, opts: { hints?: boolean; hintOffset?: number } = {}) {
@@ -52,7 +52,7 @@ test("a batch ClickHouse refuses whole for its shape is split until accepted, no
   // Refuses any insert of more than 100 rows, as too many partitions in one block would.
   const stored: number[] = [];
   const insert: InsertRange = async (lo, hi) => {
-    if (hi - lo > 100) throw new ClickHouseInsertError("Too many partitions", "shape", 252, null, null);
+    if (hi - lo > 100) throw new ClickHouseInsertError("Too many partitions", "shape", { code: 252 });
     for (let i = lo; i < hi; i++) stored.push(i);
   };
   const out = await storeBatch(1000, insert, policy, noSleep);
@@ -65,7 +65,7 @@ test("a batch ClickHouse refuses whole for its shape is split until accepted, no
 test("transient errors are retried with backoff, and exhausted retries send the whole batch the spec's way", async () => {
   let calls = 0;
   const delays: number[] = [];
-  const out = await storeBatch(10, async () => { calls++; throw new ClickHouseInsertError("ECONNREFUSED", "transient", null, null, null); }, policy, { sleep: async (ms) => { delays.push(ms); } });
+  const out = await storeBatch(10, async () => { calls++; throw new ClickHouseInsertError("ECONNREFUSED", "transient"); }, policy, { sleep: async (ms) => { delays.push(ms); } });
   expect(calls).toBe(3);
   expect(delays).toEqual([1, 2]);
   expect(out.failed?.ranges).toEqual([[0, 10]]);
@@ -75,7 +75,7 @@ test("transient errors are retried with backoff, and exhausted retries send the 
 
 test("a permanent error is not retried: the batch goes the spec's way after one attempt", async () => {
   let calls = 0;
-  const out = await storeBatch(10, async () => { calls++; throw new ClickHouseInsertError("Unknown table", "permanent", 60, null, null); }, policy, noSleep);
+  const out = await storeBatch(10, async () => { calls++; throw new ClickHouseInsertError("Unknown table", "permanent", { code: 60 }); }, policy, noSleep);
   expect(calls).toBe(1);
   expect(out.failed).toEqual({ ranges: [[0, 10]], error: expect.any(ClickHouseInsertError), attempts: 1 });
 });

@@ -30,7 +30,7 @@ function fakes(refuse: (line: string) => boolean) {
     async insert(body: Uint8Array) {
       const lines = Buffer.from(body).toString("utf8").trimEnd().split("\n");
       const bad = lines.findIndex(refuse);
-      if (bad >= 0) throw new ClickHouseInsertError("Cannot parse", "data", 27, bad + 1, "raw_id");
+      if (bad >= 0) throw new ClickHouseInsertError("Cannot parse", "data", { code: 27, row: bad + 1, column: "raw_id" });
       stored.push(...lines);
     },
   } as unknown as ClickHouseWriter;
