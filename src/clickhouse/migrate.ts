@@ -6,6 +6,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
 import { CdrWorkerError } from "../errors.ts";
+import { serverError } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -43,23 +44,26 @@ export async function migrate(ch: ClickHouseClient, database: string, table: str
   for (const query of ddlStatements(database, table, cluster)) await ch.command({ query });
 }
 
-/** checkSchema on the first endpoint that answers; throws the first endpoint's error when none does. */
+/**
+ * checkSchema on each endpoint until one has the table, as inserts fail over (writer.ts): a refusal
+ * that belongs to one endpoint (authentication, a table or columns missing there) moves on to the
+ * next. When none passes, the refusal an operator must fix is thrown before an unreachable one.
+ */
 export async function checkSchemaOnAny(
   clients: readonly ClickHouseClient[],
   database: string,
   table: string,
 ): Promise<void> {
-  let first: unknown;
+  const failures: CdrWorkerError[] = [];
   for (const ch of clients) {
     try {
       return await checkSchema(ch, database, table);
     } catch (e) {
-      // A missing table is the same answer everywhere; only an unreachable endpoint is skipped.
-      if (!(e instanceof CdrWorkerError) || !e.retryable) throw e;
-      first ??= e;
+      if (!(e instanceof CdrWorkerError)) throw e;
+      failures.push(e);
     }
   }
-  throw first;
+  throw failures.find((e) => !e.retryable) ?? failures[0];
 }
 
 /** Throws CLICKHOUSE_SCHEMA naming what is missing; the worker refuses to start without it. */
@@ -74,12 +78,12 @@ export async function checkSchema(ch: ClickHouseClient, database: string, table:
     });
     names = await rs.json<{ name: string }>();
   } catch (cause) {
-    throw new CdrWorkerError(
-      "CLICKHOUSE_SCHEMA",
-      `cannot read the schema of ${database}.${table}: ${(cause as Error).message.trim()}`,
-      true,
-      { cause },
-    );
+    // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
+    // access) will not without an operator.
+    const { code, text } = serverError(cause);
+    const named = code === null || /Code: \d+/.test(text) ? text : `Code: ${code}. ${text}`;
+    const message = `cannot read the schema of ${database}.${table}: ${named.trim()}`;
+    throw new CdrWorkerError("CLICKHOUSE_SCHEMA", message, code === null, { cause });
   }
   const have = new Set(names.map((r) => r.name));
   if (have.size === 0)

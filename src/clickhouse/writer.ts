@@ -1,20 +1,22 @@
 /**
  * Inserts a batch of preformatted TSV lines: one HTTP request, acknowledged or thrown. With several
  * endpoints (CLICKHOUSE_URL=a,b,…: replicas of one shard, or load balancers in front of them) an
- * insert that fails as transient goes to the next endpoint at once; only when every endpoint
- * failed does it count as one attempt against the retry budget. A data error is the same on every
- * endpoint and is thrown at once. The endpoint that last took an insert is tried first.
+ * insert that one endpoint cannot take goes to the next at once: transient failures (it does not
+ * answer) and permanent refusals that belong to that endpoint (authentication, readonly, a missing
+ * table or database). Only when every endpoint failed does it count as one attempt against the
+ * retry budget. A data or shape error is the same on every endpoint and is thrown at once. The
+ * endpoint that last took an insert is tried first.
+ *
+ * Each endpoint's version is learned on first contact (SELECT version()), logged, and decides the
+ * settings its inserts carry (server-version.ts); an endpoint that stopped answering is asked
+ * again when it is back, since it may have been upgraded meanwhile.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
-import { classifyInsertError, type ClickHouseInsertError } from "./insert-error.ts";
+import { log } from "../log.ts";
+import { classifyInsertError, refusal, type ClickHouseInsertError } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
-
-/**
- * Pins how DateTime text is read, on every supported server (row-format.ts says why). 18.16
- * knows the setting too: test/clickhouse/compat.test.ts inserts with it on 18.16 and the current engine.
- */
-export const INSERT_SETTINGS = { date_time_input_format: "basic" } as const;
+import { insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 
 /** One ClickHouse endpoint and what the worker saw of it (README "Stats"). */
 export interface Endpoint {
@@ -24,11 +26,14 @@ export interface Endpoint {
   up: boolean;
   inserts: number;
   failures: number;
+  /** `SELECT version()` of the server behind it, once it answered. */
+  version: string | null;
 }
 
 export class ClickHouseWriter {
   readonly #endpoints: Endpoint[];
   readonly #table: string;
+  readonly #insertQuery: string;
   #current = 0;
 
   constructor(
@@ -37,11 +42,15 @@ export class ClickHouseWriter {
     table: string,
   ) {
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
-    this.#endpoints = list.map(({ name, client }) => ({ name, client, up: true, inserts: 0, failures: 0 }));
+    this.#endpoints = list.map(({ name, client }) => ({
+      ...{ name, client, up: true, inserts: 0, failures: 0 },
+      version: null,
+    }));
     this.#table = `${database}.${table}`;
+    this.#insertQuery = `INSERT INTO ${this.#table} (${COLUMNS.join(", ")}) FORMAT TabSeparated`;
   }
 
-  /** Each endpoint's health and counts, for stats. */
+  /** Each endpoint's health, version and counts, for stats. */
   get endpoints(): readonly Endpoint[] {
     return this.#endpoints;
   }
@@ -52,7 +61,8 @@ export class ClickHouseWriter {
    */
   async insert(body: Uint8Array | string, rows: number): Promise<void> {
     const n = this.#endpoints.length;
-    let last: ClickHouseInsertError | undefined;
+    let transient: ClickHouseInsertError | undefined;
+    let permanent: ClickHouseInsertError | undefined;
     for (let k = 0; k < n; k++) {
       const i = (this.#current + k) % n;
       const e = this.#endpoints[i]!;
@@ -63,46 +73,79 @@ export class ClickHouseWriter {
         this.#current = i;
         return;
       } catch (err) {
-        last = err as ClickHouseInsertError;
-        if (last.kind !== "transient") throw last;
-        e.up = false;
+        const failure = err as ClickHouseInsertError;
+        if (failure.kind === "data" || failure.kind === "shape") throw failure;
         e.failures++;
+        if (failure.kind === "transient") {
+          e.up = false;
+          e.version = null;
+          transient = failure;
+        } else {
+          permanent ??= failure;
+        }
       }
     }
-    throw last!;
+    // An endpoint that did not answer may take the batch later; one that refused will not.
+    throw (transient ?? permanent)!;
   }
 
   async #insertInto(e: Endpoint, body: Uint8Array | string, rows: number): Promise<void> {
     const what = `insert of ${rows} rows into ${this.#table}${this.#endpoints.length > 1 ? ` at ${e.name}` : ""}`;
+    const version = e.version ?? (await this.#learnVersion(e, what));
     try {
-      await this.#send(e.client, body);
+      await this.#send(e.client, body, version);
     } catch (first) {
       // A kept-alive socket the server closed meanwhile fails at once with a reset, before the
       // server read the body: resent at once instead of waiting out a retry delay (should the
       // server have stored it after all, the replay collapses by cdr_id like any other).
       if (!isReset(first)) throw classifyInsertError(first, what);
       try {
-        await this.#send(e.client, body);
+        await this.#send(e.client, body, version);
       } catch (cause) {
         throw classifyInsertError(cause, what);
       }
     }
   }
 
-  async #send(client: ClickHouseClient, body: Uint8Array | string): Promise<void> {
-    await client.insert({
-      table: this.#table,
+  /**
+   * Sent with `exec`, the whole answer read here: on a refusal the client's own error would keep
+   * only the last line of a current server's text, without the row and column (insert-error.ts).
+   */
+  async #send(client: ClickHouseClient, body: Uint8Array | string, version: string): Promise<void> {
+    const r = await client.exec({
+      query: this.#insertQuery,
       values: Readable.from(
         [typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)],
         { objectMode: false },
       ),
-      format: "TabSeparated",
-      columns: [...COLUMNS],
-      clickhouse_settings: INSERT_SETTINGS,
+      clickhouse_settings: insertSettings(version),
+      ignore_error_response: true,
     });
+    const answer = await readText(r.stream);
+    const status = r.http_status_code ?? 200;
+    if (status >= 300 || r.response_headers["x-clickhouse-exception-code"] !== undefined)
+      throw refusal(status, r.response_headers, answer);
   }
 
-  /** Pings every endpoint (and records which answer); true when at least one does. */
+  /** Asks the endpoint its version; a failure is classified like an insert's (it fails over alike). */
+  async #learnVersion(e: Endpoint, what: string): Promise<string> {
+    try {
+      const rs = await e.client.query({ query: "SELECT version()", format: "TabSeparated" });
+      e.version = (await rs.text()).trim();
+    } catch (cause) {
+      throw classifyInsertError(cause, `${what}: asking the server's version`);
+    }
+    log.info("ClickHouse endpoint answers", { endpoint: e.name, version: e.version });
+    if (olderThanTested(e.version))
+      log.warn(`ClickHouse ${e.version} at ${e.name} is older than ${OLDEST_TESTED}, the oldest release tested`, {
+        endpoint: e.name,
+        version: e.version,
+        oldest_tested: OLDEST_TESTED,
+      });
+    return e.version;
+  }
+
+  /** Pings every endpoint (and records which answer, and the version of one newly back); true when one does. */
   async ping(): Promise<boolean> {
     const answers = await Promise.all(
       this.#endpoints.map(async (e) => {
@@ -111,11 +154,19 @@ export class ClickHouseWriter {
         } catch {
           e.up = false;
         }
+        if (!e.up) e.version = null;
+        else if (e.version === null) await this.#learnVersion(e, `ping of ${e.name}`).catch(() => {});
         return e.up;
       }),
     );
     return answers.some(Boolean);
   }
+}
+
+async function readText(stream: AsyncIterable<unknown>): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 function isReset(e: unknown): boolean {

@@ -102,6 +102,12 @@ const clickhouse: Section = (s, c, { metric }) => {
     endpoints.map((e) => [{ endpoint: e.name }, e.up ? 1 : 0]),
   );
   metric(
+    "cdr_worker_clickhouse_endpoint_info",
+    "gauge",
+    "1 for each ClickHouse endpoint whose version the worker learned (label version, from SELECT version()).",
+    endpoints.filter((e) => e.version !== null).map((e) => [{ endpoint: e.name, version: e.version! }, 1]),
+  );
+  metric(
     "cdr_worker_clickhouse_endpoint_inserts_total",
     "counter",
     "Inserts the ClickHouse endpoint acknowledged.",
@@ -110,7 +116,8 @@ const clickhouse: Section = (s, c, { metric }) => {
   metric(
     "cdr_worker_clickhouse_endpoint_failures_total",
     "counter",
-    "Inserts that failed as transient at the endpoint (then sent to the next one).",
+    "Inserts the endpoint could not take (no answer, or a refusal of its own such as authentication or a " +
+      "missing table), then sent to the next one.",
     endpoints.map((e) => [{ endpoint: e.name }, e.failures]),
   );
   metric(

@@ -14,7 +14,13 @@ export interface StatsSource {
   /** Cached high watermark of a partition (no network call), or null. */
   highWatermark: (partition: number) => number | null;
   /** Each ClickHouse endpoint (CLICKHOUSE_URL) and what the writer saw of it. */
-  clickhouseEndpoints?: () => ReadonlyArray<{ name: string; up: boolean; inserts: number; failures: number }>;
+  clickhouseEndpoints?: () => ReadonlyArray<{
+    name: string;
+    up: boolean;
+    inserts: number;
+    failures: number;
+    version: string | null;
+  }>;
   phoneCache: () => { hits: number; misses: number; size: number };
   breakerRatio: () => number;
   /** Worst event-loop lag of the last ~10 s, ms. */
@@ -65,6 +71,7 @@ export function statsSnapshot(s: StatsSource) {
     clickhouse_endpoints: (s.clickhouseEndpoints?.() ?? []).map((e) => ({
       endpoint: e.name,
       up: e.up,
+      version: e.version,
       inserts: e.inserts,
       failures: e.failures,
     })),

@@ -1,15 +1,19 @@
-// CLICKHOUSE_URL with several endpoints: an insert that fails as transient at one goes to the next
-// at once (no retry delay, no DLQ); /readyz is 503 only when no endpoint answers.
+// CLICKHOUSE_URL with several endpoints: an insert that one endpoint cannot take goes to the next
+// at once (no retry delay, no DLQ), whether it does not answer or refuses for a reason of its own
+// (a table missing there, credentials it does not know); /readyz is 503 only when no endpoint answers.
+// The refusals come from the real servers: ClickHouse 18.16 and the 26.9 engine's test endpoint.
 import { expect, test } from "bun:test";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";
-import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
+import { startChdbEndpoint } from "../support/chdb.ts";
+import { CLICKHOUSE_CURRENT_URL, CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { notReadyReasons, startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
 const { names, distinctIds } = e2eScope();
+const current = e2eScope(CLICKHOUSE_CURRENT_URL);
 
 test("an endpoint that goes away mid-stream: inserts continue on the next without retries; none left → not ready", async () => {
   const n = await names("failover");
@@ -46,5 +50,35 @@ test("an endpoint that goes away mid-stream: inserts continue on the next withou
     a.down();
     b.down();
     w.proc.kill("SIGKILL");
+  }
+}, 60_000);
+
+test.each([
+  ["18.16 lacks the table (UNKNOWN_TABLE); the 26.9 engine has it", "18.16"],
+  ["the 26.9 engine lacks the table (UNKNOWN_TABLE); 18.16 has it", "26.9"],
+  ["the 26.9 engine refuses the worker's password (AUTHENTICATION_FAILED); 18.16 takes it", "auth"],
+] as const)("the first endpoint refuses: %s → every row through the other, start-up check included, no retry, nothing dead-lettered", async (_n, which) => {
+  const chdbWithPassword = which === "auth" ? await startChdbEndpoint({ password: "not-the-workers" }) : null;
+  const healthy = which === "18.16" ? current : { names, distinctIds };
+  const refusing = which === "18.16" ? CLICKHOUSE_URL : which === "26.9" ? CLICKHOUSE_CURRENT_URL : chdbWithPassword!.url;
+  const n = await healthy.names(`refuse${which.replace(/\W/g, "")}`);
+  const w = await startWorker(workerEnv(n, { CLICKHOUSE_URL: `${refusing},${n.clickhouseUrl}` }));
+  const p = new Producer(props);
+  try {
+    for (let i = 0; i < 30; i++) await p.produce(n.raw, toJson(withFields({ raw_id: `rf-${i}` })), { partition: i % 3 });
+    const s = await statsWhen(w, (s) => s.total_clickhouse === 30, 20_000, "all rows stored");
+    expect(await healthy.distinctIds(n)).toBe(30);
+    expect(s.total_dlq).toBe(0);
+    expect(s.clickhouse_retries).toBe(0);
+    expect(s.clickhouse_exhausted_batches).toBe(0);
+    const [ea, eb] = s.clickhouse_endpoints as Array<{ up: boolean; inserts: number; failures: number }>;
+    expect(ea!.failures).toBeGreaterThan(0);
+    expect(ea!.inserts).toBe(0);
+    expect(eb!.inserts).toBeGreaterThan(0);
+    expect(await w.stop()).toBe(0);
+  } finally {
+    p.close();
+    w.proc.kill("SIGKILL");
+    chdbWithPassword?.stop();
   }
 }, 60_000);

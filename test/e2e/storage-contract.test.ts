@@ -1,6 +1,8 @@
-// The storage contract through the whole worker (Kafka → decode → ClickHouse 18.16): every valid
+// The storage contract through the whole worker (Kafka → decode → ClickHouse), on ClickHouse 18.16
+// and on the test endpoint around ClickHouse 26.9's engine, with the same assertions: every valid
 // record at the edges of the rules lands exactly; a row ClickHouse refuses costs one DLQ envelope
-// and no valid row.
+// and no valid row; a batch a server refuses for its shape is split, never dead-lettered; a
+// refusal no resend can help (a missing table) is not retried.
 import { describe, expect, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
@@ -9,9 +11,8 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { expectCorpus, readBack, storageCorpus } from "../fixtures/storage-corpus.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, consumeN, header, props, text, topicLength } from "../support/kafka.ts";
+import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
-
-const { ch, names, distinctIds } = e2eScope();
 
 async function produce(topic: string, values: string[], partition = 0): Promise<void> {
   const p = new Producer(props);
@@ -22,7 +23,18 @@ async function produce(topic: string, values: string[], partition = 0): Promise<
   }
 }
 
-describe("Storage contract", () => {
+describe.each(CLICKHOUSE_SERVERS.map((server) => [server.name, server, e2eScope(server.url)] as const))("Storage contract on %s", (_name, server, { ch, names, distinctIds }) => {
+  test("the worker learns the server's version and shows it per endpoint", async () => {
+    const n = await names("version");
+    const w = await startWorker(workerEnv(n));
+    const s = await statsWhen(w, (s) => s.clickhouse_endpoints[0]?.version !== null, 10_000, "version learned");
+    expect(s.clickhouse_endpoints[0].version).toMatch(server.version);
+    const metrics = await (await fetch(`${w.statsUrl}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`cdr_worker_clickhouse_endpoint_info\\{endpoint="${new URL(server.url).host}",version="${s.clickhouse_endpoints[0].version.replaceAll(".", "\\.")}"\\} 1`));
+    expect(await w.stop()).toBe(0);
+    expect(w.logs.some((l) => l.includes('"ClickHouse endpoint answers"') && l.includes(s.clickhouse_endpoints[0].version))).toBe(true);
+  }, 30_000);
+
   test("every edge record of the corpus is stored exactly through the whole worker, nothing in the DLQ", async () => {
     const n = await names("edges");
     const corpus = storageCorpus(0);
@@ -69,4 +81,45 @@ describe("Storage contract", () => {
     expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(1000n);
     expect(await distinctIds(n)).toBe(999);
   }, 60_000);
+  test("a batch spanning more than 100 months is stored whole, split only where the server limits partitions per insert, nothing dead-lettered", async () => {
+    const n = await names("months");
+    const MONTH = 2_700_000; // a little over 31 days: each record in a month of its own
+    const values = Array.from({ length: 150 }, (_, i) => toJson(withFields({ raw_id: `m-${i}`, epoch_start: 1_000_000_000 + i * MONTH, epoch_end: 1_000_000_060 + i * MONTH })));
+    await produce(n.raw, values);
+    const w = await startWorker(workerEnv(n, { BATCH_SIZE: "1000", BATCH_FLUSH_INTERVAL_SECONDS: "2" }));
+    const s = await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === 150, 30_000, "batch stored");
+    expect(await w.stop()).toBe(0);
+    expect(s).toMatchObject({ total_clickhouse: 150, total_dlq: 0, clickhouse_refused_rows: 0, clickhouse_exhausted_batches: 0, clickhouse_retries: 0 });
+    if (server.limitsPartitionsPerInsert) expect(s.clickhouse_split_inserts).toBeGreaterThanOrEqual(2);
+    else expect(s.clickhouse_split_inserts).toBe(0);
+    const months = await (await ch.query({ query: `SELECT uniqExact(toYYYYMM(session_start_time)) AS m, count() AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" })).json<{ m: string; c: string }>();
+    expect(months.map((r) => [Number(r.m), Number(r.c)])).toEqual([[150, 150]]);
+    expect(topicLength(n.dlq)).toBe(0);
+  }, 60_000);
+
+  test("a table dropped under a running worker: the refusal goes the spec's exhausted path at once, without retries", async () => {
+    const n = await names("gone");
+    const w = await startWorker(workerEnv(n, { CH_RETRY_INITIAL_DELAY_MS: "5000" }));
+    await produce(n.raw, [toJson(withFields({ raw_id: "before" }))]);
+    await statsWhen(w, (s) => s.total_clickhouse === 1, 20_000, "first row stored");
+    await ch.command({ query: `DROP TABLE ${n.database}.${n.table}` });
+    await produce(n.raw, [toJson(withFields({ raw_id: "after" }))]);
+    const s = await statsWhen(w, (s) => s.total_dlq === 1 && s.partitions["0"]?.committed_offset === 2, 20_000, "record dead-lettered");
+    expect(await w.stop()).toBe(0);
+    // With 5 s between attempts, a retry would have shown; a permanent refusal takes one attempt.
+    expect(s).toMatchObject({ clickhouse_retries: 0, clickhouse_exhausted_batches: 1 });
+    const [dlq] = await consumeN(n.dlq, 1);
+    expect(JSON.parse(text(dlq!))).toMatchObject({ failure_reason: "normalization_error", failed_field: null, original_payload: { raw_id: "after" } });
+    expect(header(dlq!, HEADERS.attempts)).toBe("1");
+    expect(header(dlq!, HEADERS.detail)).toMatch(/Code: 60\b/);
+  }, 60_000);
+
+  test("run refuses to start against a missing table, naming it, before consuming anything", async () => {
+    const n = await names("missing");
+    await ch.command({ query: `DROP TABLE ${n.database}.${n.table}` });
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "run"], { env: workerEnv(n), stdout: "pipe", stderr: "pipe" });
+    const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+    expect(code).toBe(1);
+    expect(err).toContain(`table ${n.database}.${n.table} does not exist; run \`cdr-worker migrate\``);
+  }, 30_000);
 });

@@ -5,11 +5,12 @@
  */
 import { afterAll } from "bun:test";
 import { deleteTopics } from "./kafka.ts";
-import { clickhouse } from "./services.ts";
+import { clickhouse, CLICKHOUSE_URL } from "./services.ts";
 import { freshNames, killLeftoverWorkers, type Names } from "./worker.ts";
 
-export function e2eScope() {
-  const ch = clickhouse();
+/** `clickhouseUrl`: the ClickHouse the file's tables live on (CLICKHOUSE_SERVERS names both). */
+export function e2eScope(clickhouseUrl = CLICKHOUSE_URL) {
+  const ch = clickhouse("default", clickhouseUrl);
   const topics: string[] = [];
   const tables: string[] = [];
   afterAll(async () => {
@@ -22,7 +23,7 @@ export function e2eScope() {
     ch,
     /** Fresh topics, group and table, cleaned up after the file. */
     async names(prefix: string): Promise<Names> {
-      const n = await freshNames(prefix);
+      const n = await freshNames(prefix, clickhouseUrl);
       topics.push(n.raw, n.dlq);
       tables.push(`${n.database}.${n.table}`);
       return n;

@@ -13,18 +13,20 @@ export interface Names {
   group: string;
   database: string;
   table: string;
+  /** The ClickHouse that holds the table (CLICKHOUSE_URL of the worker). */
+  clickhouseUrl: string;
 }
 
-/** Fresh topics (spec settings), group and table for one test. */
-export async function freshNames(prefix: string): Promise<Names> {
-  const n: Names = { raw: uniqueName(`${prefix}.raw`), dlq: uniqueName(`${prefix}.dlq`), group: uniqueName(`${prefix}-g`), database: "e2e", table: uniqueName(prefix).replace(/\W/g, "_") };
+/** Fresh topics (spec settings), group and table (on the ClickHouse at `clickhouseUrl`) for one test. */
+export async function freshNames(prefix: string, clickhouseUrl = CLICKHOUSE_URL): Promise<Names> {
+  const n: Names = { raw: uniqueName(`${prefix}.raw`), dlq: uniqueName(`${prefix}.dlq`), group: uniqueName(`${prefix}-g`), database: "e2e", table: uniqueName(prefix).replace(/\W/g, "_"), clickhouseUrl };
   const admin = new Admin(props);
   try {
     await ensureTopics(admin, topologySpec(n.raw, n.dlq));
   } finally {
     admin.close();
   }
-  const ch = createClickHouse({ url: CLICKHOUSE_URL, user: "default", password: "", database: "default", table: n.table, requestTimeoutMs: 10_000 }, "default");
+  const ch = createClickHouse({ url: clickhouseUrl, user: "default", password: "", database: "default", table: n.table, requestTimeoutMs: 10_000 }, "default");
   try {
     await migrate(ch, n.database, n.table);
   } finally {
@@ -40,7 +42,7 @@ export function workerEnv(n: Names, extra: Record<string, string> = {}): Record<
     KAFKA_TOPIC_RAW: n.raw,
     KAFKA_TOPIC_DLQ: n.dlq,
     KAFKA_GROUP_ID: n.group,
-    CLICKHOUSE_URL,
+    CLICKHOUSE_URL: n.clickhouseUrl,
     CLICKHOUSE_DATABASE: n.database,
     CLICKHOUSE_TABLE: n.table,
     STATS_HOST: "127.0.0.1",

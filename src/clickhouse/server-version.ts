@@ -1,0 +1,42 @@
+/**
+ * What a ClickHouse server's version (`SELECT version()`) means for the worker's requests. 18.16
+ * refuses a setting it does not know (UNKNOWN_SETTING), and current releases changed defaults the
+ * worker must not inherit, so the settings of an insert follow the version of the endpoint it goes to.
+ * Pure: test/clickhouse/server-version.test.ts holds each row.
+ */
+import type { ClickHouseSettings } from "@clickhouse/client";
+
+/** The oldest release a suite runs on (README "Compatibility"). */
+export const OLDEST_TESTED = "18.16";
+
+/** [major, minor] of "26.9.2.1", or null for text that is not a version. */
+export function parseVersion(version: string): [number, number] | null {
+  const m = /^(\d+)\.(\d+)/.exec(version.trim());
+  return m ? [Number(m[1]), Number(m[2])] : null;
+}
+
+function atLeast(version: string, major: number, minor: number): boolean {
+  const v = parseVersion(version);
+  return v !== null && (v[0] > major || (v[0] === major && v[1] >= minor));
+}
+
+/** True when the server predates every release a suite runs on. */
+export function olderThanTested(version: string): boolean {
+  const [major, minor] = parseVersion(OLDEST_TESTED)!;
+  return parseVersion(version) !== null && !atLeast(version, major, minor);
+}
+
+/**
+ * The settings of every insert to a server of this version.
+ * - `date_time_input_format=basic`: every release knows it; current ones default to `best_effort`,
+ *   which reads short digit strings as dates of the current year (row-format.ts).
+ * - `async_insert=0` since 21.11, where the setting exists (26.x defaults it to 1): the worker
+ *   batches itself, and the server's queue would add latency, its own deduplication rules and
+ *   errors reported after the acknowledgement.
+ */
+export function insertSettings(version: string): ClickHouseSettings {
+  return {
+    date_time_input_format: "basic",
+    ...(atLeast(version, 21, 11) ? { async_insert: 0 } : {}),
+  };
+}

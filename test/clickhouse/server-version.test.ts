@@ -1,0 +1,21 @@
+// Settings by server version: each row is a release the worker may meet.
+import { expect, test } from "bun:test";
+import { insertSettings, olderThanTested, parseVersion } from "../../src/clickhouse/server-version.ts";
+
+test.each([
+  ["18.16.1", { date_time_input_format: "basic" }, false],
+  ["21.8.15.7", { date_time_input_format: "basic" }, false],
+  ["21.11.1.1", { date_time_input_format: "basic", async_insert: 0 }, false],
+  ["26.9.2.1", { date_time_input_format: "basic", async_insert: 0 }, false],
+  ["18.14.19", { date_time_input_format: "basic" }, true],
+  ["1.1.54394", { date_time_input_format: "basic" }, true],
+] as const)("ClickHouse %s: insert settings %j, older than tested: %p", (version, settings, older) => {
+  expect(insertSettings(version)).toEqual(settings);
+  expect(olderThanTested(version)).toBe(older);
+});
+
+test("text that is not a version is neither parsed nor called old", () => {
+  expect(parseVersion("not a version")).toBeNull();
+  expect(olderThanTested("")).toBe(false);
+  expect(parseVersion("26.9.2.1")).toEqual([26, 9]);
+});
