@@ -37,16 +37,18 @@ provision_bun() {
   [[ "$(bun --version)" == "$BUN_VERSION" ]] || die "bun $BUN_VERSION did not install (found $(bun --version 2>&1))"
 }
 
+# provision_kafka <version> <home>: the broker jars of that version into <home>/libs.
 provision_kafka() {
-  local dir="$LOCAL/kafka/libs" stamp="$LOCAL/kafka/libs/.pom-sha"
-  if [[ -f $stamp && "$(cat "$stamp")" == "$KAFKA_POM_SHA" ]]; then log "ok: Kafka jars"; return; fi
-  log "resolving the Apache Kafka broker jars from Maven Central (scripts/kafka/pom.xml)"
+  local version=$1 home=$2
+  local dir="$home/libs" stamp="$home/libs/.pom-sha" want="$KAFKA_POM_SHA-$version"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then log "ok: Kafka $version jars"; return; fi
+  log "resolving the Apache Kafka $version broker jars from Maven Central (scripts/kafka/pom.xml)"
   rm -rf "$dir"; mkdir -p "$dir"
-  mvn -q -B -f "$ROOT/scripts/kafka/pom.xml" dependency:copy-dependencies \
-    -DoutputDirectory="$dir" -DincludeScope=runtime -Dstyle.color=never >"$LOCAL/kafka/mvn.log" 2>&1 \
-    || die "mvn failed; see $LOCAL/kafka/mvn.log"
-  ls "$dir"/kafka_2.13-*.jar >/dev/null || die "kafka_2.13 jar missing after mvn"
-  echo "$KAFKA_POM_SHA" >"$stamp"
+  mvn -q -B -f "$ROOT/scripts/kafka/pom.xml" dependency:copy-dependencies -Dkafka.version="$version" \
+    -DoutputDirectory="$dir" -DincludeScope=runtime -Dstyle.color=never >"$home/mvn.log" 2>&1 \
+    || die "mvn failed; see $home/mvn.log"
+  ls "$dir/kafka_2.13-$version.jar" >/dev/null || die "kafka_2.13-$version jar missing after mvn"
+  echo "$want" >"$stamp"
 }
 
 # The current ClickHouse engine, in-process (chdb-core on PyPI), for the compatibility suite
@@ -84,7 +86,8 @@ provision_node_modules() {
 
 provision_apt
 provision_bun
-provision_kafka
+provision_kafka "$KAFKA_VERSION" "$LOCAL/kafka"
+provision_kafka "$KAFKA_NEWEST_VERSION" "$LOCAL/kafka-newest"
 provision_librdkafka
 "$ROOT/scripts/tls/make-certs.sh" "$LOCAL/tls"
 provision_node_modules

@@ -4,6 +4,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 LOCAL="$ROOT/.local"
 BUN_VERSION="1.4.5"
+# The broker every suite runs on, and the newest 4.x Maven Central serves, on which the Kafka-facing
+# suites run a second time (scripts/test.sh; README "Compatibility"). Each is a set of jars
+# resolved from scripts/kafka/pom.xml with -Dkafka.version.
+KAFKA_VERSION="4.1.1"
+KAFKA_NEWEST_VERSION="4.4.0"
+# The newest broker's listeners: the same seven as the main broker's, from this port on.
+KAFKA_NEWEST_BASE_PORT="${LOCAL_KAFKA_NEWEST_BASE_PORT:-9192}"
 KAFKA_PORT="${LOCAL_KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${LOCAL_KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_SASL_PORT="${LOCAL_KAFKA_SASL_PORT:-9094}"
