@@ -5,7 +5,9 @@
 #   DEMO_RECORDS=N   records the demo generator sends (default 20000; 0 = none)
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 "$ROOT/scripts/provision.sh"
-"$ROOT/scripts/services.sh" start
+# Only what the worker talks to: the second Kafka and the 26.9 test endpoint serve the test suites.
+"$ROOT/scripts/services.sh" start kafka
+"$ROOT/scripts/services.sh" start clickhouse
 cd "$ROOT"
 export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:$KAFKA_PORT}" CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:$CH_HTTP_PORT}"
 export STATS_HOST="${STATS_HOST:-127.0.0.1}" STATS_PORT="${STATS_PORT:-8081}"
