@@ -3,10 +3,11 @@
 import { DLQ_HELP, dlqCommand } from "./cli/dlq.ts";
 import { GENERATE_HELP, generateCommand } from "./cli/generate.ts";
 import { MIGRATE_HELP, TOPICS_HELP, migrateCommand, topicsCommand } from "./cli/admin-commands.ts";
-import { parseArgs } from "./cli/args.ts";
+import { parseArgs, UsageError } from "./cli/args.ts";
 import { RUN_HELP, runCommand } from "./cli/run.ts";
-import { configHelp, loadConfig } from "./config.ts";
+import { configHelp, kafkaPropVariable, loadConfig } from "./config.ts";
 import { CdrWorkerError, ConfigError } from "./errors.ts";
+import { refusedProps } from "./kafka/handle.ts";
 import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { VERSION } from "./version.ts";
@@ -26,6 +27,9 @@ Commands:
 
 Configuration (environment variables):
 ${configHelp()}`;
+
+/** Properties whose values never reach a log or an error line. */
+const SECRET_PROP = /pass(word)?|secret|token|key/i;
 
 const HELP: Record<string, string> = {
   run: RUN_HELP,
@@ -74,13 +78,22 @@ async function main(argv: string[]): Promise<number> {
   const cfg = loadConfig();
   setLogLevel(cfg.logLevel);
   setLibrdkafkaPath(cfg.librdkafkaPath);
+  // Every KAFKA_PROP_* through librdkafka's own setter, before any connection: a typo is exit 2.
+  const refused = refusedProps(cfg.kafka.props);
+  if (refused.length)
+    throw new ConfigError(
+      refused.map(({ name, reason }) => ({
+        variable: kafkaPropVariable(name),
+        value: SECRET_PROP.test(name) ? "[redacted]" : cfg.kafka.props[name],
+        expected: `librdkafka refuses ${name}: ${reason}`,
+      })),
+    );
   switch (command) {
     case "run":
       return runCommand(cfg);
     case "migrate": {
       const cluster = args.flags.get("cluster");
-      if (cluster === true) throw new CdrWorkerError("CONFIG_INVALID", "--cluster needs a cluster name");
-      return migrateCommand(cfg, cluster);
+      return migrateCommand(cfg, cluster === true ? undefined : cluster);
     }
     case "topics":
       return topicsCommand(cfg, args);
@@ -95,7 +108,10 @@ async function main(argv: string[]): Promise<number> {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (e) {
-  if (e instanceof ConfigError) {
+  if (e instanceof UsageError) {
+    console.error(`cdr-worker ${e.command}: ${e.message}\n\n${HELP[e.command] ?? USAGE}`);
+    process.exitCode = 2;
+  } else if (e instanceof ConfigError) {
     console.error(e.message);
     process.exitCode = 2;
   } else if (e instanceof CdrWorkerError && e.code === "CONFIG_INVALID") {

@@ -1,4 +1,9 @@
-/** Minimal `--name value` / `--flag` parsing for the subcommands (no dependency needed for this). */
+/**
+ * The command line: node:util's parseArgs in strict mode, with each command's own flags. An
+ * unknown flag or a flag without its value is a usage error (exit 2 and the command's usage),
+ * never ignored: `dlq replay --reasn x` must not replay the whole DLQ.
+ */
+import { parseArgs as parseStrict } from "node:util";
 import { CdrWorkerError } from "../errors.ts";
 
 export interface ParsedArgs {
@@ -6,20 +11,59 @@ export interface ParsedArgs {
   flags: Map<string, string | true>;
 }
 
-export function parseArgs(argv: readonly string[]): ParsedArgs {
-  const positionals: string[] = [];
-  const flags = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === "-h") flags.set("help", true);
-    else if (a.startsWith("--")) {
-      const eq = a.indexOf("=");
-      if (eq > 0) flags.set(a.slice(2, eq), a.slice(eq + 1));
-      else if (i + 1 < argv.length && !argv[i + 1]!.startsWith("--")) flags.set(a.slice(2), argv[++i]!);
-      else flags.set(a.slice(2), true);
-    } else positionals.push(a);
+/** A command line that names a flag the command does not have, or leaves one without its value. */
+export class UsageError extends CdrWorkerError {
+  override name = "UsageError";
+  constructor(
+    readonly command: string,
+    message: string,
+  ) {
+    super("CONFIG_INVALID", message);
   }
-  return { positionals, flags };
+}
+
+const value = { type: "string" } as const;
+const toggle = { type: "boolean" } as const;
+
+/** Every command's flags beside --help; values are checked by numberFlag, stringFlag, integerFlag. */
+export const COMMAND_FLAGS: Readonly<Record<string, Record<string, typeof value | typeof toggle>>> = {
+  run: {},
+  migrate: { cluster: value },
+  topics: { "replication-factor": value, partitions: value },
+  generate: {
+    count: value,
+    rate: value,
+    "invalid-share": value,
+    callers: value,
+    seed: value,
+    defects: value,
+    "id-prefix": value,
+  },
+  dlq: { samples: value, reason: value, since: value, until: value, limit: value, "dry-run": toggle },
+  version: {},
+  probe: {},
+  help: {},
+};
+
+export function parseArgs(argv: readonly string[]): ParsedArgs {
+  // The command comes first (`cdr-worker topics ensure --partitions 3`); without one, `run`.
+  const command = argv[0] !== undefined && !argv[0].startsWith("-") ? argv[0] : "run";
+  const own = COMMAND_FLAGS[command] ?? {};
+  let parsed: ReturnType<typeof parseStrict>;
+  try {
+    parsed = parseStrict({
+      args: [...argv],
+      options: { ...own, help: { type: "boolean", short: "h" } },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (e) {
+    // node's messages name the flag: "Unknown option '--reasn'", "Option '--limit <value>' argument missing".
+    throw new UsageError(command, (e as Error).message.split(". ")[0]!.replace(/\.$/, ""));
+  }
+  const flags = new Map<string, string | true>();
+  for (const [k, v] of Object.entries(parsed.values)) if (v !== undefined && v !== false) flags.set(k, v as string | true);
+  return { positionals: parsed.positionals, flags };
 }
 
 /** A numeric flag with bounds; a bad value is a usage error (exit 2) naming the flag. */
@@ -27,7 +71,7 @@ export function numberFlag(args: ParsedArgs, name: string, dflt: number, min: nu
   const v = args.flags.get(name);
   if (v === undefined) return dflt;
   const n = Number(v);
-  if (v === true || !Number.isFinite(n) || n < min || n > max)
+  if (v === true || v.trim() === "" || !Number.isFinite(n) || n < min || n > max)
     throw new CdrWorkerError("CONFIG_INVALID", `--${name}=${String(v)}: expected a number from ${min} to ${max}`);
   return n;
 }
