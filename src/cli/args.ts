@@ -62,7 +62,8 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
     throw new UsageError(command, (e as Error).message.split(". ")[0]!.replace(/\.$/, ""));
   }
   const flags = new Map<string, string | true>();
-  for (const [k, v] of Object.entries(parsed.values)) if (v !== undefined && v !== false) flags.set(k, v as string | true);
+  for (const [k, v] of Object.entries(parsed.values))
+    if (v !== undefined && v !== false) flags.set(k, v as string | true);
   return { positionals: parsed.positionals, flags };
 }
 
