@@ -167,6 +167,25 @@ export interface Config {
   librdkafkaPath: string;
 }
 
+/**
+ * librdkafka properties an operator may not set through KAFKA_PROP_*: the delivery contract or the
+ * binding depends on their values (README "Configuration" lists them).
+ */
+export const RESERVED_KAFKA_PROPS: Readonly<Record<string, string>> = {
+  "enable.auto.commit": "the worker commits only offsets ClickHouse or the DLQ acknowledged",
+  "enable.auto.offset.store": "the worker stores only offsets ClickHouse or the DLQ acknowledged",
+  "log.queue": "librdkafka's logs must reach the worker on its own thread; callbacks on librdkafka's threads crash",
+  "group.id": "set KAFKA_GROUP_ID",
+  "bootstrap.servers": "set KAFKA_BROKERS",
+  "metadata.broker.list": "set KAFKA_BROKERS",
+};
+
+/** security.protocol → KAFKA_PROP_SECURITY_PROTOCOL: the variable that sets a property. */
+export function kafkaPropVariable(prop: string): string {
+  const spelled = prop.replace(/[._-]/g, (c) => (c === "." ? "_" : c === "_" ? "__" : "___"));
+  return `KAFKA_PROP_${spelled.toUpperCase()}`;
+}
+
 /** KAFKA_PROP_SECURITY_PROTOCOL → security.protocol (Confluent's convention: _ . / __ _ / ___ -). */
 export function kafkaPropName(suffix: string): string {
   return suffix
@@ -249,6 +268,8 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     const prop = kafkaPropName(name.slice("KAFKA_PROP_".length));
     if (!prop)
       problems.push({ variable: name, value: "[redacted]", expected: "expected a property name after KAFKA_PROP_" });
+    else if (RESERVED_KAFKA_PROPS[prop])
+      problems.push({ variable: name, value, expected: `${prop} cannot be set here: ${RESERVED_KAFKA_PROPS[prop]}` });
     else props[prop] = value;
   }
   if (problems.length) throw new ConfigError(problems);

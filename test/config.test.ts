@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { kafkaPropName, loadConfig } from "../src/config.ts";
+import { kafkaPropName, kafkaPropVariable, loadConfig } from "../src/config.ts";
 import { ConfigError } from "../src/errors.ts";
 import { ROOT } from "./support/services.ts";
 
@@ -104,4 +104,41 @@ describe("secrets from files (CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_<NAME>_FILE)"
     expect(help.stdout.toString()).toContain("CLICKHOUSE_PASSWORD_FILE");
     expect(help.stdout.toString()).not.toContain("file-secret-3");
   });
+});
+
+test.each(["ENABLE_AUTO_COMMIT", "ENABLE_AUTO_OFFSET_STORE", "LOG_QUEUE", "GROUP_ID", "BOOTSTRAP_SERVERS", "METADATA_BROKER_LIST"])(
+  "KAFKA_PROP_%s is refused: the delivery contract or the binding depends on it",
+  (suffix) => {
+    let err: unknown;
+    try {
+      loadConfig({ [`KAFKA_PROP_${suffix}`]: "true", KAFKA_PROP_CLIENT_ID: "fine" });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    const lines = (err as ConfigError).message.split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toStartWith(`config error: KAFKA_PROP_${suffix}="true": ${kafkaPropName(suffix)} cannot be set here: `);
+  },
+);
+
+test("kafkaPropVariable spells a property back as its variable", () => {
+  for (const suffix of ["SECURITY_PROTOCOL", "LOG__LEVEL", "SASL_KERBEROS_SERVICE___NAME", "ENABLE_AUTO_COMMIT"])
+    expect(kafkaPropVariable(kafkaPropName(suffix))).toBe(`KAFKA_PROP_${suffix}`);
+});
+
+test("a KAFKA_PROP_* librdkafka refuses exits 2 before any connection, one config error line per property, secrets not shown", async () => {
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "run"], {
+    env: { PATH: process.env.PATH!, KAFKA_BROKERS: "127.0.0.1:1", KAFKA_PROP_NO_SUCH_THING: "1", KAFKA_PROP_SOCKET_TIMEOUT_MS: "soon", KAFKA_PROP_SASL_OAUTHBEARER_CLIENT_SECRET___X: "s3cret" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+  expect(code).toBe(2);
+  const lines = err.trim().split("\n").sort();
+  expect(lines).toHaveLength(3);
+  expect(lines[0]).toStartWith('config error: KAFKA_PROP_NO_SUCH_THING="1": librdkafka refuses no.such.thing: No such configuration property');
+  expect(lines[1]).toStartWith("config error: KAFKA_PROP_SASL_OAUTHBEARER_CLIENT_SECRET___X=\"[redacted]\": librdkafka refuses");
+  expect(lines[2]).toStartWith('config error: KAFKA_PROP_SOCKET_TIMEOUT_MS="soon": librdkafka refuses socket.timeout.ms: Invalid value');
+  expect(err).not.toContain("s3cret");
 });

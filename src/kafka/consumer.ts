@@ -65,11 +65,12 @@ export class Consumer {
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
     const props: KafkaProps = {
-      "enable.auto.commit": "false",
-      // Offsets are committed explicitly from what is durable, never from what was handed out.
-      "enable.auto.offset.store": "false",
       "auto.offset.reset": "earliest",
       ...opts.props,
+      // Last, so no caller's property can undo them: offsets are committed explicitly from what is
+      // durable, never from what was handed out (the CLI refuses both as KAFKA_PROP_*, config.ts).
+      "enable.auto.commit": "false",
+      "enable.auto.offset.store": "false",
     };
     this.#h = createHandle(RD.CONSUMER, props, (conf, callbacks) => {
       const cb = new JSCallback(

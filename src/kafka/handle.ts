@@ -34,6 +34,25 @@ export function takeError(code: ErrorCode, what: string, error: Pointer | null):
 
 const ERRSTR_SIZE = 512;
 
+/**
+ * Each property librdkafka's own setter refuses (unknown name, bad value), with its reason; no
+ * handle is created, nothing connects. The CLI checks KAFKA_PROP_* with it at start (exit 2).
+ */
+export function refusedProps(props: KafkaProps): Array<{ name: string; reason: string }> {
+  const lib = rdk();
+  const conf = lib.rd_kafka_conf_new()!;
+  const errstr = Buffer.alloc(ERRSTR_SIZE);
+  const refused: Array<{ name: string; reason: string }> = [];
+  try {
+    for (const [name, value] of Object.entries(props))
+      if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr, ERRSTR_SIZE) !== RD.CONF_OK)
+        refused.push({ name, reason: cString(errstr) });
+  } finally {
+    lib.rd_kafka_conf_destroy(conf);
+  }
+  return refused;
+}
+
 /** The handle plus the callbacks that must live as long as it does. */
 export interface Handle {
   rk: Pointer;
@@ -52,7 +71,8 @@ export function createHandle(
   const lib = rdk();
   const conf = lib.rd_kafka_conf_new()!;
   const errstr = Buffer.alloc(ERRSTR_SIZE);
-  const all: KafkaProps = { "log.queue": "true", ...props };
+  // Last: with log.queue=false librdkafka would run the JS log callback on its own threads.
+  const all: KafkaProps = { ...props, "log.queue": "true" };
   for (const [name, value] of Object.entries(all)) {
     if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr, ERRSTR_SIZE) !== RD.CONF_OK) {
       lib.rd_kafka_conf_destroy(conf);

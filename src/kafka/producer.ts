@@ -61,11 +61,14 @@ export class Producer {
   readonly #pinned = new Set<Uint8Array>();
   #vus = new Uint8Array(VU.size * 16);
   #vuWords = new Int32Array(this.#vus.buffer);
-  #nextId = 1;
+  /** The next message's id, its delivery report's opaque: 64 bits written, 64 bits read. */
+  #nextId: number;
   #pumping = false;
   #closed = false;
 
-  constructor(props: KafkaProps) {
+  /** `firstMessageId` is for tests that reach ids past 2^32 without sending 2^32 messages. */
+  constructor(props: KafkaProps, opts: { firstMessageId?: number } = {}) {
+    this.#nextId = opts.firstMessageId ?? 1;
     this.#h = createHandle(RD.PRODUCER, { "enable.idempotence": "true", "linger.ms": "5", ...props }, (conf) => {
       rdk().rd_kafka_conf_set_events(conf, RD.EVENT_DR);
     });
@@ -297,7 +300,7 @@ export class Producer {
   }
 
   #onReport(m: Pointer): void {
-    const id = read.u32(m, MESSAGE._private);
+    const id = read.u32(m, MESSAGE._private) + read.u32(m, MESSAGE._private + 4) * 0x1_0000_0000;
     const p = this.#pending.get(id);
     if (!p) return;
     const err = read.i32(m, MESSAGE.err);

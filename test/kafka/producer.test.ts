@@ -10,6 +10,20 @@ afterAll(async () => {
 });
 
 describe("producer", () => {
+  test("message ids past 2^32 still settle (the report's opaque is read as 64 bits, as it is written)", async () => {
+    const topic = await createTopic("ids", 1);
+    cleanup.push(topic);
+    const p = new Producer(props, { firstMessageId: 2 ** 32 - 2 });
+    try {
+      const settled = Promise.all(Array.from({ length: 4 }, (_, i) => p.produce(topic, `m${i}`)));
+      const timeout = Bun.sleep(10_000).then(() => "unsettled");
+      expect(await Promise.race([settled, timeout])).toEqual([0, 1, 2, 3].map((offset) => ({ partition: 0, offset })));
+      await p.produceBatch(topic, ["b0", "b1"]);
+      expect(await consumeN(topic, 6)).toHaveLength(6);
+    } finally {
+      p.close();
+    }
+  });
   test("round trip on an LZ4 topic: payload, key, headers, partition, offset, timestamp", async () => {
     const topic = await createTopic("rt", 1, { "compression.type": "lz4" });
     cleanup.push(topic);
