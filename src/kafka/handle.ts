@@ -6,7 +6,7 @@
  * forwards logs and errors to a queue that it serves only inside the poll/consume call the JS
  * thread makes; no callback ever runs on one of librdkafka's own threads.
  */
-import { CString, JSCallback, type Pointer } from "bun:ffi";
+import { CString, JSCallback, ptr, type Pointer } from "bun:ffi";
 import { KafkaError, type ErrorCode } from "../errors.ts";
 import { log } from "../log.ts";
 import { cstr, rdk } from "./native.ts";
@@ -33,6 +33,42 @@ export function takeError(code: ErrorCode, what: string, error: Pointer | null):
 }
 
 const ERRSTR_SIZE = 512;
+
+// Out-parameters of rd_kafka_event_log, reused: const char **fac, const char **str, int *level.
+const logOut = new BigUint64Array(2);
+const logLevel = new Int32Array(1);
+
+/** Logs an EVENT_LOG or EVENT_ERROR event taken off a queue polled with the event API; false for others. */
+export function logEvent(ev: Pointer, client: string): boolean {
+  const lib = rdk();
+  const type = lib.rd_kafka_event_type(ev);
+  if (type === RD.EVENT_LOG) {
+    // int rd_kafka_event_log(rd_kafka_event_t *rkev, const char **fac, const char **str, int *level);
+    if (lib.rd_kafka_event_log(ev, ptr(logOut), ptr(logOut, 8), ptr(logLevel)) === 0) {
+      const fac = String(new CString(Number(logOut[0]) as Pointer));
+      const msg = String(new CString(Number(logOut[1]) as Pointer));
+      logAt(logLevel[0]!, msg, { component: "librdkafka", client, facility: fac });
+    }
+    return true;
+  }
+  if (type === RD.EVENT_ERROR) {
+    const err = lib.rd_kafka_event_error(ev);
+    const reason = String(lib.rd_kafka_event_error_string(ev));
+    const ctx = { component: "librdkafka", client, code: errName(err), reason };
+    if (lib.rd_kafka_event_error_is_fatal(ev)) log.error("fatal kafka client error", ctx);
+    else log.warn("kafka client error", ctx);
+    return true;
+  }
+  return false;
+}
+
+/** syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug. */
+function logAt(level: number, msg: string, ctx: Record<string, unknown>): void {
+  if (level <= 3) log.error(msg, ctx);
+  else if (level === 4) log.warn(msg, ctx);
+  else if (level <= 6) log.info(msg, ctx);
+  else log.debug(msg, ctx);
+}
 
 /**
  * Each property librdkafka's own setter refuses (unknown name, bad value), with its reason; no
@@ -82,13 +118,7 @@ export function createHandle(
   const callbacks: JSCallback[] = [];
   const logCb = new JSCallback(
     (_rk: Pointer, level: number, fac: Pointer, buf: Pointer) => {
-      // syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
-      const ctx = { component: "librdkafka", facility: String(new CString(fac)) };
-      const msg = String(new CString(buf));
-      if (level <= 3) log.error(msg, ctx);
-      else if (level === 4) log.warn(msg, ctx);
-      else if (level <= 6) log.info(msg, ctx);
-      else log.debug(msg, ctx);
+      logAt(level, String(new CString(buf)), { component: "librdkafka", facility: String(new CString(fac)) });
     },
     { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
   );

@@ -48,6 +48,8 @@ const symbols = {
   rd_kafka_event_type: { args: ["ptr"], returns: "i32" },
   rd_kafka_event_error: { args: ["ptr"], returns: "i32" },
   rd_kafka_event_error_string: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_event_error_is_fatal: { args: ["ptr"], returns: "i32" },
+  rd_kafka_event_log: { args: ["ptr", "ptr", "ptr", "ptr"], returns: "i32" },
   rd_kafka_event_message_array: { args: ["ptr", "ptr", "usize"], returns: "usize" },
   rd_kafka_event_destroy: { args: ["ptr"], returns: "void" },
 

@@ -2,13 +2,16 @@
  * Producer over librdkafka whose every send settles on its delivery report.
  *
  * Delivery reports arrive as RD_KAFKA_EVENT_DR batches on the main queue, which a pump polls
- * without blocking while anything is outstanding; no callback runs on librdkafka's threads.
+ * without blocking while anything is outstanding, and an idle timer twice a second otherwise: the
+ * same queue carries the client's logs and errors (TLS, SASL, a fatal idempotence error), which are
+ * logged as the consumer's are and would otherwise pile up unseen. No callback runs on
+ * librdkafka's threads. A fatal error fails every pending and later send.
  * `produce` (with headers, via rd_kafka_produceva) is for the DLQ; `produceBatch`
  * (rd_kafka_produce_batch, one FFI call per batch) is for bulk traffic such as the generator.
  */
 import { ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
-import { createHandle, destroyHandle, errName, takeError, type Handle, type KafkaProps } from "./handle.ts";
+import { createHandle, destroyHandle, errName, logEvent, takeError, type Handle, type KafkaProps } from "./handle.ts";
 import { readExactI64 } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { MESSAGE, RD, VTYPE, VU } from "./structs.ts";
@@ -65,6 +68,9 @@ export class Producer {
   #nextId: number;
   #pumping = false;
   #closed = false;
+  #fatal: KafkaError | null = null;
+  readonly #name: string;
+  readonly #idle: ReturnType<typeof setInterval>;
 
   /** `firstMessageId` is for tests that reach ids past 2^32 without sending 2^32 messages. */
   constructor(props: KafkaProps, opts: { firstMessageId?: number } = {}) {
@@ -73,6 +79,11 @@ export class Producer {
       rdk().rd_kafka_conf_set_events(conf, RD.EVENT_DR);
     });
     this.#main = rdk().rd_kafka_queue_get_main(this.#h.rk)!;
+    this.#name = props["client.id"] ?? "producer";
+    this.#idle = setInterval(() => {
+      if (!this.#pumping && !this.#closed) this.#serve();
+    }, 500);
+    this.#idle.unref();
   }
 
   /** Messages handed to librdkafka and not yet reported. */
@@ -82,6 +93,7 @@ export class Producer {
 
   /** Sends one message; resolves on its delivery report, rejects with librdkafka's error. */
   async produce(topic: string, value: string | Uint8Array | null, opts: ProduceOptions = {}): Promise<Delivery> {
+    if (this.#fatal) throw this.#fatal;
     const { id, promise } = this.#track(1);
     for (;;) {
       const err = takeError("KAFKA_DELIVERY", `produce to ${topic}`, this.#produceva(topic, value, opts, id));
@@ -181,6 +193,7 @@ export class Producer {
    */
   async produceBatch(topic: string, values: readonly (string | Uint8Array)[]): Promise<void> {
     if (values.length === 0) return;
+    if (this.#fatal) throw this.#fatal;
     const rkt = this.#topic(topic);
     const { id, promise } = this.#track(values.length);
     // Values go straight into one slab (strings encoded in place, no Uint8Array each) and pointers
@@ -245,6 +258,7 @@ export class Producer {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#idle);
     const lib = rdk();
     for (const rkt of this.#topics.values()) lib.rd_kafka_topic_destroy(rkt);
     lib.rd_kafka_queue_destroy(this.#main);
@@ -294,9 +308,19 @@ export class Producer {
           for (let i = 0; i < n; i++) this.#onReport((w[2 * i]! + w[2 * i + 1]! * 0x1_0000_0000) as Pointer);
           served += n;
         }
+      } else if (logEvent(ev, this.#name) && lib.rd_kafka_event_type(ev) === RD.EVENT_ERROR) {
+        if (lib.rd_kafka_event_error_is_fatal(ev)) this.#failAll(lib.rd_kafka_event_error(ev), ev);
       }
       lib.rd_kafka_event_destroy(ev);
     }
+  }
+
+  /** A fatal error: the handle can send nothing more; every pending and later send fails with it. */
+  #failAll(err: number, ev: Pointer): void {
+    const reason = String(rdk().rd_kafka_event_error_string(ev));
+    this.#fatal = new KafkaError("KAFKA_DELIVERY", `producer failed: ${errName(err)}: ${reason}`, err, errName(err));
+    for (const p of this.#pending.values()) p.reject(this.#fatal);
+    this.#pending.clear();
   }
 
   #onReport(m: Pointer): void {

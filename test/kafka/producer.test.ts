@@ -2,7 +2,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { Producer } from "../../src/kafka/producer.ts";
 import { consumeN, createTopic, deleteTopics, header, props, text } from "../support/kafka.ts";
-import { uniqueName } from "../support/services.ts";
+import { KAFKA_BROKERS, ROOT, uniqueName } from "../support/services.ts";
 
 const cleanup: string[] = [];
 afterAll(async () => {
@@ -64,4 +64,22 @@ describe("producer", () => {
       p.close();
     }
   });
+  test("the client's own errors are logged while it is idle, not left on its queue: a plaintext client at a TLS listener", async () => {
+    // The broker's TLS listener is three ports above its plaintext one (scripts/services.sh).
+    const [host, port] = KAFKA_BROKERS.split(":");
+    const script = `
+      import { Producer } from "${ROOT}/src/kafka/producer.ts";
+      const p = new Producer({ "bootstrap.servers": "${host}:${Number(port) + 3}", "client.id": "idle-producer" });
+      await Bun.sleep(4000);
+      console.log(JSON.stringify({ outstanding: p.outstanding }));
+      p.close();`;
+    const proc = Bun.spawn(["bun", "-e", script], { stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect(code).toBe(0);
+    const lines = err.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, string>);
+    const errors = lines.filter((l) => l.msg === "kafka client error" && l.client === "idle-producer");
+    expect(errors.length).toBeGreaterThan(0);
+    expect(errors.map((e) => e.code)).toContainEqual(expect.stringMatching(/^_(TRANSPORT|ALL_BROKERS_DOWN|SSL)$/));
+    expect(JSON.parse(out).outstanding).toBe(0);
+  }, 20_000);
 });
