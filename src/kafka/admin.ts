@@ -5,7 +5,16 @@
  */
 import { CString, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
-import { createHandle, destroyHandle, errName, kafkaError, pollQueue, type Handle, type KafkaProps } from "./handle.ts";
+import {
+  closedError,
+  createHandle,
+  destroyHandle,
+  errName,
+  kafkaError,
+  pollQueue,
+  type Handle,
+  type KafkaProps,
+} from "./handle.ts";
 import { cstr, rdk } from "./native.ts";
 import { METADATA, METADATA_TOPIC, RD } from "./structs.ts";
 
@@ -35,15 +44,42 @@ const ERRSTR = 512;
 
 export class Admin {
   readonly #h: Handle;
-  readonly #queue: Pointer;
   readonly #timeoutMs: number;
   readonly #props: KafkaProps;
+  #closed = false;
+  /** Requests awaiting their result: close() frees the handle only after the last one. */
+  #inFlight = 0;
 
   constructor(props: KafkaProps, timeoutMs = 15_000) {
     this.#props = props;
     this.#h = createHandle(RD.PRODUCER, props);
-    this.#queue = rdk().rd_kafka_queue_new(this.#h.rk)!;
     this.#timeoutMs = timeoutMs;
+  }
+
+  /**
+   * One admin request on a queue of its own, so concurrent calls never take each other's results;
+   * the client's own logs and errors, waiting on its main queue, are served after each.
+   */
+  async #request<T>(type: number, send: (opts: Pointer, queue: Pointer) => void, take: (ev: Pointer) => T): Promise<T> {
+    if (this.#closed) throw closedError("admin request");
+    const lib = rdk();
+    const queue = lib.rd_kafka_queue_new(this.#h.rk)!;
+    const opts = this.#options();
+    this.#inFlight++;
+    try {
+      send(opts, queue);
+      const ev = await this.#awaitEvent(queue, type);
+      try {
+        return take(ev);
+      } finally {
+        lib.rd_kafka_event_destroy(ev);
+      }
+    } finally {
+      lib.rd_kafka_AdminOptions_destroy(opts);
+      lib.rd_kafka_queue_destroy(queue);
+      lib.rd_kafka_poll(this.#h.rk, 0);
+      if (--this.#inFlight === 0 && this.#closed) destroyHandle(this.#h);
+    }
   }
 
   async createTopics(specs: readonly TopicSpec[]): Promise<TopicResult[]> {
@@ -57,13 +93,10 @@ export class Admin {
     });
     try {
       const arr = pointerArray(handles);
-      const opts = this.#options();
-      lib.rd_kafka_CreateTopics(this.#h.rk, arr, handles.length, opts, this.#queue);
-      lib.rd_kafka_AdminOptions_destroy(opts);
-      return await this.#topicResults(
+      return await this.#request(
         RD.EVENT_CREATETOPICS_RESULT,
-        "rd_kafka_event_CreateTopics_result",
-        "rd_kafka_CreateTopics_result_topics",
+        (opts, queue) => lib.rd_kafka_CreateTopics(this.#h.rk, arr, handles.length, opts, queue),
+        (ev) => topicResults(lib.rd_kafka_event_CreateTopics_result(ev)!, "rd_kafka_CreateTopics_result_topics"),
       );
     } finally {
       for (const t of handles) lib.rd_kafka_NewTopic_destroy(t);
@@ -74,13 +107,11 @@ export class Admin {
     const lib = rdk();
     const handles = names.map((n) => lib.rd_kafka_DeleteTopic_new(cstr(n))!);
     try {
-      const opts = this.#options();
-      lib.rd_kafka_DeleteTopics(this.#h.rk, pointerArray(handles), handles.length, opts, this.#queue);
-      lib.rd_kafka_AdminOptions_destroy(opts);
-      return await this.#topicResults(
+      const arr = pointerArray(handles);
+      return await this.#request(
         RD.EVENT_DELETETOPICS_RESULT,
-        "rd_kafka_event_DeleteTopics_result",
-        "rd_kafka_DeleteTopics_result_topics",
+        (opts, queue) => lib.rd_kafka_DeleteTopics(this.#h.rk, arr, handles.length, opts, queue),
+        (ev) => topicResults(lib.rd_kafka_event_DeleteTopics_result(ev)!, "rd_kafka_DeleteTopics_result_topics"),
       );
     } finally {
       for (const t of handles) lib.rd_kafka_DeleteTopic_destroy(t);
@@ -89,57 +120,55 @@ export class Admin {
 
   /** All configs of a topic as the broker reports them. */
   async describeConfigs(topic: string): Promise<Record<string, ConfigValue>> {
+    // An empty name would reach librdkafka as a resource without a name (NULL).
+    if (!topic) throw new KafkaError("KAFKA_ADMIN", "describe configs: a topic name is required");
+    if (this.#closed) throw closedError(`describe ${topic}`);
     const lib = rdk();
     const res = lib.rd_kafka_ConfigResource_new(RD.RESOURCE_TOPIC, cstr(topic))!;
+    const arr = pointerArray([res]);
     try {
-      const opts = this.#options();
-      lib.rd_kafka_DescribeConfigs(this.#h.rk, pointerArray([res]), 1, opts, this.#queue);
-      lib.rd_kafka_AdminOptions_destroy(opts);
-      const ev = await this.#awaitEvent(RD.EVENT_DESCRIBECONFIGS_RESULT);
-      try {
-        const result = lib.rd_kafka_event_DescribeConfigs_result(ev)!;
-        const [resource] = readPointers((cnt) => lib.rd_kafka_DescribeConfigs_result_resources(result, cnt));
-        if (!resource) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: empty result`);
-        throwResourceError(`describe ${topic}`, resource);
-        const out: Record<string, ConfigValue> = {};
-        for (const entry of readPointers((cnt) => lib.rd_kafka_ConfigResource_configs(resource, cnt))) {
-          const v = lib.rd_kafka_ConfigEntry_value(entry);
-          out[String(lib.rd_kafka_ConfigEntry_name(entry))] = {
-            value: v ? String(new CString(v)) : null,
-            isDefault: lib.rd_kafka_ConfigEntry_is_default(entry) === 1,
-            isTopicOverride: lib.rd_kafka_ConfigEntry_source(entry) === 1,
-          };
-        }
-        return out;
-      } finally {
-        lib.rd_kafka_event_destroy(ev);
-      }
+      return await this.#request(
+        RD.EVENT_DESCRIBECONFIGS_RESULT,
+        (opts, queue) => lib.rd_kafka_DescribeConfigs(this.#h.rk, arr, 1, opts, queue),
+        (ev) => {
+          const result = lib.rd_kafka_event_DescribeConfigs_result(ev)!;
+          const [resource] = readPointers((cnt) => lib.rd_kafka_DescribeConfigs_result_resources(result, cnt));
+          if (!resource) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: empty result`);
+          throwResourceError(`describe ${topic}`, resource);
+          const out: Record<string, ConfigValue> = {};
+          for (const entry of readPointers((cnt) => lib.rd_kafka_ConfigResource_configs(resource, cnt))) {
+            const v = lib.rd_kafka_ConfigEntry_value(entry);
+            out[String(lib.rd_kafka_ConfigEntry_name(entry))] = {
+              value: v ? String(new CString(v)) : null,
+              isDefault: lib.rd_kafka_ConfigEntry_is_default(entry) === 1,
+              isTopicOverride: lib.rd_kafka_ConfigEntry_source(entry) === 1,
+            };
+          }
+          return out;
+        },
+      );
     } finally {
       lib.rd_kafka_ConfigResource_destroy(res);
     }
   }
 
-  /**
-   * Sets a topic's dynamic configs. The legacy AlterConfigs API (librdkafka 2.0 has no
-   * incremental one) replaces the whole set, so `configs` must hold every override to keep.
-   */
   async alterConfigs(topic: string, configs: Record<string, string>): Promise<void> {
+    if (!topic) throw new KafkaError("KAFKA_ADMIN", "alter configs: a topic name is required");
+    if (this.#closed) throw closedError(`alter ${topic}`);
     const lib = rdk();
     const res = lib.rd_kafka_ConfigResource_new(RD.RESOURCE_TOPIC, cstr(topic))!;
+    const arr = pointerArray([res]);
     try {
       for (const [k, v] of Object.entries(configs)) lib.rd_kafka_ConfigResource_set_config(res, cstr(k), cstr(v));
-      const opts = this.#options();
-      lib.rd_kafka_AlterConfigs(this.#h.rk, pointerArray([res]), 1, opts, this.#queue);
-      lib.rd_kafka_AdminOptions_destroy(opts);
-      const ev = await this.#awaitEvent(RD.EVENT_ALTERCONFIGS_RESULT);
-      try {
-        const result = lib.rd_kafka_event_AlterConfigs_result(ev)!;
-        for (const r of readPointers((cnt) => lib.rd_kafka_AlterConfigs_result_resources(result, cnt))) {
-          throwResourceError(`alter ${topic}`, r);
-        }
-      } finally {
-        lib.rd_kafka_event_destroy(ev);
-      }
+      await this.#request(
+        RD.EVENT_ALTERCONFIGS_RESULT,
+        (opts, queue) => lib.rd_kafka_AlterConfigs(this.#h.rk, arr, 1, opts, queue),
+        (ev) => {
+          const result = lib.rd_kafka_event_AlterConfigs_result(ev)!;
+          for (const r of readPointers((cnt) => lib.rd_kafka_AlterConfigs_result_resources(result, cnt)))
+            throwResourceError(`alter ${topic}`, r);
+        },
+      );
     } finally {
       lib.rd_kafka_ConfigResource_destroy(res);
     }
@@ -155,6 +184,7 @@ export class Admin {
    */
   async awaitServing(topics: ReadonlyArray<{ name: string; partitions: number }>, timeoutMs = 30_000): Promise<void> {
     if (topics.length === 0) return;
+    if (this.#closed) throw closedError("await serving topics");
     const lib = rdk();
     const low = new BigInt64Array(1);
     const high = new BigInt64Array(1);
@@ -177,6 +207,7 @@ export class Admin {
   }
 
   partitionCounts(topics: readonly string[], timeoutMs = 10_000): Map<string, number | null> {
+    if (this.#closed) throw closedError("metadata");
     const lib = rdk();
     const out = new BigUint64Array(1);
     const err = lib.rd_kafka_metadata(this.#h.rk, 1, null, out, timeoutMs);
@@ -203,9 +234,11 @@ export class Admin {
     }
   }
 
+  /** Frees the handle, at once or after the last request under way; a second call does nothing. */
   close(): void {
-    rdk().rd_kafka_queue_destroy(this.#queue);
-    destroyHandle(this.#h);
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#inFlight === 0) destroyHandle(this.#h);
   }
 
   #options(): Pointer {
@@ -217,9 +250,9 @@ export class Admin {
     return opts;
   }
 
-  async #awaitEvent(type: number): Promise<Pointer> {
+  async #awaitEvent(queue: Pointer, type: number): Promise<Pointer> {
     const lib = rdk();
-    const ev = await pollQueue(this.#queue, this.#timeoutMs + 5_000);
+    const ev = await pollQueue(queue, this.#timeoutMs + 5_000);
     const got = lib.rd_kafka_event_type(ev);
     if (got !== type) {
       const e = lib.rd_kafka_event_error(ev);
@@ -234,29 +267,23 @@ export class Admin {
     }
     return ev;
   }
+}
 
-  async #topicResults(
-    type: number,
-    getResult: "rd_kafka_event_CreateTopics_result" | "rd_kafka_event_DeleteTopics_result",
-    getTopics: "rd_kafka_CreateTopics_result_topics" | "rd_kafka_DeleteTopics_result_topics",
-  ): Promise<TopicResult[]> {
-    const lib = rdk();
-    const ev = await this.#awaitEvent(type);
-    try {
-      const result = lib[getResult](ev)!;
-      return readPointers((cnt) => lib[getTopics](result, cnt)).map((t) => {
-        const err = lib.rd_kafka_topic_result_error(t);
-        return {
-          name: String(lib.rd_kafka_topic_result_name(t)),
-          err,
-          errName: err ? errName(err) : "",
-          message: err ? String(lib.rd_kafka_topic_result_error_string(t)) : "",
-        };
-      });
-    } finally {
-      lib.rd_kafka_event_destroy(ev);
-    }
-  }
+/** The per-topic outcomes of a CreateTopics or DeleteTopics result. */
+function topicResults(
+  result: Pointer,
+  getTopics: "rd_kafka_CreateTopics_result_topics" | "rd_kafka_DeleteTopics_result_topics",
+): TopicResult[] {
+  const lib = rdk();
+  return readPointers((cnt) => lib[getTopics](result, cnt)).map((t) => {
+    const err = lib.rd_kafka_topic_result_error(t);
+    return {
+      name: String(lib.rd_kafka_topic_result_name(t)),
+      err,
+      errName: err ? errName(err) : "",
+      message: err ? String(lib.rd_kafka_topic_result_error_string(t)) : "",
+    };
+  });
 }
 
 function pointerArray(ptrs: readonly Pointer[]): BigUint64Array {

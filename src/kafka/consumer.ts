@@ -11,7 +11,16 @@
 import { JSCallback, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
-import { createHandle, destroyHandle, errName, kafkaError, pollQueue, type Handle, type KafkaProps } from "./handle.ts";
+import {
+  closedError,
+  createHandle,
+  destroyHandle,
+  errName,
+  kafkaError,
+  pollQueue,
+  type Handle,
+  type KafkaProps,
+} from "./handle.ts";
 import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
 import { cstr, rdk } from "./native.ts";
@@ -250,12 +259,13 @@ export class Consumer {
   commit(offsets: readonly TopicPartition[]): Promise<TopicPartition[]> {
     const run = async () => {
       if (offsets.length === 0) return [];
+      if (this.#closed) throw closedError("commit");
       const lib = rdk();
       const err = withNativeList(offsets, (list) =>
         lib.rd_kafka_commit_queue(this.#h.rk, list, this.#commitQueue, null, null),
       );
       if (err !== 0) throw kafkaError("KAFKA_COMMIT", "commit", err);
-      const ev = await pollQueue(this.#commitQueue);
+      const ev = await pollQueue(this.#commitQueue, 60_000, () => !this.#closed);
       try {
         const results = fromNativeList(lib.rd_kafka_event_topic_partition_list(ev));
         const top = lib.rd_kafka_event_error(ev);
@@ -288,6 +298,7 @@ export class Consumer {
 
   /** Committed offsets as the broker has them (blocking up to timeoutMs: for tools and tests). */
   committed(partitions: readonly TopicPartition[], timeoutMs = 5000): TopicPartition[] {
+    if (this.#closed) throw closedError("committed");
     return withNativeList(partitions, (list) => {
       const err = rdk().rd_kafka_committed(this.#h.rk, list, timeoutMs);
       if (err !== 0) throw kafkaError("KAFKA_CLIENT", "committed", err);
@@ -297,6 +308,7 @@ export class Consumer {
 
   /** Low and high watermark last seen by the fetcher (cached, no network round trip). */
   watermarks(topic: string, partition: number): { low: number; high: number } | null {
+    if (this.#closed) return null;
     const low = new BigInt64Array(1);
     const high = new BigInt64Array(1);
     if (rdk().rd_kafka_get_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high) !== 0) return null;
@@ -305,6 +317,7 @@ export class Consumer {
 
   /** Low and high watermark asked from the broker (blocking up to timeoutMs: for tools and tests). */
   queryWatermarks(topic: string, partition: number, timeoutMs = 5000): { low: number; high: number } {
+    if (this.#closed) throw closedError("watermarks");
     const low = new BigInt64Array(1);
     const high = new BigInt64Array(1);
     const err = rdk().rd_kafka_query_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high, timeoutMs);

@@ -158,11 +158,24 @@ function cString(buf: Buffer): string {
   return buf.subarray(0, end < 0 ? buf.length : end).toString("utf8");
 }
 
-/** Waits for the next event on a private queue, polling without blocking the event loop. */
-export async function pollQueue(queue: Pointer, timeoutMs = 60_000): Promise<Pointer> {
+/** The error of a call on a client that was closed: thrown before any native code runs. */
+export function closedError(what: string): KafkaError {
+  return new KafkaError("KAFKA_CLIENT", `${what}: the Kafka client is closed`);
+}
+
+/**
+ * Waits for the next event on a private queue, polling without blocking the event loop. `open`
+ * is asked before every poll: a client closed during the wait has freed the queue.
+ */
+export async function pollQueue(
+  queue: Pointer,
+  timeoutMs = 60_000,
+  open: () => boolean = () => true,
+): Promise<Pointer> {
   const lib = rdk();
   const deadline = Date.now() + timeoutMs;
   for (let wait = 1; ; wait = Math.min(wait * 2, 20)) {
+    if (!open()) throw closedError("waiting for Kafka");
     const ev = lib.rd_kafka_queue_poll(queue, 0);
     if (ev) return ev;
     if (Date.now() > deadline)

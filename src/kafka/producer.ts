@@ -11,7 +11,16 @@
  */
 import { ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
-import { createHandle, destroyHandle, errName, logEvent, takeError, type Handle, type KafkaProps } from "./handle.ts";
+import {
+  closedError,
+  createHandle,
+  destroyHandle,
+  errName,
+  logEvent,
+  takeError,
+  type Handle,
+  type KafkaProps,
+} from "./handle.ts";
 import { readExactI64 } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { MESSAGE, RD, VTYPE, VU } from "./structs.ts";
@@ -88,14 +97,17 @@ export class Producer {
 
   /** Messages handed to librdkafka and not yet reported. */
   get outstanding(): number {
-    return rdk().rd_kafka_outq_len(this.#h.rk);
+    return this.#closed ? 0 : rdk().rd_kafka_outq_len(this.#h.rk);
   }
 
   /** Sends one message; resolves on its delivery report, rejects with librdkafka's error. */
   async produce(topic: string, value: string | Uint8Array | null, opts: ProduceOptions = {}): Promise<Delivery> {
     if (this.#fatal) throw this.#fatal;
+    if (this.#closed) throw closedError(`produce to ${topic}`);
     const { id, promise } = this.#track(1);
     for (;;) {
+      // A queue-full wait may outlast the producer: close() rejected this send and freed the handle.
+      if (this.#closed) return promise;
       const err = takeError("KAFKA_DELIVERY", `produce to ${topic}`, this.#produceva(topic, value, opts, id));
       if (!err) break;
       if (err.kafkaCode === RD.ERR__QUEUE_FULL) {
@@ -194,6 +206,7 @@ export class Producer {
   async produceBatch(topic: string, values: readonly (string | Uint8Array)[]): Promise<void> {
     if (values.length === 0) return;
     if (this.#fatal) throw this.#fatal;
+    if (this.#closed) throw closedError(`produce to ${topic}`);
     const rkt = this.#topic(topic);
     const { id, promise } = this.#track(values.length);
     // Values go straight into one slab (strings encoded in place, no Uint8Array each) and pointers
@@ -221,6 +234,7 @@ export class Producer {
     const count = values.length;
     let start = 0;
     while (start < count) {
+      if (this.#closed) break; // close() rejected the batch's promise and freed rkt meanwhile
       const n = count - start;
       const view = msgs.subarray(start * MESSAGE.size);
       const accepted = rdk().rd_kafka_produce_batch(rkt, RD.PARTITION_UA, RD.MSG_F_COPY, view, n);
@@ -247,6 +261,7 @@ export class Producer {
   /** Resolves when every outstanding message has its delivery report, or rejects after timeoutMs. */
   async flush(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
+    if (this.#closed) throw closedError("flush");
     while (this.outstanding > 0 || this.#pending.size > 0) {
       if (Date.now() > deadline)
         throw new KafkaError("KAFKA_DELIVERY", `flush: ${this.outstanding} messages undelivered after ${timeoutMs} ms`);
@@ -282,6 +297,9 @@ export class Producer {
     const id = this.#nextId++;
     const { promise, resolve, reject } = Promise.withResolvers<Delivery>();
     this.#pending.set(id, { remaining: count, failed: null, lastPartition: -1, lastOffset: -1, resolve, reject });
+    // close() may reject it while the send still waits for queue room, before the caller holds it:
+    // handled here so that is no unhandled rejection; the caller still gets the rejection.
+    promise.catch(() => {});
     return { id, promise };
   }
 
@@ -295,6 +313,7 @@ export class Producer {
 
   /** Serves every delivery report waiting on the main queue. */
   #serve(): number {
+    if (this.#closed) return 0;
     const lib = rdk();
     let served = 0;
     for (;;) {
