@@ -47,11 +47,13 @@ static size_t put(memcpy_t mcpy, unsigned char *slab, size_t off, void *p, size_
   return off + len;
 }
 
-/* Bytes needed to copy the payloads and keys of n messages. */
-i64 batch_size(void **msgs, int n) {
+/* Bytes needed to copy the payloads and keys of n messages; each message's topic handle into meta,
+   so its name can be read while the message (and the reference it holds) still lives. */
+i64 batch_size(void **msgs, int n, double *meta) {
   i64 total = 0;
   for (int i = 0; i < n; i++) {
     void *m = msgs[i];
+    meta[i * ${META_STRIDE} + ${META.rkt}] = (double)(unsigned long)AT(m, ${MESSAGE.rkt}, void *);
     if (AT(m, ${MESSAGE.err}, int) != 0) continue;
     if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)AT(m, ${MESSAGE.len}, size_t);
     if (AT(m, ${MESSAGE.key}, void *)) total += (i64)AT(m, ${MESSAGE.key_len}, size_t);
@@ -89,13 +91,13 @@ int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
 `;
 
 const SYMBOLS = {
-  batch_size: { args: ["ptr", "i32"], returns: FFIType.i64_fast },
+  batch_size: { args: ["ptr", "i32", "ptr"], returns: FFIType.i64_fast },
   batch_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr"], returns: "i32" },
 } as const;
 
 export interface BatchCopy {
-  /** Total payload + key bytes of the first n messages in the slot array. */
-  size(slots: Pointer, n: number): number;
+  /** Total payload + key bytes of the first n messages in the slot array; topic handles into meta. */
+  size(slots: Pointer, n: number, meta: Pointer): number;
   /** Copies into slab, fills meta (META_STRIDE doubles each), destroys all n messages. */
   copy(slots: Pointer, n: number, slab: Pointer, meta: Pointer, withTimestamps: boolean): void;
 }
@@ -130,7 +132,7 @@ export function loadBatchCopy(): BatchCopy | null {
     keepAlive.push(compiled, table);
     const tablePtr = ptr(table);
     loaded = {
-      size: (slots, n) => Number(symbols.batch_size(slots, n)),
+      size: (slots, n, meta) => Number(symbols.batch_size(slots, n, meta)),
       copy: (slots, n, slab, meta, ts) => void symbols.batch_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr),
     };
   } catch (cause) {

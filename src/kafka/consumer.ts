@@ -150,12 +150,16 @@ export class Consumer {
     );
     if (n < 0) throw new KafkaError("KAFKA_CLIENT", "rd_kafka_consume_batch_queue failed");
     if (n === 0) return [];
+    this.#topicNames.clear();
+    this.#lastRkt = -1;
     return this.#batchCopy ? this.#copyNative(this.#batchCopy, n) : this.#copyPerMessage(n);
   }
 
   /** Two native calls for the whole batch; per message only the JS object and a view. */
   #copyNative(copy: BatchCopy, n: number): Message[] {
-    const slab = new Uint8Array(Math.max(1, copy.size(this.#slotsPtr, n)));
+    const slab = new Uint8Array(Math.max(1, copy.size(this.#slotsPtr, n, this.#metaPtr)));
+    // Names now, while the messages hold their topic handles: copy() destroys them.
+    this.#resolveTopics(n);
     // See copyIntoSlab: move a small array's inline storage to a real buffer before ptr().
     void slab.buffer;
     copy.copy(this.#slotsPtr, n, ptr(slab), this.#metaPtr, this.#readTimestamps);
@@ -196,6 +200,17 @@ export class Consumer {
     return out;
   }
 
+  /**
+   * The topic of each message of this poll, read through its handle while a live message holds it.
+   * Names are kept for this poll only: a handle freed once no message holds it can come back at the
+   * same address as another topic's.
+   */
+  #resolveTopics(n: number): void {
+    const meta = this.#meta;
+    for (let i = 0, r = META.rkt; i < n; i++, r += META_STRIDE) this.#topicName(meta[r]!);
+  }
+
+  /** The topic of a handle that a live message holds, or that this poll already resolved. */
   #topicName(rkt: number): string {
     // Almost every message of a poll has the topic of the one before.
     if (rkt === this.#lastRkt) return this.#lastTopic;

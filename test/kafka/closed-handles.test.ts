@@ -4,7 +4,7 @@
 import { expect, test } from "bun:test";
 import { KAFKA_BROKERS, ROOT } from "../support/services.ts";
 
-async function runScript(body: string): Promise<{ code: number | null; signal: string | null; out: Record<string, unknown>; err: string }> {
+async function runScript(body: string): Promise<{ code: number | null; signal: unknown; out: Record<string, unknown>; err: string }> {
   const script = `
     import { Admin } from "${ROOT}/src/kafka/admin.ts";
     import { Consumer } from "${ROOT}/src/kafka/consumer.ts";
