@@ -7,7 +7,7 @@
  */
 import { Batcher } from "./batch/batcher.ts";
 import { DlqBreaker } from "./batch/breaker.ts";
-import { decode } from "./cdr/decode.ts";
+import { decode, undecodable } from "./cdr/decode.ts";
 import type { PhoneNormalizer } from "./cdr/phone.ts";
 import type { RetryPolicy } from "./clickhouse/retry.ts";
 import { RowBuffer } from "./clickhouse/row-encoder.ts";
@@ -145,7 +145,7 @@ export class Worker {
     for (const m of messages) {
       if (m.partition !== partitionCounters.partition) partitionCounters = counters.partition(m.partition);
       partitionCounters.consumed++;
-      const result = decode(m.value, ctx);
+      const result = m.error === undefined ? decode(m.value, ctx) : undecodable(m.error);
       if (result.ok) {
         if (this.#batcher.current.full) this.#delivery.flush(this.#batcher.seal());
         const batch = this.#batcher.current;

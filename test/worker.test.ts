@@ -19,6 +19,7 @@ const msg = (offset: number, value: string): Message => ({
 
 function harness(messages: Message[], dlqDelayMs = 0) {
   const events: string[] = [];
+  const rejections: Array<{ reason: string; field: string | null; detail: string; offset: number }> = [];
   let queued = [...messages];
   let assigned = false;
   const consumer = {
@@ -40,9 +41,10 @@ function harness(messages: Message[], dlqDelayMs = 0) {
   } as unknown as ClickHouseWriter;
   const dlq = {
     storageFailureReason: "normalization_error",
-    publishRejection: async (r: { reason: string }) => {
+    publishRejection: async (r: { reason: string; field: string | null; detail: string }, source: { offset: number }) => {
       await Bun.sleep(dlqDelayMs);
       events.push(`dlq ${r.reason}`);
+      rejections.push({ reason: r.reason, field: r.field, detail: r.detail, offset: source.offset });
     },
   } as unknown as DlqPublisher;
   const counters = new Counters();
@@ -50,7 +52,7 @@ function harness(messages: Message[], dlqDelayMs = 0) {
     { topic: "cdr.raw", batchSize: 2, flushIntervalMs: 20, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: 1, dlqRatioWindow: 100 },
     { consumer, writer, dlq, phone: new PhoneNormalizer(), counters },
   );
-  return { worker, events, counters, push: (m: Message[]) => { queued = queued.concat(m); } };
+  return { worker, events, rejections, counters, push: (m: Message[]) => { queued = queued.concat(m); } };
 }
 
 const valid = (i: number) => toJson(withFields({ raw_id: `r${i}` }));
@@ -93,4 +95,16 @@ test("SIGTERM received during operation: stop() flushes the buffered rows, commi
   await running;
   expect(h.events).toEqual(["insert r0", "commit 1", "close"]);
   expect(h.worker.state).toBe("stopped");
+});
+
+test("a record librdkafka could not decode (_BAD_MSG) is dead-lettered as malformed_json with its error, and its offset committed", async () => {
+  // A real broker does not hand out such records on demand: the consumer's Message is injected.
+  const bad: Message = { topic: "cdr.raw", partition: 0, offset: 1, timestamp: -1, value: null, key: null, error: "_BAD_MSG: Local: Bad message format" };
+  const h = harness([msg(0, valid(0)), bad, msg(2, valid(2))]);
+  const running = h.worker.run();
+  await waitFor(() => (h.events.includes("commit 3") ? true : undefined), 5000, "everything committed");
+  h.worker.stop();
+  await running;
+  expect(h.rejections).toEqual([{ reason: "malformed_json", field: null, detail: "librdkafka could not decode the record: _BAD_MSG: Local: Bad message format", offset: 1 }]);
+  expect([h.counters.durableClickhouse, h.counters.durableDlq]).toEqual([2, 1]);
 });

@@ -160,6 +160,14 @@ function sum(a: number | bigint, b: number | bigint): number | bigint | null {
   return s > UINT64_MAX ? null : s;
 }
 
+/**
+ * A record librdkafka could not decode (`_BAD_MSG`, `_BAD_COMPRESSION`): its bytes never reached
+ * the worker, so it is malformed_json with no field and no payload; `error` names librdkafka's error.
+ */
+export function undecodable(error: string): Decoded {
+  return reject("malformed_json", null, `librdkafka could not decode the record: ${error}`, "", false);
+}
+
 function reject(
   reason: FailureReason,
   field: string | null,

@@ -21,7 +21,7 @@ import {
   type Handle,
   type KafkaProps,
 } from "./handle.ts";
-import { copyBytes, copyIntoSlab, readExactI64, readHeaders, type Message } from "./message.ts";
+import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
@@ -169,11 +169,12 @@ export class Consumer {
     for (let i = 0, r = 0; i < n; i++, r += META_STRIDE) {
       const err = meta[r + META.err]!;
       const partition = meta[r + META.partition]!;
+      const offset = meta[r + META.offset]!;
       if (err !== 0) {
-        if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition });
+        if (isRecordError(err)) out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err));
+        else if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition });
         continue;
       }
-      const offset = meta[r + META.offset]!;
       if (!Number.isSafeInteger(offset)) throw new KafkaError("KAFKA_CLIENT", `offset of ${partition} exceeds 2^53`);
       const valueLen = meta[r + META.valueLen]!;
       const keyLen = meta[r + META.keyLen]!;
@@ -210,6 +211,13 @@ export class Consumer {
     for (let i = 0, r = META.rkt; i < n; i++, r += META_STRIDE) this.#topicName(meta[r]!);
   }
 
+  /** A record at this offset that librdkafka could not decode: no value, its error instead. */
+  #undecodable(rkt: number, partition: number, offset: number, err: number): Message {
+    const error = `${errName(err)}: ${rdk().rd_kafka_err2str(err)}`;
+    log.warn("kafka record librdkafka could not decode; it goes to the DLQ", { partition, offset, code: errName(err) });
+    return { topic: this.#topicName(rkt), partition, offset, timestamp: -1, value: null, key: null, error };
+  }
+
   /** The topic of a handle that a live message holds, or that this poll already resolved. */
   #topicName(rkt: number): string {
     // Almost every message of a poll has the topic of the one before.
@@ -235,9 +243,18 @@ export class Consumer {
       const m = Number(this.#slots[i]) as Pointer;
       const err = read.i32(m, MESSAGE.err);
       if (err !== 0) {
-        // Per-partition consumer errors (e.g. topic deleted); the message carries no record.
-        if (err !== RD.ERR__PARTITION_EOF)
-          log.warn("kafka consumer error", { code: errName(err), partition: read.i32(m, MESSAGE.partition) });
+        // Per-partition consumer errors (e.g. topic deleted) carry no record; a record librdkafka
+        // could not decode still stands at its offset.
+        const partition = read.i32(m, MESSAGE.partition);
+        if (isRecordError(err)) {
+          // Kept like a record (no bytes to copy), so out[] stays parallel to the kept messages.
+          sources[kept] = null;
+          lengths[kept] = 0;
+          this.#kept[kept++] = m;
+          out.push(this.#undecodable(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset), err));
+          continue;
+        }
+        if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition });
         lib.rd_kafka_message_destroy(m);
         continue;
       }

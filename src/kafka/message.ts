@@ -3,6 +3,7 @@ import { CString, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { libc } from "./libc.ts";
 import { rdk } from "./native.ts";
+import { RD } from "./structs.ts";
 
 export interface Message {
   topic: string;
@@ -15,6 +16,16 @@ export interface Message {
   value: Uint8Array | null;
   key: Uint8Array | null;
   headers?: Array<[string, Uint8Array]>;
+  /**
+   * Set for a record at this offset that librdkafka could not decode (`_BAD_MSG`, `_BAD_COMPRESSION`):
+   * its error, name and text. The record still has to be accounted for, so it is dead-lettered.
+   */
+  error?: string;
+}
+
+/** Per-message errors that stand for a record at that offset, not for the partition or topic. */
+export function isRecordError(err: number): boolean {
+  return err === RD.ERR__BAD_MSG || err === RD.ERR__BAD_COMPRESSION;
 }
 
 /** Reads a signed 64-bit field exactly as a number; throws past 2^53 instead of rounding. */

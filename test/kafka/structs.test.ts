@@ -54,6 +54,7 @@ test("the error and event codes in RD are librdkafka's", async () => {
     ["ERR__UNKNOWN_TOPIC", "RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC"], ["ERR__QUEUE_FULL", "RD_KAFKA_RESP_ERR__QUEUE_FULL"],
     ["ERR__NO_OFFSET", "RD_KAFKA_RESP_ERR__NO_OFFSET"], ["ERR_TOPIC_ALREADY_EXISTS", "RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS"],
     ["ERR_UNKNOWN_TOPIC_OR_PART", "RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART"], ["EVENT_DR", "RD_KAFKA_EVENT_DR"], ["EVENT_ERROR", "RD_KAFKA_EVENT_ERROR"],
+    ["ERR__BAD_MSG", "RD_KAFKA_RESP_ERR__BAD_MSG"], ["ERR__BAD_COMPRESSION", "RD_KAFKA_RESP_ERR__BAD_COMPRESSION"],
   ];
   const dir = `${ROOT}/.local/structs-check`;
   await Bun.write(`${dir}/codes.c`, `#include <stdio.h>\n#include <librdkafka/rdkafka.h>\nint main(void) {\n${names.map(([, c]) => `  printf("%d\\n", (int)${c});`).join("\n")}\n  return 0;\n}\n`);
