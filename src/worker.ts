@@ -131,7 +131,7 @@ export class Worker {
       this.#state = "failed";
       throw this.#fatal;
     }
-    consumer.close();
+    await consumer.close();
     this.#state = "stopped";
   }
 

@@ -77,7 +77,7 @@ async function round(): Promise<Round> {
         // As the worker does: an empty poll waits for librdkafka's wake-up instead of polling again.
         if (b.length === 0) await c.waitForMessages(100);
       }
-      c.close();
+      await c.close();
     });
     return { rate, firstMs };
   }
@@ -86,7 +86,7 @@ async function round(): Promise<Round> {
   async function groupAtStart(group: string): Promise<string> {
     const committer = new Consumer({ props: { ...props, "group.id": group }, topics: [] });
     await committer.commit([{ topic: topics.binding, partition: 0, offset: 0n }]);
-    committer.close();
+    await committer.close();
     return group;
   }
   const resume = await consumeBinding(await groupAtStart(`bench-resume-${stamp}`));

@@ -46,7 +46,7 @@ while (got < N) {
   }
 }
 const totalMs = performance.now() - t1;
-c.close();
+await c.close();
 await admin.deleteTopics([topic]);
 admin.close();
 console.log(JSON.stringify({

@@ -151,6 +151,6 @@ export async function dlqSources(brokers: string, dlq: string, group: string): P
     }
     return { messages: high, sources };
   } finally {
-    reader.close();
+    await reader.close();
   }
 }

@@ -31,7 +31,7 @@ async function scan(cfg: Config, visit: (e: StoredEnvelope) => void): Promise<nu
   try {
     await readDlq(consumer, cfg.kafka.topicDlq, partitions, visit, () => unreadable++);
   } finally {
-    consumer.close();
+    await consumer.close();
   }
   return unreadable;
 }

@@ -18,6 +18,7 @@ import {
   errName,
   kafkaError,
   pollQueue,
+  takeError,
   type Handle,
   type KafkaProps,
 } from "./handle.ts";
@@ -69,6 +70,7 @@ export class Consumer {
   readonly #metaPtr: Pointer;
   readonly #rebalance = new Rebalance(() => this.#h.rk);
   #closed = false;
+  #closing = false;
   #commitChain: Promise<unknown> = Promise.resolve();
 
   constructor(opts: ConsumerOptions) {
@@ -357,22 +359,43 @@ export class Consumer {
     return { low: Number(low[0]), high: Number(high[0]) };
   }
 
-  /** Leaves the group cleanly. The caller commits first: close() gives partitions up without committing. */
-  close(): void {
-    if (this.#closed) return;
+  /**
+   * Leaves the group, within `timeoutMs`, without blocking the event loop. The caller commits first:
+   * close() gives partitions up without committing. rd_kafka_consumer_close() would wait on the JS
+   * thread with no limit while the coordinator does not answer (librdkafka #3740), so neither a
+   * shutdown timeout nor a second signal could run: the close is queued instead, and its queue
+   * served until librdkafka says the consumer is closed or the time is up. Resolves false when it
+   * was not closed in time (the handle is freed without leaving the group; the group's session
+   * timeout removes the member).
+   */
+  async close(timeoutMs = 10_000): Promise<boolean> {
+    if (this.#closed || this.#closing) return true;
+    this.#closing = true;
     this.#rebalance.closing = true;
     this.completeRevoke();
-    const err = rdk().rd_kafka_consumer_close(this.#h.rk);
-    if (err !== 0) log.warn("consumer close", { code: errName(err) });
-    this.#destroy();
+    const lib = rdk();
+    const rk = this.#h.rk;
+    const refused = takeError("KAFKA_CLIENT", "consumer close", lib.rd_kafka_consumer_close_queue(rk, this.#queue));
+    if (refused) log.warn("consumer close", { err: refused });
+    const deadline = Date.now() + timeoutMs;
+    while (!refused && !lib.rd_kafka_consumer_closed(rk) && Date.now() < deadline) {
+      // Serves the last rebalance callback (the revocation) and drops what the queue still holds.
+      const n = Number(lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, this.#slots.length));
+      for (let i = 0; i < n; i++) lib.rd_kafka_message_destroy(Number(this.#slots[i]) as Pointer);
+      await Bun.sleep(10);
+    }
+    const closed = !refused && lib.rd_kafka_consumer_closed(rk) === 1;
+    if (!closed) log.warn("consumer did not leave the group in time; freed without leaving", { timeout_ms: timeoutMs });
+    this.#destroy(RD.DESTROY_F_NO_CONSUMER_CLOSE);
+    return closed;
   }
 
-  #destroy(): void {
+  #destroy(flags = 0): void {
     this.#closed = true;
     const lib = rdk();
     this.#wakeup.close();
     lib.rd_kafka_queue_destroy(this.#queue);
     lib.rd_kafka_queue_destroy(this.#commitQueue);
-    destroyHandle(this.#h);
+    destroyHandle(this.#h, flags);
   }
 }

@@ -147,8 +147,9 @@ export function createHandle(
   return { rk, callbacks };
 }
 
-export function destroyHandle(h: Handle): void {
-  rdk().rd_kafka_destroy(h.rk);
+/** `flags` for rd_kafka_destroy_flags (DESTROY_F_NO_CONSUMER_CLOSE: a consumer that was closed already). */
+export function destroyHandle(h: Handle, flags = 0): void {
+  rdk().rd_kafka_destroy_flags(h.rk, flags);
   for (const cb of h.callbacks) cb.close();
   h.callbacks.length = 0;
 }

@@ -34,6 +34,7 @@ const symbols = {
   // rd_kafka_t
   rd_kafka_new: { args: ["i32", "ptr", "ptr", "usize"], returns: "ptr" },
   rd_kafka_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_destroy_flags: { args: ["ptr", "i32"], returns: "void" },
   rd_kafka_name: { args: ["ptr"], returns: "cstring" },
   rd_kafka_poll: { args: ["ptr", "i32"], returns: "i32" },
   rd_kafka_set_log_queue: { args: ["ptr", "ptr"], returns: "i32" },
@@ -78,7 +79,8 @@ const symbols = {
   rd_kafka_committed: { args: ["ptr", "ptr", "i32"], returns: "i32" },
   rd_kafka_get_watermark_offsets: { args: ["ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
   rd_kafka_query_watermark_offsets: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "i32"], returns: "i32" },
-  rd_kafka_consumer_close: { args: ["ptr"], returns: "i32" },
+  rd_kafka_consumer_close_queue: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_consumer_closed: { args: ["ptr"], returns: "i32" },
 
   // producer
   rd_kafka_topic_new: { args: ["ptr", "ptr", "ptr"], returns: "ptr" },

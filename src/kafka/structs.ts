@@ -90,6 +90,8 @@ export const RD = {
   ADMIN_OP_ANY: 0,
   ERR_NO_ERROR: 0,
   ERR__PARTITION_EOF: -191,
+  /** rd_kafka_destroy_flags: do not close the consumer (it was closed, or closing it timed out). */
+  DESTROY_F_NO_CONSUMER_CLOSE: 0x8,
   ERR__BAD_MSG: -199,
   ERR__BAD_COMPRESSION: -198,
   ERR__TIMED_OUT: -185,

@@ -41,3 +41,22 @@ test("broker restart mid-stream: every valid record in ClickHouse, every invalid
   // A partition the producer never wrote to has no committed offset (-1001): count it as 0.
   expect([...committed.values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n)).toBe(30_000n);
 }, 180_000);
+
+test("SIGTERM while the broker does not answer (kill -STOP): exit 1 within the shutdown timeout plus 2 s, no hang in the consumer's close", async () => {
+  const n = await names("brokerstopped");
+  const w = await startWorker(workerEnv(n, { SHUTDOWN_TIMEOUT_SECONDS: "4" }));
+  await statsWhen(w, (s) => s.assigned_partitions.length === 3, 30_000, "the worker owns the partitions");
+  // The broker scripts/services.sh started for KAFKA_BROKERS (this file runs on the first broker only).
+  const broker = Number(await Bun.file(`${ROOT}/.local/kafka/kafka.pid`).text());
+  process.kill(broker, "SIGSTOP");
+  try {
+    const started = Date.now();
+    w.proc.kill("SIGTERM");
+    const code = await Promise.race([w.proc.exited, Bun.sleep(15_000).then(() => "still running after 15 s")]);
+    expect(code).toBe(1);
+    expect(Date.now() - started).toBeLessThan(4_000 + 2_000);
+  } finally {
+    process.kill(broker, "SIGCONT");
+    w.proc.kill("SIGKILL");
+  }
+}, 60_000);

@@ -51,8 +51,8 @@ test("Admin: close() during a request frees the handle only after the request en
 test("Consumer: watermarks answer null, commits and queries throw after close()", async () => {
   const r = await runScript(`
     const c = new Consumer({ props: { "bootstrap.servers": "${KAFKA_BROKERS}", "group.id": "closed-${Date.now()}" }, topics: [] });
-    c.close();
-    c.close();
+    out.closedInTime = await c.close();
+    await c.close();
     out.watermarks = c.watermarks("cdr.raw", 0);
     out.commit = await outcome(() => c.commit([{ topic: "cdr.raw", partition: 0, offset: 1n }]));
     out.query = await outcome(() => c.queryWatermarks("cdr.raw", 0));
@@ -60,6 +60,7 @@ test("Consumer: watermarks answer null, commits and queries throw after close()"
     out.poll = c.poll().length;`);
   expect([r.code, r.signal]).toEqual([0, null]);
   expect(r.out).toEqual({
+    closedInTime: true,
     watermarks: null,
     commit: { error: "commit: the Kafka client is closed" },
     query: { error: "watermarks: the Kafka client is closed" },

@@ -24,12 +24,12 @@ describe("consumer", () => {
     await waitFor(async () => { seen.push(...c1.poll().map((m) => m.offset)); return seen.length >= 100 ? true : undefined; });
     const results = await c1.commit([{ topic, partition: 0, offset: 42n }]);
     expect(results).toEqual([{ topic, partition: 0, offset: 42n, err: 0 }]);
-    c1.close();
+    await c1.close();
     expect(committedOffsets(group, topic, 1).get(0)).toBe(42n);
     const c2 = new Consumer({ props: { ...props, "group.id": group }, topics: [topic] });
     const first = await waitFor(() => c2.poll()[0]);
     expect(first.offset).toBe(42);
-    c2.close();
+    await c2.close();
   });
   test("two consumers in one group split the partitions; the rebalance arrives as revoke then assign", async () => {
     const topic = await createTopic("split", 4);
@@ -49,8 +49,8 @@ describe("consumer", () => {
     expect(kinds.slice(0, 2)).toEqual(["revoke", "assign"]);
     const all = [...a.assignment, ...b.assignment].map((p) => p.partition).sort();
     expect(all).toEqual([0, 1, 2, 3]);
-    a.close();
-    b.close();
+    await a.close();
+    await b.close();
   });
   test("an empty poll's wait ends when a message arrives (librdkafka's wake-up), not at its deadline; close frees the pipe", async () => {
     const topic = await createTopic("wake", 1);
@@ -73,7 +73,7 @@ describe("consumer", () => {
       expect(got.map(text)).toEqual(["wake up"]);
     } finally {
       p.close();
-      c.close();
+      await c.close();
     }
     // Closed consumers leave no descriptor behind (the read end of the pipe closes once its stream
     // lets go of it, a turn of the event loop later). Counted after the first consumer: Bun opens
@@ -83,7 +83,7 @@ describe("consumer", () => {
     for (let i = 0; i < 3; i++) {
       const more = new Consumer({ props: { ...props, "group.id": uniqueName("wake") }, topics: [topic] });
       await more.waitForMessages(10);
-      more.close();
+      await more.close();
     }
     await waitFor(() => (openFds() <= fdsBefore ? true : undefined), 4_000, "wake-up pipes closed");
   }, 30_000);
@@ -109,7 +109,7 @@ describe("consumer", () => {
     await drain(400_000);
     Bun.gc(true);
     const after = process.memoryUsage.rss();
-    c.close();
+    await c.close();
     expect((after - warm) / 2 ** 20).toBeLessThan(8);
   }, 60_000);
 });

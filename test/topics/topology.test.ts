@@ -51,7 +51,7 @@ describe("admin and topology", () => {
       };
       expect([...Array.from({ length: 8 }, (_, p) => probe(raw, p)), probe(dlq, 0)]).toEqual(Array(9).fill(0));
     } finally {
-      c.close();
+      await c.close();
     }
   });
 
