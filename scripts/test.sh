@@ -12,7 +12,8 @@ cd "$ROOT"
 export KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT" KAFKA_SASL_BROKERS="127.0.0.1:$KAFKA_SASL_PORT" CLICKHOUSE_URL="http://127.0.0.1:$CH_HTTP_PORT" \
   CLICKHOUSE_CURRENT_URL="http://127.0.0.1:$CHDB_HTTP_PORT"
 # The suites that speak to the broker: the binding, topics, the worker end to end, group protocols, DLQ tools.
-KAFKA_FACING=(test/kafka/ test/topics/ test/e2e/worker.test.ts test/e2e/group-protocol.test.ts test/e2e/dlq-tools.test.ts)
+KAFKA_FACING=(test/kafka/ test/topics/ test/e2e/worker.test.ts test/e2e/group-protocol.test.ts test/e2e/commit-refused.test.ts
+  test/e2e/dlq-tools.test.ts)
 
 # Integration tests wait on real services; bun's 5 s default is too short for some.
 bun test --timeout 60000 "$@"

@@ -16,6 +16,19 @@ import type { Message } from "./kafka/message.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
 import type { OffsetTracker } from "./offsets/tracker.ts";
 import type { Counters } from "./stats/counters.ts";
+import { KafkaError } from "./errors.ts";
+import { log } from "./log.ts";
+
+/** Kafka's answers to a commit while the group rebalances (DECISIONS "Commits and rebalances"). */
+const REBALANCE_REFUSALS = new Set([
+  "REBALANCE_IN_PROGRESS",
+  "UNKNOWN_MEMBER_ID",
+  "ILLEGAL_GENERATION",
+  "STALE_MEMBER_EPOCH",
+  "FENCED_MEMBER_EPOCH",
+]);
+/** Pause before a refused commit is sent again: the rebalance needs the poll loop meanwhile. */
+const COMMIT_RETRY_MS = 500;
 
 export interface DeliveryDeps {
   consumer: Consumer;
@@ -104,11 +117,34 @@ export class Delivery {
     this.#commits.stop();
   }
 
+  /**
+   * A commit the group refuses because it is rebalancing (REBALANCE_IN_PROGRESS; after a session or
+   * coordinator loss UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION; under KIP-848 STALE_MEMBER_EPOCH or
+   * FENCED_MEMBER_EPOCH) advanced nothing and is no commit failure: the partitions may have moved.
+   * Its positions are handed out again after COMMIT_RETRY_MS for the partitions still owned; a
+   * partition revoked meanwhile is reset on release, so its records replay at the next owner.
+   * Every other failure is fatal (the scheduler's onError).
+   */
   async #commit(positions: Array<{ partition: number; offset: number }>): Promise<void> {
-    const { consumer, counters } = this.#deps;
-    await consumer.commit(
-      positions.map(({ partition, offset }) => ({ topic: this.#topic, partition, offset: BigInt(offset) })),
-    );
+    const { consumer, counters, tracker } = this.#deps;
+    try {
+      await consumer.commit(
+        positions.map(({ partition, offset }) => ({ topic: this.#topic, partition, offset: BigInt(offset) })),
+      );
+    } catch (e) {
+      if (!(e instanceof KafkaError) || !REBALANCE_REFUSALS.has(e.kafkaName ?? "")) throw e;
+      counters.commitsRefused++;
+      log.warn("commit refused while the group rebalances; sent again for the partitions still owned", {
+        code: e.kafkaName,
+        partitions: positions.map((p) => p.partition),
+      });
+      setTimeout(() => {
+        tracker.refused(positions);
+        this.#commits.schedule();
+      }, COMMIT_RETRY_MS).unref();
+      return;
+    }
+    tracker.confirm(positions);
     counters.commits++;
     counters.lastCommitAt = Date.now();
   }

@@ -24,6 +24,8 @@ interface PartitionState {
   position: number;
   /** Position last handed out by `advanced()`. */
   reported: number;
+  /** Position the group acknowledged (`confirm`), or -1. */
+  committed: number;
   /** Highest offset consumed + 1. */
   consumed: number;
   /** First offset ever tracked (the position before anything became durable). */
@@ -58,7 +60,7 @@ export class OffsetTracker {
   #consume(partition: number, offset: number): PartitionState {
     let p = this.#parts.get(partition);
     if (!p) {
-      p = { holds: [], head: 0, position: -1, reported: -1, consumed: -1, first: offset };
+      p = { holds: [], head: 0, position: -1, reported: -1, committed: -1, consumed: -1, first: offset };
       this.#parts.set(partition, p);
     }
     p.consumed = offset + 1;
@@ -88,6 +90,26 @@ export class OffsetTracker {
     return out;
   }
 
+  /** The group acknowledged these positions. */
+  confirm(positions: ReadonlyArray<{ partition: number; offset: number }>): void {
+    for (const { partition, offset } of positions) {
+      const p = this.#parts.get(partition);
+      if (p && offset > p.committed) p.committed = offset;
+    }
+  }
+
+  /**
+   * The group refused to commit these positions (it was rebalancing): hand them out again with
+   * the next `advanced()`, for the partitions still tracked; a revoked partition was reset and
+   * its position is never handed out again.
+   */
+  refused(positions: ReadonlyArray<{ partition: number }>): void {
+    for (const { partition } of positions) {
+      const p = this.#parts.get(partition);
+      if (p) p.reported = p.committed;
+    }
+  }
+
   /** Records consumed and not yet durable on a partition. */
   pending(partition: number): number {
     const p = this.#parts.get(partition);
@@ -103,7 +125,7 @@ export class OffsetTracker {
 
   positions(): Map<number, { committed: number; consumed: number }> {
     const m = new Map<number, { committed: number; consumed: number }>();
-    for (const [partition, p] of this.#parts) m.set(partition, { committed: p.reported, consumed: p.consumed });
+    for (const [partition, p] of this.#parts) m.set(partition, { committed: p.committed, consumed: p.consumed });
     return m;
   }
 

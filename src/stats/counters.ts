@@ -67,6 +67,8 @@ export class Counters {
   /** Inserts made while isolating refused rows or splitting a batch ClickHouse refused whole. */
   chSplitInserts = 0;
   commits = 0;
+  /** Commits the group refused while it rebalanced (sent again for partitions still owned). */
+  commitsRefused = 0;
   lastCommitAt: number | null = null;
   /** Histogram buckets (seconds) of flush latency and rows per batch. */
   readonly flushSeconds = new Histogram([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);

@@ -143,6 +143,12 @@ const clickhouse: Section = (s, c, { metric }) => {
 /** Commits and the owned partitions' positions, high watermarks and lag. */
 const offsets: Section = (s, c, { metric }) => {
   metric("cdr_worker_commits_total", "counter", "Successful offset commits.", [[{}, c.commits]]);
+  metric(
+    "cdr_worker_commits_refused_total",
+    "counter",
+    "Commits the group refused while it rebalanced; sent again for the partitions still owned.",
+    [[{}, c.commitsRefused]],
+  );
   const positions = s.positions();
   const committed = [...positions].filter(([, v]) => v.committed >= 0).sort((a, b) => a[0] - b[0]);
   metric(

@@ -80,6 +80,7 @@ export function statsSnapshot(s: StatsSource) {
     clickhouse_refused_rows: c.chRefusedRows,
     clickhouse_split_inserts: c.chSplitInserts,
     commits: c.commits,
+    commits_refused: c.commitsRefused,
     last_commit_at: iso(c.lastCommitAt),
     by_service_type: Object.fromEntries(c.byService),
     by_rat: { ...c.byRat },

@@ -87,3 +87,20 @@ test("trackAlone gives every record a hold of its own, even back to back on one 
   a.done = true;
   expect(t.advanced()).toEqual([{ partition: 0, offset: 2 }]);
 });
+
+test("a commit the group refused is handed out again for a partition still owned, never for one revoked since", () => {
+  const t = new OffsetTracker();
+  t.trackAlone(0, 0).done = true;
+  t.trackAlone(1, 0).done = true;
+  const sent = t.advanced();
+  expect(sent).toEqual([{ partition: 0, offset: 1 }, { partition: 1, offset: 1 }]);
+  expect(t.advanced()).toEqual([]);
+  t.reset([1]); // partition 1 was revoked while the commit was refused
+  t.refused(sent);
+  expect(t.advanced()).toEqual([{ partition: 0, offset: 1 }]);
+  expect(t.positions().get(0)!.committed).toBe(-1); // nothing the group acknowledged yet
+  t.confirm([{ partition: 0, offset: 1 }]);
+  expect(t.positions().get(0)!.committed).toBe(1);
+  t.refused([{ partition: 0 }]); // a refusal after a confirmed commit hands out nothing new
+  expect(t.advanced()).toEqual([]);
+});
