@@ -106,8 +106,6 @@ export class Worker {
       this.#takeAssignments();
       if (consumer.pendingRevoke) {
         await this.#releaseRevoked();
-      } else if (this.#breaker.tripped) {
-        await this.#waker.sleep(200);
       } else if (this.#batcher.room === 0 || this.#delivery.dlqInFlight >= MAX_DLQ_IN_FLIGHT) {
         this.#flushIfDue();
         await this.#waker.sleep(50); // backpressure: poll nothing until a flush or DLQ delivery settles
@@ -157,8 +155,11 @@ export class Worker {
       }
       if (this.#breaker.record(!result.ok)) {
         this.#state = "tripped";
+        // Paused, not stopped: the loop goes on polling (the group keeps the member), flushing and
+        // committing what was consumed before the trip.
+        this.#deps.consumer.pause(this.#deps.consumer.assignment);
         log.error(
-          "DLQ circuit breaker tripped: consumption stopped; fix the producer or raise DLQ_MAX_RATIO, then restart",
+          "DLQ circuit breaker tripped: consumption paused; fix the producer or raise DLQ_MAX_RATIO, then restart",
           { ratio: this.#breaker.ratio, max_ratio: this.#opts.dlqMaxRatio },
         );
       }
@@ -185,6 +186,7 @@ export class Worker {
       if (ev.kind === "assign") {
         this.#assigned = true;
         this.#tracker.reset(ev.partitions.map((p) => p.partition));
+        if (this.#breaker.tripped) this.#deps.consumer.pause(ev.partitions);
       }
     }
   }

@@ -325,6 +325,16 @@ export class Consumer {
     return p;
   }
 
+  /**
+   * Stops fetching from these partitions while keeping them (and the group membership, which
+   * poll() goes on serving); records already fetched for them are not handed out.
+   */
+  pause(partitions: readonly TopicPartition[]): void {
+    if (this.#closed || partitions.length === 0) return;
+    const err = withNativeList(partitions, (list) => rdk().rd_kafka_pause_partitions(this.#h.rk, list));
+    if (err !== 0) throw kafkaError("KAFKA_CLIENT", "pause", err);
+  }
+
   /** Gives up the pending revoked partitions; call after their offsets are committed. */
   completeRevoke(): void {
     this.#rebalance.completeRevoke();

@@ -97,15 +97,23 @@ describe("bounded memory and the breaker", () => {
     expect(await w.stop()).toBe(0);
   }, 150_000);
 
-  test("the DLQ circuit breaker trips on a stream of 90 % invalid records: consumption stops and readyz says why", async () => {
+  test("the DLQ circuit breaker trips on a stream of 90 % invalid records: consumption pauses, what was consumed is still flushed and committed, readyz says why", async () => {
     const n = await names("breaker");
     await produceSynthetic(n.raw, 3000, 0.9, 31);
-    const w = await startWorker(workerEnv(n, { DLQ_MAX_RATIO: "0.5", DLQ_RATIO_WINDOW: "200" }));
-    const s = await statsWhen(w, (s) => s.state === "tripped", 20_000, "breaker");
-    expect(s.total_consumed).toBeLessThan(3000);
+    // A 3 s flush interval: valid rows are still buffered when the breaker trips.
+    const w = await startWorker(workerEnv(n, { DLQ_MAX_RATIO: "0.5", DLQ_RATIO_WINDOW: "200", BATCH_FLUSH_INTERVAL_SECONDS: "3", BATCH_SIZE: "5000" }));
+    const tripped = await statsWhen(w, (s) => s.state === "tripped", 20_000, "breaker");
+    expect(tripped.total_consumed).toBeLessThan(3000);
+    // Everything consumed before the trip becomes durable and committed; nothing more is consumed.
+    const s = await statsWhen(w, (s) => s.in_flight_buffer === 0 && s.buffered_rows === 0 && s.total_processed === s.total_consumed
+      && Object.values(s.partitions).every((p: any) => p.committed_offset === p.consumed), 20_000, "consumed records durable and committed");
+    expect(s.total_clickhouse).toBeGreaterThan(0);
+    expect(s.total_consumed).toBe(tripped.total_consumed);
+    expect(s.state).toBe("tripped");
     const ready = await fetch(`${w.statsUrl}/readyz`);
     expect(ready.status).toBe(503);
     expect((await ready.json() as { reasons: string[] }).reasons).toContain("DLQ circuit breaker tripped");
     expect(await w.stop()).toBe(0);
+    expect(await distinctIds(n)).toBe(s.total_clickhouse);
   }, 60_000);
 });
