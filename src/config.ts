@@ -98,6 +98,13 @@ export const VARIABLES = {
     default: "2",
     help: "each further delay is the previous one times this",
   },
+  CH_UNREACHABLE_POLICY: {
+    schema: oneOf(["dlq", "wait"] as const),
+    default: "dlq",
+    help:
+      "when no ClickHouse endpoint answers at all: dlq = retries, then the DLQ (the spec); wait = pause " +
+      "consumption and retry until one answers, spending no attempts",
+  },
   DLQ_STORAGE_FAILURE_REASON: {
     schema: oneOf(["normalization_error", "ch_insert_failed"] as const),
     default: "normalization_error",
@@ -157,7 +164,7 @@ export interface Config {
     caCert?: Buffer;
   };
   batch: { size: number; flushIntervalMs: number; concurrency: number };
-  retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number };
+  retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number; whenUnreachable: "dlq" | "wait" };
   dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
   stats: { host: string; port: number };
@@ -301,6 +308,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       maxAttempts: p.CH_RETRY_MAX_ATTEMPTS,
       initialDelayMs: p.CH_RETRY_INITIAL_DELAY_MS,
       backoffFactor: p.CH_RETRY_BACKOFF_FACTOR,
+      whenUnreachable: p.CH_UNREACHABLE_POLICY,
     },
     dlq: {
       storageFailureReason: p.DLQ_STORAGE_FAILURE_REASON,

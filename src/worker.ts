@@ -61,6 +61,8 @@ export class Worker {
   #stopRequested = false;
   #fatal: Error | null = null;
   #clickhouseHealthy = true;
+  /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait): consumption is paused while > 0. */
+  #waitingBatches = 0;
 
   constructor(opts: WorkerOptions, deps: WorkerDeps) {
     this.#opts = opts;
@@ -77,6 +79,7 @@ export class Worker {
         onHealth: (ok) => {
           this.#clickhouseHealthy = ok;
         },
+        onWaiting: (waiting) => this.#onWaiting(waiting),
       },
     );
   }
@@ -186,7 +189,7 @@ export class Worker {
       if (ev.kind === "assign") {
         this.#assigned = true;
         this.#tracker.reset(ev.partitions.map((p) => p.partition));
-        if (this.#breaker.tripped) this.#deps.consumer.pause(ev.partitions);
+        if (this.#breaker.tripped || this.#waitingBatches > 0) this.#deps.consumer.pause(ev.partitions);
       }
     }
   }
@@ -199,6 +202,23 @@ export class Worker {
     this.#tracker.reset(revoked.map((p) => p.partition));
     this.#batcher.touch();
     this.#deps.consumer.completeRevoke();
+  }
+
+  /**
+   * No ClickHouse endpoint answers and the policy is to wait: the assignment is paused, so records
+   * wait in Kafka rather than fill memory or the DLQ, and the loop goes on polling (the group keeps
+   * the member) and committing. Resumed once no batch waits, unless the breaker has tripped.
+   */
+  #onWaiting(waiting: boolean): void {
+    const { consumer } = this.#deps;
+    this.#waitingBatches += waiting ? 1 : -1;
+    if (waiting && this.#waitingBatches === 1) {
+      consumer.pause(consumer.assignment);
+      log.warn("no ClickHouse endpoint answers; consumption paused until one does (CH_UNREACHABLE_POLICY=wait)");
+    } else if (!waiting && this.#waitingBatches === 0 && !this.#breaker.tripped) {
+      consumer.resume(consumer.assignment);
+      log.info("ClickHouse answers again; consumption resumed");
+    }
   }
 
   #fail(e: unknown): void {

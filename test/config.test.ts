@@ -11,7 +11,7 @@ test("defaults follow DECISIONS.md", () => {
   expect(c.clickhouse.url).toBe("http://127.0.0.1:8123");
   expect([c.clickhouse.database, c.clickhouse.table]).toEqual(["telecom", "cdr"]);
   expect(c.batch).toEqual({ size: 1000, flushIntervalMs: 2000, concurrency: 2 });
-  expect(c.retry).toEqual({ maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2 });
+  expect(c.retry).toEqual({ maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2, whenUnreachable: "dlq" });
   expect(c.stats).toEqual({ host: "0.0.0.0", port: 8081 });
   expect(c.dlq.storageFailureReason).toBe("normalization_error");
   expect(c.workerInstance).toMatch(/-\d+$/);

@@ -81,13 +81,16 @@ export class ClickHouseInsertError extends CdrWorkerError {
   readonly serverType: string | null;
   readonly row: number | null;
   readonly column: string | null;
+  /** No endpoint answered at all (every one refused the connection, reset it or timed out). */
+  readonly unreachable: boolean;
   constructor(
     message: string,
     readonly kind: InsertErrorKind,
     answer: ServerAnswer = { code: null },
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; unreachable?: boolean },
   ) {
     super("CLICKHOUSE_INSERT", message, kind === "transient", options);
+    this.unreachable = options?.unreachable ?? false;
     this.serverCode = answer.code;
     this.serverType = answer.type ?? null;
     this.row = answer.row ?? null;

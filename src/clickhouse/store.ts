@@ -44,6 +44,8 @@ export interface StoreHooks {
   /** A failure that will be retried after `delayMs`. */
   onRetry?: (attempt: number, error: unknown, delayMs: number) => void;
   sleep?: (ms: number) => Promise<void>;
+  /** True when a wait for an unreachable ClickHouse begins (RetryPolicy.whenUnreachable), false when it ends. */
+  onWaiting?: (waiting: boolean) => void;
 }
 
 /** Most refused rows' worth of isolation inserts one batch may spend. */
@@ -60,7 +62,7 @@ export async function storeBatch(
   const out: StoreOutcome = { inserted: 0, refused: [], failed: null, splitInserts: 0 };
   if (rows === 0) return out;
   const attempt = async (lo: number, hi: number): Promise<Attempt> => {
-    const r = await withRetry(policy, () => insert(lo, hi), hooks.onRetry, hooks.sleep);
+    const r = await withRetry(policy, () => insert(lo, hi), hooks.onRetry, hooks.sleep, hooks.onWaiting);
     return r.ok ? { ok: true } : { ok: false, error: r.error, attempts: r.attempts };
   };
   const fail = (lo: number, hi: number, a: { error: unknown; attempts: number }) => {

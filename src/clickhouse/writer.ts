@@ -14,7 +14,7 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
 import { log } from "../log.ts";
-import { classifyInsertError, refusal, type ClickHouseInsertError } from "./insert-error.ts";
+import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 import { insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 
@@ -63,6 +63,7 @@ export class ClickHouseWriter {
     const n = this.#endpoints.length;
     let transient: ClickHouseInsertError | undefined;
     let permanent: ClickHouseInsertError | undefined;
+    let answered = false;
     for (let k = 0; k < n; k++) {
       const i = (this.#current + k) % n;
       const e = this.#endpoints[i]!;
@@ -76,6 +77,7 @@ export class ClickHouseWriter {
         const failure = err as ClickHouseInsertError;
         if (failure.kind === "data" || failure.kind === "shape") throw failure;
         e.failures++;
+        if (failure.serverCode !== null) answered = true;
         if (failure.kind === "transient") {
           e.up = false;
           e.version = null;
@@ -86,7 +88,9 @@ export class ClickHouseWriter {
       }
     }
     // An endpoint that did not answer may take the batch later; one that refused will not.
-    throw (transient ?? permanent)!;
+    const last = (transient ?? permanent)!;
+    if (answered) throw last;
+    throw new ClickHouseInsertError(last.message, last.kind, { code: null }, { cause: last.cause, unreachable: true });
   }
 
   async #insertInto(e: Endpoint, body: Uint8Array | string, rows: number): Promise<void> {

@@ -20,6 +20,8 @@ export interface FlushDeps {
   retry: RetryPolicy;
   /** Hears whether ClickHouse takes inserts: false on a failure, true once rows land. */
   onHealth: (healthy: boolean) => void;
+  /** Hears when this batch starts and stops waiting for an unreachable ClickHouse. */
+  onWaiting: (waiting: boolean) => void;
 }
 
 export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
@@ -34,6 +36,10 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
         rows: batch.count,
         err: error as Error,
       });
+    },
+    onWaiting: (waiting) => {
+      if (waiting) d.onHealth(false);
+      d.onWaiting(waiting);
     },
   });
   const sends: Promise<void>[] = [];

@@ -335,6 +335,13 @@ export class Consumer {
     if (err !== 0) throw kafkaError("KAFKA_CLIENT", "pause", err);
   }
 
+  /** Fetches again from paused partitions, from the position after the last record handed out. */
+  resume(partitions: readonly TopicPartition[]): void {
+    if (this.#closed || partitions.length === 0) return;
+    const err = withNativeList(partitions, (list) => rdk().rd_kafka_resume_partitions(this.#h.rk, list));
+    if (err !== 0) throw kafkaError("KAFKA_CLIENT", "resume", err);
+  }
+
   /** Gives up the pending revoked partitions; call after their offsets are committed. */
   completeRevoke(): void {
     this.#rebalance.completeRevoke();

@@ -70,6 +70,7 @@ const symbols = {
   rd_kafka_topic_name: { args: ["ptr"], returns: "cstring" },
   rd_kafka_assign: { args: ["ptr", "ptr"], returns: "i32" },
   rd_kafka_pause_partitions: { args: ["ptr", "ptr"], returns: "i32" },
+  rd_kafka_resume_partitions: { args: ["ptr", "ptr"], returns: "i32" },
   rd_kafka_incremental_assign: { args: ["ptr", "ptr"], returns: "ptr" },
   rd_kafka_incremental_unassign: { args: ["ptr", "ptr"], returns: "ptr" },
   rd_kafka_rebalance_protocol: { args: ["ptr"], returns: "cstring" },

@@ -21,6 +21,30 @@ test("a success after a failure stops retrying and reports the attempt", async (
   expect(out).toEqual({ ok: true, attempts: 2 });
 });
 
+test("CH_UNREACHABLE_POLICY=wait: while no endpoint answers, no attempt is spent; the wait is capped and reported once", async () => {
+  const unreachable = Object.assign(new Error("connect ECONNREFUSED"), { unreachable: true });
+  const refused = Object.assign(new Error("Code: 241 memory"), { unreachable: false });
+  let calls = 0;
+  const delays: number[] = [];
+  const waiting: boolean[] = [];
+  // 12 tries nobody answers, then one that a server refuses, then success: 2 of 3 attempts spent.
+  const out = await withRetry(
+    { ...policy, whenUnreachable: "wait" },
+    async () => { calls++; if (calls <= 12) throw unreachable; if (calls === 13) throw refused; },
+    () => {},
+    async (ms) => { delays.push(ms); },
+    (w) => waiting.push(w),
+  );
+  expect(out).toEqual({ ok: true, attempts: 2 });
+  expect(calls).toBe(14);
+  expect(delays.slice(0, 12)).toEqual([500, 1000, 2000, 4000, 5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000]);
+  expect(waiting).toEqual([true, false]);
+  // The default policy (the spec's): the same failures spend the attempts, then give up.
+  let plain = 0;
+  const spec = await withRetry(policy, async () => { plain++; throw unreachable; }, () => {}, async () => {});
+  expect([spec.ok, spec.attempts, plain]).toEqual([false, 3, 3]);
+});
+
 test("TSV escaping keeps tabs, newlines and backslashes inside one field", () => {
   expect(escapeTsv("a\tb\nc\\d")).toBe("a\\tb\\nc\\\\d");
   expect(escapeTsv("plain")).toBe("plain");
