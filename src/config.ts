@@ -81,6 +81,13 @@ export const VARIABLES = {
     default: "1000",
     help: "rows per ClickHouse insert; a full batch flushes at once",
   },
+  BATCH_MAX_BYTES: {
+    schema: int(1 << 20, 1 << 30),
+    default: String(16 << 20),
+    help:
+      "a batch also flushes once its insert body and original payloads reach this many bytes, so memory " +
+      "is bounded by bytes whatever the record size (see README \"Memory\")",
+  },
   BATCH_FLUSH_INTERVAL_SECONDS: {
     schema: num(0.01, 3600),
     default: "2",
@@ -163,7 +170,7 @@ export interface Config {
     keepAliveIdleMs?: number;
     caCert?: Buffer;
   };
-  batch: { size: number; flushIntervalMs: number; concurrency: number };
+  batch: { size: number; maxBytes: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number; whenUnreachable: "dlq" | "wait" };
   dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
@@ -301,6 +308,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     },
     batch: {
       size: p.BATCH_SIZE,
+      maxBytes: p.BATCH_MAX_BYTES,
       flushIntervalMs: Math.round(p.BATCH_FLUSH_INTERVAL_SECONDS * 1000),
       concurrency: p.FLUSH_CONCURRENCY,
     },

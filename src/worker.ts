@@ -24,6 +24,8 @@ import { Waker } from "./wake.ts";
 export interface WorkerOptions {
   topic: string;
   batchSize: number;
+  /** Bytes of body plus payloads at which a batch seals (BATCH_MAX_BYTES); default 16 MiB. */
+  batchMaxBytes?: number;
   flushIntervalMs: number;
   concurrency: number;
   retry: RetryPolicy;
@@ -45,6 +47,8 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 const IDLE_WAIT_MS = 20;
 /** Most DLQ deliveries awaited at once before polling pauses. */
 const MAX_DLQ_IN_FLIGHT = 10_000;
+/** Most bytes of DLQ payloads awaited at once before polling pauses. */
+const MAX_DLQ_IN_FLIGHT_BYTES = 32 << 20;
 /** Most records handled between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
 const MAX_POLL = 300;
 
@@ -63,11 +67,18 @@ export class Worker {
   #clickhouseHealthy = true;
   /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait): consumption is paused while > 0. */
   #waitingBatches = 0;
+  /**
+   * Recent bytes a record holds in a batch (row plus payload), for #pollMax. It starts at the
+   * largest record the raw topic admits (1 MiB), so the first poll cannot take hundreds of them.
+   */
+  #recordBytes = 2 << 20;
 
   constructor(opts: WorkerOptions, deps: WorkerDeps) {
     this.#opts = opts;
     this.#deps = deps;
-    this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBuffer());
+    this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBuffer(), {
+      maxBytes: opts.batchMaxBytes ?? 16 << 20,
+    });
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
     this.#delivery = new Delivery(
       opts.topic,
@@ -109,12 +120,16 @@ export class Worker {
       this.#takeAssignments();
       if (consumer.pendingRevoke) {
         await this.#releaseRevoked();
-      } else if (this.#batcher.room === 0 || this.#delivery.dlqInFlight >= MAX_DLQ_IN_FLIGHT) {
+      } else if (
+        this.#batcher.room === 0 ||
+        this.#delivery.dlqInFlight >= MAX_DLQ_IN_FLIGHT ||
+        this.#delivery.dlqInFlightBytes >= MAX_DLQ_IN_FLIGHT_BYTES
+      ) {
         this.#flushIfDue();
         await this.#waker.sleep(50); // backpressure: poll nothing until a flush or DLQ delivery settles
       } else {
         this.#flushIfDue();
-        const messages = consumer.poll(Math.min(this.#batcher.room, MAX_POLL));
+        const messages = consumer.poll(this.#pollMax());
         if (messages.length === 0) {
           await this.#waker.race(consumer.waitForMessages(IDLE_WAIT_MS));
           continue;
@@ -141,6 +156,11 @@ export class Worker {
     const ctx = { phone };
     const ingestedAt = Math.floor(Date.now() / 1000);
     counters.consumed += messages.length;
+    let bytes = 0;
+    for (const m of messages) bytes += m.value?.length ?? 0;
+    // Twice the record's bytes: its encoded row and its payload string are both held. Up at once
+    // when records grow, down by half a poll when they shrink.
+    this.#recordBytes = Math.max(64, (2 * bytes) / messages.length, this.#recordBytes / 2);
     // A poll's messages come grouped by partition: look the counter up only when it changes.
     let partitionCounters = counters.partition(messages[0]!.partition);
     for (const m of messages) {
@@ -148,7 +168,9 @@ export class Worker {
       partitionCounters.consumed++;
       const result = m.error === undefined ? decode(m.value, ctx) : undecodable(m.error);
       if (result.ok) {
-        if (this.#batcher.current.full) this.#delivery.flush(this.#batcher.seal());
+        // A batch full by bytes with no free slot takes the rest of this poll (at most the 4 MiB
+        // prefetch queue, README "Memory"); the loop polls nothing more until a slot frees.
+        if (this.#batcher.current.full && this.#batcher.canSeal) this.#delivery.flush(this.#batcher.seal());
         const batch = this.#batcher.current;
         const hold = this.#tracker.track(m.partition, m.offset, batch);
         if (hold) batch.holds.push(hold);
@@ -167,6 +189,18 @@ export class Worker {
         );
       }
     }
+  }
+
+  /**
+   * How many records to take from the consumer: the rows that fit, and the records of the recent
+   * average size that fit in the bytes left. librdkafka's queue can hold far more than its
+   * prefetch bound (one fetch response may be 50 MiB), so a poll of BATCH_SIZE large records could
+   * otherwise overshoot BATCH_MAX_BYTES many times over while no batch slot is free.
+   */
+  #pollMax(): number {
+    const rows = Math.min(this.#batcher.room, MAX_POLL);
+    const bySize = Math.floor(this.#batcher.bytesRoom / this.#recordBytes);
+    return Math.max(1, Math.min(rows, bySize));
   }
 
   #flushIfDue(): void {

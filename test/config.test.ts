@@ -10,7 +10,7 @@ test("defaults follow DECISIONS.md", () => {
   expect(c.kafka).toEqual({ brokers: "127.0.0.1:9092", groupId: "cdr-worker", topicRaw: "cdr.raw", topicDlq: "cdr.raw.dlq", props: {} });
   expect(c.clickhouse.url).toBe("http://127.0.0.1:8123");
   expect([c.clickhouse.database, c.clickhouse.table]).toEqual(["telecom", "cdr"]);
-  expect(c.batch).toEqual({ size: 1000, flushIntervalMs: 2000, concurrency: 2 });
+  expect(c.batch).toEqual({ size: 1000, maxBytes: 16 * 2 ** 20, flushIntervalMs: 2000, concurrency: 2 });
   expect(c.retry).toEqual({ maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2, whenUnreachable: "dlq" });
   expect(c.stats).toEqual({ host: "0.0.0.0", port: 8081 });
   expect(c.dlq.storageFailureReason).toBe("normalization_error");

@@ -75,6 +75,13 @@ const CASES: Case[] = [
     body: "3\n",
   },
   {
+    name: "insert over the memory limit",
+    setup: [`CREATE TABLE ${DB}.big (n UInt32, s String) ENGINE = MergeTree ORDER BY n`],
+    insert: `INSERT INTO ${DB}.big (n, s) FORMAT TabSeparated`,
+    body: rows(40, (i) => `${i}\t${"x".repeat(200_000)}\n`),
+    settings: { max_memory_usage: "1000000" },
+  },
+  {
     name: "unknown table",
     setup: [],
     insert: `INSERT INTO ${DB}.nope (n) FORMAT TabSeparated`,

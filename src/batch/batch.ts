@@ -20,6 +20,8 @@ export interface RowSink {
 
 export class Batch {
   readonly capacity: number;
+  /** Bytes (body plus original payloads) at which the batch counts as full. */
+  readonly maxBytes: number;
   /** The rows as the body of the insert. */
   readonly body: RowSink;
   /** Byte offset in `body` just past each row's newline. */
@@ -34,9 +36,12 @@ export class Batch {
   /** The offset tracker's holds on these rows (offsets/tracker.ts), marked done when the batch is durable. */
   readonly holds: Array<{ done: boolean }> = [];
   count = 0;
+  /** Characters of the payloads held (each also encoded into the body). */
+  #payloadChars = 0;
 
-  constructor(capacity: number, body: RowSink) {
+  constructor(capacity: number, body: RowSink, maxBytes = Number.POSITIVE_INFINITY) {
     this.capacity = capacity;
+    this.maxBytes = maxBytes;
     this.body = body;
     this.rowEnds = new Uint32Array(capacity);
     this.payloads = new Array<string>(capacity);
@@ -47,8 +52,14 @@ export class Batch {
     this.services = new Array<string>(capacity);
   }
 
+  /** Memory the rows hold: the encoded body and the payload strings. */
+  get bytes(): number {
+    return this.body.length + this.#payloadChars;
+  }
+
+  /** Full by rows, or by bytes: large records seal a batch long before BATCH_SIZE. */
   get full(): boolean {
-    return this.count >= this.capacity;
+    return this.count >= this.capacity || this.bytes >= this.maxBytes;
   }
 
   add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number, timestamp = -1): void {
@@ -56,6 +67,7 @@ export class Batch {
     this.body.add(row, ingestedAt);
     this.rowEnds[i] = this.body.length;
     this.payloads[i] = payload;
+    this.#payloadChars += payload.length;
     this.partitions[i] = partition;
     this.offsets[i] = offset;
     this.rats[i] = row.rat;
@@ -74,6 +86,7 @@ export class Batch {
     this.payloads.fill(undefined as unknown as string, 0, this.count);
     this.services.fill(undefined as unknown as string, 0, this.count);
     this.count = 0;
+    this.#payloadChars = 0;
     this.holds.length = 0;
   }
 }

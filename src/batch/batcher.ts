@@ -1,7 +1,8 @@
 /**
  * The bounded buffer: one batch filling plus at most `concurrency` sealed batches in flight, in a
- * fixed pool of (concurrency + 1) batch slots. When the filling batch is full and every slot is in
- * flight, `room` is 0 and the worker stops polling Kafka: memory stays bounded whatever the input rate.
+ * fixed pool of (concurrency + 1) batch slots. A batch is full at `size` rows or at `maxBytes`
+ * (body plus payloads). When the filling batch is full and every slot is in flight, `room` is 0
+ * and the worker stops polling Kafka: memory stays bounded by bytes whatever the input rate.
  */
 import { Batch, type RowSink } from "./batch.ts";
 
@@ -14,12 +15,18 @@ export class Batcher {
   #lastFlushAt: number;
 
   /** `newBody` makes each slot's insert body (the row encoder's buffer). */
-  constructor(size: number, concurrency: number, newBody: () => RowSink, now = Date.now()) {
+  constructor(
+    size: number,
+    concurrency: number,
+    newBody: () => RowSink,
+    opts: { maxBytes?: number; now?: number } = {},
+  ) {
     this.size = size;
     this.concurrency = concurrency;
-    for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(size, newBody()));
-    this.#current = new Batch(size, newBody());
-    this.#lastFlushAt = now;
+    const maxBytes = opts.maxBytes ?? Number.POSITIVE_INFINITY;
+    for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(size, newBody(), maxBytes));
+    this.#current = new Batch(size, newBody(), maxBytes);
+    this.#lastFlushAt = opts.now ?? Date.now();
   }
 
   get current(): Batch {
@@ -28,8 +35,20 @@ export class Batcher {
 
   /** Rows that can still be added before the worker must wait for a flush to finish. */
   get room(): number {
-    const left = this.size - this.#current.count;
-    return left > 0 ? left : this.#free.length > 0 ? this.size : 0;
+    if (this.#current.full) return this.#free.length > 0 ? this.size : 0;
+    return this.size - this.#current.count;
+  }
+
+  /** Bytes that can still be added before the worker must wait for a flush (cf. `room`). */
+  get bytesRoom(): number {
+    const c = this.#current;
+    if (c.full) return this.#free.length > 0 ? c.maxBytes : 0;
+    return c.maxBytes - c.bytes;
+  }
+
+  /** A free slot exists for the filling batch to be sealed into flight. */
+  get canSeal(): boolean {
+    return this.#free.length > 0;
   }
 
   /** Sealed batches not yet released: the pool's slots that are not free. */

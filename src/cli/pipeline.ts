@@ -1,6 +1,7 @@
 /** The parts of `cdr-worker run`, made from the configuration: Kafka clients, ClickHouse, the worker. */
 import { PhoneNormalizer } from "../cdr/phone.ts";
 import type { createClickHouseEndpoints } from "../clickhouse/client.ts";
+import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
@@ -21,7 +22,13 @@ export interface Pipeline {
 export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createClickHouseEndpoints>): Pipeline {
   const counters = new Counters();
   const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
-  const producer = new Producer(kafkaProps(cfg, { "client.id": `${cfg.workerInstance}-dlq` }));
+  const producer = new Producer(
+    kafkaProps(cfg, {
+      "client.id": `${cfg.workerInstance}-dlq`,
+      // An envelope up to the DLQ topic's limit, plus the headers and the record batch's framing.
+      "message.max.bytes": String(DLQ_MAX_MESSAGE_BYTES + 65536),
+    }),
+  );
   const consumer = new Consumer({
     props: kafkaProps(cfg, {
       "group.id": cfg.kafka.groupId,
@@ -50,6 +57,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     {
       topic: cfg.kafka.topicRaw,
       batchSize: cfg.batch.size,
+      batchMaxBytes: cfg.batch.maxBytes,
       flushIntervalMs: cfg.batch.flushIntervalMs,
       concurrency: cfg.batch.concurrency,
       retry: cfg.retry,

@@ -3,11 +3,15 @@
  * - transient: the server or the path to it is unwell (connection refused or reset, timeouts,
  *   overload such as TOO_MANY_PARTS or MEMORY_LIMIT_EXCEEDED, a 5xx without a data error). The same
  *   body may succeed later: retried with backoff, then the whole batch goes to the DLQ.
+ *   (MEMORY_LIMIT_EXCEEDED is shape, not transient: a body too large for the server's limit
+ *   never succeeds by being resent; halves of it do.)
  * - data: the server refused a value ("Cannot parse input … at row N", type and conversion errors).
  *   Resending the same body can never succeed, on any endpoint; the refused rows are isolated
  *   (store.ts).
  * - shape: the body as a whole is refused although each row may be fine (too many partitions in
- *   one insert block, current releases only). Smaller inserts succeed: split, never dead-lettered.
+ *   one insert block, current releases only; the server's memory limit for the insert,
+ *   MEMORY_LIMIT_EXCEEDED). Smaller inserts succeed: split, down to one row; a row the server
+ *   refuses alone for its size goes to the DLQ whole (store.ts).
  * - permanent: configuration (unknown table or database, authentication, access, readonly). No
  *   resend to the same endpoint helps, but it belongs to that endpoint: the writer tries the next
  *   one, and only when every endpoint refused does the batch take the spec's exhausted path.
@@ -58,6 +62,10 @@ const PERMANENT_CODES = new Set([
 ]);
 /** 18.16 reports an unknown Enum name as code 49 (LOGICAL_ERROR); the text is what says "data". */
 const DATA_TEXT = /Unknown element '.*' for (type )?enum/is;
+/** Refusals of an insert for its size: split until the parts fit. */
+export const SIZE_CODES = new Set([
+  241, // MEMORY_LIMIT_EXCEEDED
+]);
 /** Code 252 is also "too many parts, merges are slower than inserts", an overload: the text decides. */
 const SHAPE_TEXT = /Too many partitions for single INSERT block/i;
 /** The exception's name at the end of a current server's text: `… (UNKNOWN_TABLE) (version 26.9.2.1)`. */
@@ -128,7 +136,7 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
   const kind: InsertErrorKind =
     serverCode === null
       ? "transient"
-      : SHAPE_TEXT.test(text)
+      : SHAPE_TEXT.test(text) || SIZE_CODES.has(serverCode)
         ? "shape"
         : DATA_CODES.has(serverCode) || DATA_TEXT.test(text)
           ? "data"

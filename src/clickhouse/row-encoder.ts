@@ -12,11 +12,14 @@ const CR = 13;
 const BACKSLASH = 92;
 const UNDERSCORE = 95;
 
+const INITIAL_BYTES = 64 * 1024;
+const SHRINK_ABOVE = 1 << 20;
+
 export class RowBuffer {
   buf: Buffer;
   length = 0;
 
-  constructor(initialBytes = 64 * 1024) {
+  constructor(initialBytes = INITIAL_BYTES) {
     this.buf = Buffer.allocUnsafe(initialBytes);
   }
 
@@ -25,7 +28,13 @@ export class RowBuffer {
     return this.buf.subarray(0, this.length);
   }
 
+  /**
+   * Empties the buffer, giving back what a peak took: a buffer grown past SHRINK_ABOVE for a batch
+   * of large records is replaced once a batch uses less than a quarter of it.
+   */
   reset(): void {
+    if (this.buf.length > SHRINK_ABOVE && this.length < this.buf.length / 4)
+      this.buf = Buffer.allocUnsafe(Math.max(INITIAL_BYTES, this.length * 2));
     this.length = 0;
   }
 

@@ -18,7 +18,7 @@
  * (≤ 2n − 1 inserts).
  * Pure: the insert is a function; tests drive it with a fake ClickHouse, the e2e tests with the real one.
  */
-import { ClickHouseInsertError } from "./insert-error.ts";
+import { ClickHouseInsertError, SIZE_CODES } from "./insert-error.ts";
 import { withRetry, type RetryPolicy } from "./retry.ts";
 
 /** Inserts rows [lo, hi) of the batch; throws a ClickHouseInsertError. */
@@ -92,8 +92,9 @@ export async function storeBatch(
       continue;
     }
     if (hi - lo === 1) {
-      // A single row never spans two partitions, so a shape error here is not what it claims.
-      if (e.kind === "data") out.refused.push({ row: lo, error: e });
+      // A single row never spans two partitions, so a partition shape error here is not what it
+      // claims; a row too large for the server's limit alone is refused for good (DLQ, whole).
+      if (e.kind === "data" || SIZE_CODES.has(e.serverCode ?? -1)) out.refused.push({ row: lo, error: e });
       else fail(lo, hi, a);
       continue;
     }

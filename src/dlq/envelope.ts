@@ -31,11 +31,13 @@ export const HEADERS = {
 } as const;
 
 /**
- * Most bytes of payload an envelope carries. Kafka's default max.message.bytes is 1 MiB, and a
- * record that large on cdr.raw would otherwise make an envelope the DLQ refuses, which is fatal
- * and would repeat on every restart: the pipeline stuck on one hostile record.
+ * Most characters of payload an envelope carries: every record the raw topic admits at its 1 MiB
+ * max.message.bytes, whole. The DLQ topic takes 8 MiB messages (topics/topology.ts), room for
+ * such a payload even as a string whose every character escapes (up to 6×). A larger record, only
+ * possible where an operator raised the raw topic's limit, travels truncated and says so
+ * (dlq.payload.truncated): an envelope the DLQ refuses would be fatal on every restart.
  */
-export const MAX_PAYLOAD_CHARS = 128 * 1024; // ≤ 768 KiB even if every character escapes to \uXXXX
+export const MAX_PAYLOAD_CHARS = 1 << 20;
 
 /** What every envelope starts with: the payload comes first, so readers can cut it out verbatim. */
 export const ENVELOPE_HEAD = '{"original_payload":';

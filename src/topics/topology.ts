@@ -21,6 +21,9 @@ export function minInsyncReplicas(replicationFactor: number): number | undefined
   return replicationFactor >= 3 ? 2 : replicationFactor === 2 ? 1 : undefined;
 }
 
+/** The DLQ topic's max.message.bytes, and what the DLQ producer may send (README "DLQ"). */
+export const DLQ_MAX_MESSAGE_BYTES = 8 << 20;
+
 export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyOptions = {}): TopicSpec[] {
   const replicationFactor = opts.replicationFactor ?? 1;
   const minIsr = minInsyncReplicas(replicationFactor);
@@ -32,7 +35,14 @@ export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyO
       replicationFactor,
       configs: { "retention.ms": "86400000", "compression.type": "lz4", ...durability },
     },
-    { name: dlqTopic, partitions: 1, replicationFactor, configs: { "retention.ms": "604800000", ...durability } },
+    {
+      name: dlqTopic,
+      partitions: 1,
+      replicationFactor,
+      // Room for an envelope that keeps its whole payload (dlq/envelope.ts): a raw record up to the
+      // raw topic's 1 MiB, escaped up to 6× when it travels as a string.
+      configs: { "retention.ms": "604800000", "max.message.bytes": String(DLQ_MAX_MESSAGE_BYTES), ...durability },
+    },
   ];
 }
 

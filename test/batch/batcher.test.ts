@@ -16,7 +16,7 @@ const add = (b: Batcher, n: number) => {
 };
 
 test("Batch flushed on count threshold: a full batch is due at once", () => {
-  const b = new Batcher(3, 1, rowBuffer, 0);
+  const b = new Batcher(3, 1, rowBuffer, { now: 0 });
   add(b, 2);
   expect(b.due(60_000, 1)).toBe(false);
   add(b, 1);
@@ -24,7 +24,7 @@ test("Batch flushed on count threshold: a full batch is due at once", () => {
 });
 
 test("Batch flushed on time interval threshold: due after the interval when non-empty, never when empty", () => {
-  const b = new Batcher(1000, 1, rowBuffer, 0);
+  const b = new Batcher(1000, 1, rowBuffer, { now: 0 });
   expect(b.due(2000, 5000)).toBe(false);
   add(b, 1);
   expect(b.due(2000, 1999)).toBe(false);
@@ -32,7 +32,7 @@ test("Batch flushed on time interval threshold: due after the interval when non-
 });
 
 test("backpressure: with every slot in flight and the filling batch full, room is 0", () => {
-  const b = new Batcher(2, 1, rowBuffer, 0);
+  const b = new Batcher(2, 1, rowBuffer, { now: 0 });
   add(b, 2);
   const sealed = b.seal(0);
   expect(sealed.count).toBe(2);
@@ -47,7 +47,7 @@ test("backpressure: with every slot in flight and the filling batch full, room i
 });
 
 test("a released slot is reused clean", () => {
-  const b = new Batcher(2, 1, rowBuffer, 0);
+  const b = new Batcher(2, 1, rowBuffer, { now: 0 });
   add(b, 2);
   const s = b.seal(0);
   b.release(s);
@@ -59,7 +59,7 @@ test("a released slot is reused clean", () => {
 });
 
 test("any run of rows can be sent alone: rows(lo, hi) is exactly their lines", () => {
-  const b = new Batcher(10, 1, rowBuffer, 0);
+  const b = new Batcher(10, 1, rowBuffer, { now: 0 });
   for (let i = 0; i < 5; i++) b.current.add({ ...ROW, raw_id: `r${i}` }, 0, "{}", 0, i);
   const text = (lo: number, hi: number) => Buffer.from(b.current.rows(lo, hi)).toString("utf8");
   const lines = text(0, 5).split("\n").slice(0, 5).map((l) => l + "\n");
@@ -80,4 +80,34 @@ test("the DLQ breaker trips on 90 % invalid and not on 3 %", () => {
   const off = new DlqBreaker(1, 1000);
   for (let i = 0; i < 5000; i++) off.record(true);
   expect(off.tripped).toBe(false);
+});
+
+test("a batch seals at BATCH_MAX_BYTES as well as at BATCH_SIZE; room and bytesRoom say what a poll may take", () => {
+  const b = new Batcher(1000, 1, rowBuffer, { maxBytes: 10_000, now: 0 });
+  const big = "x".repeat(3500);
+  b.current.add(ROW, 0, big, 0, 0);
+  b.current.add(ROW, 0, big, 0, 1);
+  expect(b.current.full).toBe(false);
+  expect(b.bytesRoom).toBe(10_000 - b.current.bytes);
+  b.current.add(ROW, 0, big, 0, 2);
+  expect(b.current.full).toBe(true); // 3 payloads and their rows: over 10 000 bytes at 3 of 1000 rows
+  expect(b.due(60_000, 1)).toBe(true);
+  expect([b.room, b.bytesRoom]).toEqual([1000, 10_000]); // a free slot: the next batch takes it all
+  b.seal(1);
+  b.current.add(ROW, 0, big, 0, 3);
+  b.current.add(ROW, 0, big, 0, 4);
+  b.current.add(ROW, 0, big, 0, 5);
+  expect(b.canSeal).toBe(false);
+  expect([b.room, b.bytesRoom]).toEqual([0, 0]); // full and no free slot: poll nothing
+});
+
+test("the row buffer gives back what a batch of large records took once batches are small again", () => {
+  const r = new RowBuffer();
+  r.add({ ...ROW, device_id: "d".repeat(4 << 20) }, 0);
+  const peak = r.buf.length;
+  expect(peak).toBeGreaterThan(4 << 20);
+  r.reset();
+  r.add(ROW, 0);
+  r.reset();
+  expect(r.buf.length).toBeLessThan(1 << 20);
 });

@@ -17,6 +17,7 @@ const EXPECTED: Record<string, { kind: Kind; "18.16"?: [number | null, string | 
   "unparseable DateTime": { kind: "data", "18.16": [2, "t"], "26.9": [2, "t"] },
   "too many partitions in one block": { kind: "shape", "26.9": [null, null] },
   "too many parts (merges slower than inserts)": { kind: "transient", "18.16": [null, null], "26.9": [null, null] },
+  "insert over the memory limit": { kind: "shape", "18.16": [null, null], "26.9": [null, null] },
   "unknown table": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
   "unknown database": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
   "wrong password": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },

@@ -62,6 +62,22 @@ test("a batch ClickHouse refuses whole for its shape is split until accepted, no
   expect(out.splitInserts).toBeGreaterThan(0);
 });
 
+test("an insert over the server's memory limit is split down to rows that fit; a row too large alone is refused and goes to the DLQ whole", async () => {
+  // Sizes in bytes; the server refuses any insert over 5000 bytes (MEMORY_LIMIT_EXCEEDED, a shape error).
+  const sizes = Array.from({ length: 40 }, (_, i) => (i === 17 ? 9000 : 400));
+  const stored: number[] = [];
+  const insert: InsertRange = async (lo, hi) => {
+    let bytes = 0;
+    for (let i = lo; i < hi; i++) bytes += sizes[i]!;
+    if (bytes > 5000) throw new ClickHouseInsertError("Memory limit (for query) exceeded", "shape", { code: 241 });
+    for (let i = lo; i < hi; i++) stored.push(i);
+  };
+  const out = await storeBatch(40, insert, policy, noSleep);
+  expect(out.refused.map((r) => r.row)).toEqual([17]);
+  expect(out.failed).toBeNull();
+  expect(stored.sort((a, b) => a - b)).toEqual(sizes.map((_, i) => i).filter((i) => i !== 17));
+});
+
 test("transient errors are retried with backoff, and exhausted retries send the whole batch the spec's way", async () => {
   let calls = 0;
   const delays: number[] = [];

@@ -1,7 +1,8 @@
 import { expect, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
-import { encodeEnvelope, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { encodeEnvelope, isTruncated, MAX_PAYLOAD_CHARS, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { DLQ_MAX_MESSAGE_BYTES } from "../../src/topics/topology.ts";
 
 const ctx = { phone: new PhoneNormalizer() };
 const at = new Date("2026-01-02T03:04:05.678Z");
@@ -36,11 +37,22 @@ test("provenance headers carry source topic, partition, offset, detail and attem
   });
 });
 
-test("a payload too large for the DLQ travels truncated as a string, flagged in a header", () => {
+test("every record the raw topic admits (1 MiB) keeps its whole payload, as an object or as an escaped string", () => {
+  const object = '{"raw_id":"' + "x".repeat(1_000_000) + '"}';
+  const asObject = JSON.parse(encodeEnvelope({ reason: "normalization_error", field: null, payload: object, payloadIsObject: true }, at, "w"));
+  expect(asObject.original_payload.raw_id.length).toBe(1_000_000);
+  const text = "\u0001".repeat(1_000_000); // every character escapes to six
+  const encoded = encodeEnvelope({ reason: "malformed_json", field: null, payload: text, payloadIsObject: false }, at, "w");
+  expect(JSON.parse(encoded).original_payload).toBe(text);
+  expect(Buffer.byteLength(encoded)).toBeLessThan(DLQ_MAX_MESSAGE_BYTES);
+  expect(isTruncated(object) || isTruncated(text)).toBe(false);
+});
+
+test("a payload larger than the raw topic admits travels truncated as a string, flagged in a header", () => {
   const big = '{"raw_id":"' + "x".repeat(1_100_000) + '"}';
   const env = JSON.parse(encodeEnvelope({ reason: "normalization_error", field: "raw_id", payload: big, payloadIsObject: true }, at, "w"));
   expect(typeof env.original_payload).toBe("string");
-  expect(env.original_payload.length).toBeLessThan(140_000);
+  expect(env.original_payload.length).toBeLessThan(MAX_PAYLOAD_CHARS + 100);
   expect(env.original_payload).toEndWith(`…[truncated: ${big.length} characters in all]`);
   expect(Object.fromEntries(provenanceHeaders({ topic: "t", partition: 0, offset: 1, detail: "d", truncated: true }))["dlq.payload.truncated"]).toBe("true");
 });

@@ -123,6 +123,31 @@ describe("crash safety", () => {
 });
 
 describe("bounded memory and the breaker", () => {
+  test("600 valid records of 900 kB at the defaults: batches seal by bytes, every record stored, none dead-lettered, peak RSS within the documented bound", async () => {
+    const n = await names("large");
+    const COUNT = 600;
+    const p = new Producer({ ...props, "linger.ms": "20" });
+    // Random text: a repeated character would compress 250-fold on the LZ4 topic, and one fetch of
+    // librdkafka's would then expand to hundreds of megabytes, which no setting of the worker bounds.
+    const noise = Buffer.from(crypto.getRandomValues(new Uint8Array(675_000))).toString("base64");
+    for (let i = 0; i < COUNT; i++) await p.produce(n.raw, toJson(withFields({ raw_id: `large-${i}`, device_id: `${i}-${noise}` })), { partition: i % 3 });
+    p.close();
+    const w = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "2" }));
+    let peak = 0;
+    const s = await statsWhen(w, (s) => {
+      peak = Math.max(peak, Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${w.proc.pid}/status`, "utf8"))?.[1] ?? 0) * 1024);
+      return s.total_processed === COUNT && s.in_flight_buffer === 0;
+    }, 120_000, "every large record durable");
+    expect(await w.stop()).toBe(0);
+    expect(s.total_dlq).toBe(0);
+    expect(topicLength(n.dlq)).toBe(0);
+    expect(await distinctIds(n)).toBe(COUNT);
+    // 16 MiB batches: about 18 rows each, never the 1000 of BATCH_SIZE.
+    expect(s.flush_count).toBeGreaterThanOrEqual(COUNT / 20);
+    // README "Memory": 120 MiB + (FLUSH_CONCURRENCY + 1) × 2 × BATCH_MAX_BYTES + 2 × 32 MiB of DLQ sends.
+    expect(peak / 2 ** 20).toBeLessThan(120 + 3 * 2 * 16 + 64);
+  }, 180_000);
+
   test("a flood larger than the buffer keeps RSS bounded", async () => {
     const n = await names("flood");
     await produceSynthetic(n.raw, 150_000, 0, 21);
