@@ -1,110 +1,195 @@
-/** `dlq inspect` and `dlq replay`: what went to the DLQ, and sending it back after a fix. */
+/**
+ * `dlq inspect` and `dlq replay`: what went to the DLQ, and sending it back after a fix. Both
+ * stream (dlq/reader.ts): memory stays bounded whatever the DLQ holds; a replay sends in chunks as
+ * it reads, and both print where a later run may resume (`next_offsets`, for `--from-offset`).
+ */
 import { kafkaProps, type Config } from "../config.ts";
-import { readDlq, type StoredEnvelope } from "../dlq/reader.ts";
+import { DLQ_STAGES, type DlqStage } from "../dlq/envelope.ts";
+import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { Producer } from "../kafka/producer.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
-export const DLQ_HELP = `cdr-worker dlq inspect [--samples K]
-  Reads KAFKA_TOPIC_DLQ from the beginning to its current end (commits nothing) and prints counts
-  by failure_reason and by failed_field, plus K samples (default 3) per reason, as JSON.
-cdr-worker dlq replay [--reason R] [--since ISO] [--until ISO] [--limit N] [--dry-run]
-  Re-publishes the original payloads of matching DLQ records to KAFKA_TOPIC_RAW, byte for byte.
-  Filters: failure_reason R, failed_at within [since, until). --dry-run only lists what it would send.`;
+export const DLQ_HELP = `cdr-worker dlq inspect [selection] [--samples K]
+  Reads KAFKA_TOPIC_DLQ (commits nothing) and prints counts by failure_reason, failed_field and
+  stage, plus K samples (default 3) per reason, as JSON.
+cdr-worker dlq replay [selection] [--limit N] [--dry-run]
+  Re-publishes the original payloads of the selected DLQ records to KAFKA_TOPIC_RAW, byte for byte,
+  as it reads them. --dry-run sends nothing and lists the first 1000 it would send.
+Selection:
+  --reason R            failure_reason R
+  --stage S             where the record was turned away: decode, clickhouse-refused (ClickHouse
+                        refused the row alone), clickhouse-failed (the batch's retries ran out)
+  --since ISO --until ISO   failed_at within [since, until)
+  --from-offset N --to-offset M   DLQ offsets [N, M) of each partition (default: all present now);
+                        both commands print next_offsets, where a later run may go on
+Progress goes to stderr on a terminal.`;
 
-async function scan(cfg: Config, visit: (e: StoredEnvelope) => void): Promise<number> {
+/** Most records a dry run lists (it counts them all). */
+const DRY_RUN_LISTED = 1000;
+/** Payloads sent to the raw topic in one produce call. */
+const REPLAY_CHUNK = 5000;
+
+interface Selection {
+  reason?: string;
+  stage?: DlqStage;
+  since: number | null;
+  until: number | null;
+  range: OffsetRange;
+}
+
+function selection(args: ParsedArgs): Selection {
+  const stage = stringFlag(args, "stage");
+  if (stage !== undefined && !DLQ_STAGES.includes(stage as DlqStage))
+    throw new CdrWorkerError("CONFIG_INVALID", `--stage=${stage}: expected one of ${DLQ_STAGES.join(", ")}`);
+  const offset = (name: string) =>
+    args.flags.has(name) ? numberFlag(args, name, 0, 0, Number.MAX_SAFE_INTEGER) : undefined;
+  return {
+    reason: stringFlag(args, "reason"),
+    stage: stage as DlqStage | undefined,
+    since: parseTime(args, "since"),
+    until: parseTime(args, "until"),
+    range: { from: offset("from-offset"), to: offset("to-offset") },
+  };
+}
+
+function selects(s: Selection, e: StoredEnvelope): boolean {
+  if (s.reason && e.envelope.failure_reason !== s.reason) return false;
+  if (s.stage && e.stage !== s.stage) return false;
+  const at = Date.parse(e.envelope.failed_at);
+  return !((s.since !== null && at < s.since) || (s.until !== null && at >= s.until));
+}
+
+/** Reads the selected range; returns the unreadable count and where each partition may resume. */
+async function scan(
+  cfg: Config,
+  range: OffsetRange,
+  visit: (e: StoredEnvelope) => void | Promise<void>,
+): Promise<{ unreadable: number; next: Map<number, number> }> {
   const admin = new Admin(kafkaProps(cfg));
   const partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
   admin.close();
   if (partitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const consumer = new Consumer({
-    props: kafkaProps(cfg, {
-      "group.id": `cdr-worker-dlq-reader-${process.pid}-${Date.now()}`,
-      "auto.offset.reset": "earliest",
-    }),
-    topics: [cfg.kafka.topicDlq],
+    props: kafkaProps(cfg, { "group.id": `cdr-worker-dlq-reader-${process.pid}-${Date.now()}` }),
+    topics: [],
     readHeaders: true,
   });
   let unreadable = 0;
+  const progress = terminalProgress();
   try {
-    await readDlq(consumer, cfg.kafka.topicDlq, partitions, visit, () => unreadable++);
+    const next = await readDlq(consumer, cfg.kafka.topicDlq, partitions, range, visit, () => unreadable++, progress);
+    return { unreadable, next };
   } finally {
+    progress.end();
     await consumer.close();
   }
-  return unreadable;
+}
+
+/** "read N of M" on stderr, twice a second, when stderr is a terminal; nothing otherwise. */
+function terminalProgress(): ((p: ReadProgress) => void) & { end(): void } {
+  let shown = 0;
+  const tty = process.stderr.isTTY === true;
+  const show = (p: ReadProgress) => {
+    if (!tty || Date.now() - shown < 500) return;
+    shown = Date.now();
+    const share = Math.floor((100 * p.read) / Math.max(1, p.total));
+    process.stderr.write(`\rdlq: read ${p.read} of ${p.total} (${share} %)`);
+  };
+  return Object.assign(show, { end: () => void (tty && shown && process.stderr.write("\n")) });
 }
 
 export async function dlqCommand(cfg: Config, sub: string | undefined, args: ParsedArgs): Promise<number> {
-  if (sub === "inspect") {
-    const samplesPer = numberFlag(args, "samples", 3, 0, 1000);
-    const byReason: Record<string, number> = {};
-    const byField: Record<string, number> = {};
-    const samples: Record<string, unknown[]> = {};
-    let total = 0;
-    const unreadable = await scan(cfg, (e) => {
-      total++;
-      const r = e.envelope.failure_reason;
-      byReason[r] = (byReason[r] ?? 0) + 1;
-      const f = e.envelope.failed_field ?? "(none)";
-      byField[f] = (byField[f] ?? 0) + 1;
-      const list = (samples[r] ??= []);
-      if (list.length < samplesPer) list.push({ ...e.envelope, source: e.headers });
-    });
-    console.log(
-      JSON.stringify(
-        { topic: cfg.kafka.topicDlq, total, unreadable, by_reason: byReason, by_field: byField, samples },
-        null,
-        1,
-      ),
-    );
-    return 0;
-  }
-  if (sub === "replay") {
-    const reason = stringFlag(args, "reason");
-    const since = parseTime(args, "since");
-    const until = parseTime(args, "until");
-    const limit = numberFlag(args, "limit", Number.MAX_SAFE_INTEGER, 1, Number.MAX_SAFE_INTEGER);
-    const dryRun = args.flags.has("dry-run");
-    const selected: StoredEnvelope[] = [];
-    await scan(cfg, (e) => {
-      if (selected.length >= limit) return;
-      if (reason && e.envelope.failure_reason !== reason) return;
-      const at = Date.parse(e.envelope.failed_at);
-      if ((since !== null && at < since) || (until !== null && at >= until)) return;
-      selected.push(e);
-    });
-    if (!dryRun && selected.length) {
-      const producer = new Producer(kafkaProps(cfg));
-      try {
-        await producer.produceBatch(
-          cfg.kafka.topicRaw,
-          selected.map((e) => e.payloadText),
-        );
-      } finally {
-        producer.close();
-      }
-    }
-    console.log(
-      JSON.stringify({
-        dry_run: dryRun,
-        to: cfg.kafka.topicRaw,
-        [dryRun ? "would_send" : "sent"]: selected.length,
-        records: dryRun
-          ? selected.map((e) => ({
-              dlq_offset: e.offset,
-              failure_reason: e.envelope.failure_reason,
-              failed_at: e.envelope.failed_at,
-              payload: e.payloadText,
-            }))
-          : undefined,
-      }),
-    );
-    return 0;
-  }
+  if (sub === "inspect") return inspect(cfg, args);
+  if (sub === "replay") return replay(cfg, args);
   console.error(DLQ_HELP);
   return 2;
+}
+
+async function inspect(cfg: Config, args: ParsedArgs): Promise<number> {
+  const samplesPer = numberFlag(args, "samples", 3, 0, 1000);
+  const sel = selection(args);
+  const byReason: Record<string, number> = {};
+  const byField: Record<string, number> = {};
+  const byStage: Record<string, number> = {};
+  const samples: Record<string, unknown[]> = {};
+  let total = 0;
+  const { unreadable, next } = await scan(cfg, sel.range, (e) => {
+    if (!selects(sel, e)) return;
+    total++;
+    const r = e.envelope.failure_reason;
+    byReason[r] = (byReason[r] ?? 0) + 1;
+    const f = e.envelope.failed_field ?? "(none)";
+    byField[f] = (byField[f] ?? 0) + 1;
+    byStage[e.stage] = (byStage[e.stage] ?? 0) + 1;
+    const list = (samples[r] ??= []);
+    if (list.length < samplesPer) list.push({ ...e.envelope, dlq_offset: e.offset, source: e.headers });
+  });
+  const summary = {
+    topic: cfg.kafka.topicDlq,
+    total,
+    unreadable,
+    by_reason: byReason,
+    by_field: byField,
+    by_stage: byStage,
+    samples,
+    next_offsets: Object.fromEntries(next),
+  };
+  console.log(JSON.stringify(summary, null, 1));
+  return 0;
+}
+
+async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
+  const sel = selection(args);
+  const limit = numberFlag(args, "limit", Number.MAX_SAFE_INTEGER, 1, Number.MAX_SAFE_INTEGER);
+  const dryRun = args.flags.has("dry-run");
+  const listed: unknown[] = [];
+  let chunk: string[] = [];
+  let matched = 0;
+  let sent = 0;
+  const producer = dryRun ? null : new Producer(kafkaProps(cfg));
+  const send = async () => {
+    if (!producer || chunk.length === 0) return;
+    const payloads = chunk;
+    chunk = [];
+    await producer.produceBatch(cfg.kafka.topicRaw, payloads);
+    sent += payloads.length;
+  };
+  let next: Map<number, number>;
+  try {
+    ({ next } = await scan(cfg, sel.range, async (e) => {
+      if (matched >= limit || !selects(sel, e)) return;
+      matched++;
+      if (dryRun) {
+        if (listed.length < DRY_RUN_LISTED)
+          listed.push({
+            dlq_offset: e.offset,
+            failure_reason: e.envelope.failure_reason,
+            stage: e.stage,
+            failed_at: e.envelope.failed_at,
+            payload: e.payloadText,
+          });
+        return;
+      }
+      chunk.push(e.payloadText);
+      if (chunk.length >= REPLAY_CHUNK) await send();
+    }));
+    await send();
+  } finally {
+    producer?.close();
+  }
+  console.log(
+    JSON.stringify({
+      dry_run: dryRun,
+      to: cfg.kafka.topicRaw,
+      [dryRun ? "would_send" : "sent"]: dryRun ? matched : sent,
+      records: dryRun ? listed : undefined,
+      next_offsets: Object.fromEntries(next),
+    }),
+  );
+  return 0;
 }
 
 function parseTime(args: ParsedArgs, name: string): number | null {

@@ -28,7 +28,16 @@ export const HEADERS = {
   sourceOffset: "dlq.source.offset",
   detail: "dlq.error.detail",
   attempts: "dlq.error.attempts",
+  stage: "dlq.error.stage",
 } as const;
+
+/**
+ * Where a record was turned away, in the `dlq.error.stage` header: the decoder's rules, ClickHouse
+ * refusing the row alone, or ClickHouse failing the whole batch past its retries. Under the spec's
+ * default reason the last two are both `normalization_error`; the header tells them apart.
+ */
+export type DlqStage = "decode" | "clickhouse-refused" | "clickhouse-failed";
+export const DLQ_STAGES: readonly DlqStage[] = ["decode", "clickhouse-refused", "clickhouse-failed"];
 
 /**
  * Most characters of payload an envelope carries: every record the raw topic admits at its 1 MiB
@@ -77,6 +86,7 @@ export interface Provenance {
   topic: string;
   partition: number;
   offset: number;
+  stage: DlqStage;
   detail: string;
   attempts?: number;
   truncated?: boolean;
@@ -87,6 +97,7 @@ export function provenanceHeaders(p: Provenance): Array<[string, string]> {
     [HEADERS.sourceTopic, p.topic],
     [HEADERS.sourcePartition, String(p.partition)],
     [HEADERS.sourceOffset, String(p.offset)],
+    [HEADERS.stage, p.stage],
     [HEADERS.detail, p.detail.slice(0, 1024)],
   ];
   if (p.attempts !== undefined) h.push([HEADERS.attempts, String(p.attempts)]);

@@ -5,7 +5,7 @@
 import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
 import type { Producer } from "../kafka/producer.ts";
-import { encodeEnvelope, isTruncated, provenanceHeaders } from "./envelope.ts";
+import { encodeEnvelope, isTruncated, provenanceHeaders, type DlqStage } from "./envelope.ts";
 
 /** A record of the source topic, as the DLQ needs it. */
 export interface SourceRecord {
@@ -39,7 +39,7 @@ export class DlqPublisher {
   async publishRejection(r: Rejection, source: { topic: string; partition: number; offset: number }): Promise<void> {
     const value = encodeEnvelope(r, new Date(), this.#opts.workerInstance);
     await this.#producer.produce(this.#opts.topic, value, {
-      headers: provenanceHeaders({ ...source, detail: r.detail, truncated: isTruncated(r.payload) }),
+      headers: provenanceHeaders({ ...source, stage: "decode", detail: r.detail, truncated: isTruncated(r.payload) }),
     });
   }
 
@@ -55,7 +55,11 @@ export class DlqPublisher {
   ): Promise<void> {
     const detail = `ClickHouse insert failed after ${attempts} attempts: ${(error as Error)?.message ?? String(error)}`;
     await Promise.all(
-      records.map((r) => this.#publishStored(r, sourceTopic, this.#opts.storageFailureReason, null, detail, attempts)),
+      records.map((r) =>
+        this.#publishStored(r, sourceTopic, "clickhouse-failed", this.#opts.storageFailureReason, null, detail, {
+          attempts,
+        }),
+      ),
     );
   }
 
@@ -67,6 +71,7 @@ export class DlqPublisher {
     return this.#publishStored(
       record,
       sourceTopic,
+      "clickhouse-refused",
       "normalization_error",
       column,
       `ClickHouse refused the row: ${detail}`,
@@ -76,10 +81,11 @@ export class DlqPublisher {
   async #publishStored(
     r: SourceRecord,
     topic: string,
+    stage: DlqStage,
     reason: FailureReason,
     field: string | null,
     detail: string,
-    attempts?: number,
+    { attempts }: { attempts?: number } = {},
   ): Promise<void> {
     const value = encodeEnvelope(
       { reason, field, payload: r.payload, payloadIsObject: true },
@@ -91,6 +97,7 @@ export class DlqPublisher {
         topic,
         partition: r.partition,
         offset: r.offset,
+        stage,
         detail,
         attempts,
         truncated: isTruncated(r.payload),

@@ -1,7 +1,13 @@
-/** Reads the DLQ topic back (for `dlq inspect` and `dlq replay`): envelopes up to the high watermark. */
+/**
+ * Reads the DLQ topic back (for `dlq inspect` and `dlq replay`), streaming: each envelope is handed
+ * to the caller as it is read and nothing is kept, so a DLQ of any length (7 days of retention) is
+ * read in bounded memory. It reads an offset range of each partition, by default from the low
+ * watermark to the high watermark seen at start, with partitions assigned directly (no group, no
+ * rebalance, nothing committed); it gives up only when no record arrives for IDLE_TIMEOUT_MS.
+ */
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
-import { ENVELOPE_HEAD, envelopeTail, type DlqEnvelope } from "./envelope.ts";
+import { DLQ_STAGES, ENVELOPE_HEAD, envelopeTail, HEADERS, type DlqEnvelope, type DlqStage } from "./envelope.ts";
 
 export interface StoredEnvelope {
   partition: number;
@@ -10,9 +16,22 @@ export interface StoredEnvelope {
   /** The vendor payload exactly as it was received (digits of big integers included). */
   payloadText: string;
   headers: Record<string, string>;
+  stage: DlqStage;
+}
+
+/** Offsets to read, the same for every partition: [from, to), each clamped to the watermarks. */
+export interface OffsetRange {
+  from?: number;
+  to?: number;
+}
+
+export interface ReadProgress {
+  read: number;
+  total: number;
 }
 
 const decoder = new TextDecoder();
+const IDLE_TIMEOUT_MS = 30_000;
 
 /**
  * The original payload's text. Envelopes written by encodeEnvelope() put it first and the four
@@ -27,44 +46,92 @@ export function payloadTextOf(raw: string, env: DlqEnvelope): string {
   return JSON.stringify(env.original_payload);
 }
 
-/** Reads every DLQ message present now (up to the high watermark of each partition). */
+/**
+ * The stage a record was turned away at, from its `dlq.error.stage` header; envelopes written
+ * before that header existed are told apart by the attempts header (storage failures carry it) and
+ * the detail ClickHouse's refusals start with.
+ */
+export function stageOf(headers: Record<string, string>): DlqStage {
+  const stage = headers[HEADERS.stage] as DlqStage | undefined;
+  if (stage && DLQ_STAGES.includes(stage)) return stage;
+  if (headers[HEADERS.attempts] !== undefined) return "clickhouse-failed";
+  if (headers[HEADERS.detail]?.startsWith("ClickHouse refused the row")) return "clickhouse-refused";
+  return "decode";
+}
+
+/**
+ * Reads the range of every partition, calling `onEnvelope` for each envelope in offset order per
+ * partition (awaited when it returns a promise: a replay sends as it reads). Returns the next
+ * offset of each partition, where a later run may resume (`--from-offset`).
+ */
 export async function readDlq(
   consumer: Consumer,
   topic: string,
   partitions: number,
-  onEnvelope: (e: StoredEnvelope) => void,
+  range: OffsetRange,
+  onEnvelope: (e: StoredEnvelope) => void | Promise<void>,
   onUnreadable: (m: Message) => void,
-): Promise<void> {
+  onProgress: (p: ReadProgress) => void = () => {},
+): Promise<Map<number, number>> {
   const ends = new Map<number, number>();
+  const next = new Map<number, number>();
+  const assignment = [];
+  let total = 0;
   for (let p = 0; p < partitions; p++) {
     const w = consumer.queryWatermarks(topic, p);
-    if (w.high > w.low) ends.set(p, w.high);
+    const start = Math.max(w.low, range.from ?? w.low);
+    const end = Math.min(w.high, range.to ?? w.high);
+    next.set(p, Math.max(start, Math.min(end, w.high)));
+    if (end <= start) continue;
+    ends.set(p, end);
+    total += end - start;
+    assignment.push({ topic, partition: p, offset: BigInt(start) });
   }
+  if (assignment.length === 0) return next;
+  consumer.assign(assignment);
   const done = new Set<number>();
-  const deadline = Date.now() + 120_000;
+  let read = 0;
+  let lastRecordAt = Date.now();
   while (done.size < ends.size) {
-    if (Date.now() > deadline) throw new Error(`reading ${topic} timed out`);
     const batch = consumer.poll();
     if (batch.length === 0) {
+      if (Date.now() - lastRecordAt > IDLE_TIMEOUT_MS)
+        throw new Error(`reading ${topic}: no record for ${IDLE_TIMEOUT_MS / 1000} s with ${total - read} to go`);
       await Bun.sleep(5);
       continue;
     }
+    lastRecordAt = Date.now();
     for (const m of batch) {
-      const raw = m.value ? decoder.decode(m.value) : "";
-      try {
-        const envelope = JSON.parse(raw) as DlqEnvelope;
-        const headers = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, decoder.decode(v)]));
-        onEnvelope({
-          partition: m.partition,
-          offset: m.offset,
-          envelope,
-          payloadText: payloadTextOf(raw, envelope),
-          headers,
-        });
-      } catch {
-        onUnreadable(m);
-      }
-      if (m.offset + 1 >= (ends.get(m.partition) ?? 0)) done.add(m.partition);
+      const end = ends.get(m.partition) ?? 0;
+      if (m.offset >= end || done.has(m.partition)) continue;
+      read++;
+      next.set(m.partition, m.offset + 1);
+      const envelope = parse(m);
+      if (envelope) {
+        const pending = onEnvelope(envelope);
+        if (pending) await pending;
+      } else onUnreadable(m);
+      if (m.offset + 1 >= end) done.add(m.partition);
     }
+    onProgress({ read, total });
+  }
+  return next;
+}
+
+function parse(m: Message): StoredEnvelope | null {
+  const raw = m.value ? decoder.decode(m.value) : "";
+  try {
+    const envelope = JSON.parse(raw) as DlqEnvelope;
+    const headers = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, decoder.decode(v)]));
+    return {
+      partition: m.partition,
+      offset: m.offset,
+      envelope,
+      payloadText: payloadTextOf(raw, envelope),
+      headers,
+      stage: stageOf(headers),
+    };
+  } catch {
+    return null;
   }
 }

@@ -335,6 +335,16 @@ export class Consumer {
     if (err !== 0) throw kafkaError("KAFKA_CLIENT", "pause", err);
   }
 
+  /**
+   * Reads these partitions from the offsets given, outside any group rebalance: for a handle made
+   * with no topics (tools reading a topic from an offset, such as `dlq inspect`).
+   */
+  assign(partitions: readonly TopicPartition[]): void {
+    if (this.#closed) throw closedError("assign");
+    const err = withNativeList(partitions, (list) => rdk().rd_kafka_assign(this.#h.rk, list));
+    if (err !== 0) throw kafkaError("KAFKA_CLIENT", "assign", err);
+  }
+
   /** Fetches again from paused partitions, from the position after the last record handed out. */
   resume(partitions: readonly TopicPartition[]): void {
     if (this.#closed || partitions.length === 0) return;

@@ -31,9 +31,10 @@ test("failed_at is ISO 8601 UTC", () => {
   expect(envelopeOf("x").failed_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 });
 
-test("provenance headers carry source topic, partition, offset, detail and attempts", () => {
-  expect(Object.fromEntries(provenanceHeaders({ topic: "cdr.raw", partition: 2, offset: 41, detail: "why", attempts: 3 }))).toEqual({
-    "dlq.source.topic": "cdr.raw", "dlq.source.partition": "2", "dlq.source.offset": "41", "dlq.error.detail": "why", "dlq.error.attempts": "3",
+test("provenance headers carry source topic, partition, offset, stage, detail and attempts", () => {
+  expect(Object.fromEntries(provenanceHeaders({ topic: "cdr.raw", partition: 2, offset: 41, stage: "clickhouse-failed", detail: "why", attempts: 3 }))).toEqual({
+    "dlq.source.topic": "cdr.raw", "dlq.source.partition": "2", "dlq.source.offset": "41", "dlq.error.stage": "clickhouse-failed",
+    "dlq.error.detail": "why", "dlq.error.attempts": "3",
   });
 });
 
@@ -54,5 +55,5 @@ test("a payload larger than the raw topic admits travels truncated as a string, 
   expect(typeof env.original_payload).toBe("string");
   expect(env.original_payload.length).toBeLessThan(MAX_PAYLOAD_CHARS + 100);
   expect(env.original_payload).toEndWith(`…[truncated: ${big.length} characters in all]`);
-  expect(Object.fromEntries(provenanceHeaders({ topic: "t", partition: 0, offset: 1, detail: "d", truncated: true }))["dlq.payload.truncated"]).toBe("true");
+  expect(Object.fromEntries(provenanceHeaders({ topic: "t", partition: 0, offset: 1, stage: "decode", detail: "d", truncated: true }))["dlq.payload.truncated"]).toBe("true");
 });
