@@ -4,12 +4,12 @@
  * Usage: bun scripts/soak.ts [--seconds 600] [--rate 10000] [--binary ./cdr-worker]
  * (services running: scripts/services.sh start). Exit 1 when a record is missing or lag remains.
  */
-import { numberFlag, parseArgs, stringFlag } from "../src/cli/args.ts";
+import { numberFlag, parseFlags, stringFlag, FLAG } from "../src/cli/args.ts";
 import { SyntheticCdrs } from "../src/generate/synthetic.ts";
 import { Producer } from "../src/kafka/producer.ts";
 import { prepareRun } from "./lib/harness.ts";
 
-const args = parseArgs(process.argv.slice(2));
+const args = parseFlags(process.argv.slice(2), { seconds: FLAG.value, rate: FLAG.value, binary: FLAG.value }, "soak");
 const seconds = numberFlag(args, "seconds", 600, 5, 86_400);
 const rate = numberFlag(args, "rate", 10_000, 10, 1e6);
 const run = await prepareRun("soak", "soak");

@@ -6,12 +6,12 @@
  * and the duplicate rate (rows inserted more than once / valid) reported.
  * Usage: bun scripts/chaos/kill-loop.ts [--records 500000] [--kills 20]   (services running)
  */
-import { numberFlag, parseArgs } from "../../src/cli/args.ts";
+import { numberFlag, parseFlags, FLAG } from "../../src/cli/args.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { dlqSources, prepareRun } from "../lib/harness.ts";
 
-const args = parseArgs(process.argv.slice(2));
+const args = parseFlags(process.argv.slice(2), { records: FLAG.value, kills: FLAG.value }, "kill-loop");
 const N = numberFlag(args, "records", 500_000, 1000, 1e8);
 const KILLS = numberFlag(args, "kills", 20, 0, 1000);
 const run = await prepareRun("chaos", "chaos");

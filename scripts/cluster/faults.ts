@@ -17,7 +17,7 @@
  */
 import { createClient } from "@clickhouse/client";
 import { mkdirSync, readFileSync } from "node:fs";
-import { integerFlag, numberFlag, parseArgs } from "../../src/cli/args.ts";
+import { integerFlag, numberFlag, parseFlags, FLAG } from "../../src/cli/args.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Admin } from "../../src/kafka/admin.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -365,7 +365,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
 }
 
 if (import.meta.main) {
-  const args = parseArgs(process.argv.slice(2));
+  const args = parseFlags(process.argv.slice(2), { scenario: FLAG.value, records: FLAG.value, seconds: FLAG.value }, "faults");
   const which = String(args.flags.get("scenario") ?? "all");
   const scenarios = which === "all" ? [...SCENARIOS] : [which as Scenario];
   if (!scenarios.every((s) => SCENARIOS.includes(s))) {

@@ -24,9 +24,12 @@ export class UsageError extends CdrWorkerError {
 
 const value = { type: "string" } as const;
 const toggle = { type: "boolean" } as const;
+/** A flag's kind: `value` takes one (`--count 5`), `toggle` none (`--dry-run`). */
+export const FLAG = { value, toggle } as const;
+export type FlagSpecs = Readonly<Record<string, typeof value | typeof toggle>>;
 
 /** Every command's flags beside --help; values are checked by numberFlag, stringFlag, integerFlag. */
-export const COMMAND_FLAGS: Readonly<Record<string, Record<string, typeof value | typeof toggle>>> = {
+export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
   run: {},
   migrate: { cluster: value },
   topics: { "replication-factor": value, partitions: value },
@@ -55,10 +58,15 @@ export const COMMAND_FLAGS: Readonly<Record<string, Record<string, typeof value 
   help: {},
 };
 
+/** The CLI's command line: the command first (`cdr-worker topics ensure --partitions 3`), else `run`. */
 export function parseArgs(argv: readonly string[]): ParsedArgs {
-  // The command comes first (`cdr-worker topics ensure --partitions 3`); without one, `run`.
   const command = argv[0] !== undefined && !argv[0].startsWith("-") ? argv[0] : "run";
-  const own = COMMAND_FLAGS[command] ?? {};
+  return parseFlags(argv, COMMAND_FLAGS[command] ?? {}, command);
+}
+
+/** A command line with exactly these flags (and --help); `name` names it in a usage error. */
+export function parseFlags(argv: readonly string[], own: FlagSpecs, name: string): ParsedArgs {
+  const command = name;
   let parsed: ReturnType<typeof parseStrict>;
   try {
     parsed = parseStrict({
