@@ -87,9 +87,9 @@ export class Delivery {
     this.#inFlight.add(
       flushBatch(batch, this.#flushDeps).then(() => {
         for (const h of batch.holds) h.done = true;
-        // A batch sealed by bytes held records of megabytes each: their poll copies, texts and
-        // rows are garbage now, which the collector, paced by the heap, would reclaim only after
-        // several more such batches (seen: 1.2 GB resident for 16 MiB batches). Collected now.
+        // A batch sealed by bytes held records of megabytes each: their poll copies, texts and rows
+        // are garbage now. The collector is paced by the heap, not by these buffers outside it, and
+        // would let many such batches pile up before reclaiming them: collected now.
         const large = batch.bytes >= batch.maxBytes / 2;
         this.#deps.batcher.release(batch);
         if (large) Bun.gc(true);

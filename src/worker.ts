@@ -68,8 +68,9 @@ export class Worker {
   /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait): consumption is paused while > 0. */
   #waitingBatches = 0;
   /**
-   * Recent bytes a record holds in a batch (row plus payload), for #pollMax. It starts at the
-   * largest record the raw topic admits (1 MiB), so the first poll cannot take hundreds of them.
+   * Recent bytes a record holds in a batch (row plus payload: twice its size), for #pollMax. It
+   * starts at what the largest record the raw topic admits (1 MiB) holds, so the first poll cannot
+   * take hundreds of them.
    */
   #recordBytes = 2 << 20;
 

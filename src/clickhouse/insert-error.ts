@@ -172,7 +172,7 @@ function refusedColumn(text: string): string | null {
 }
 
 /** The text as it names its code: the client's parseError leaves `Code: N` out of a current server's. */
-function withCode(text: string, code: number | null, type: string | null): string {
+export function withCode(text: string, code: number | null, type: string | null): string {
   return /Code: \d+/.test(text) || code === null ? text : `Code: ${code}${type ? ` (${type})` : ""}. ${text}`;
 }
 

@@ -6,7 +6,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
 import { CdrWorkerError } from "../errors.ts";
-import { serverError } from "./insert-error.ts";
+import { serverError, withCode } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -80,9 +80,8 @@ export async function checkSchema(ch: ClickHouseClient, database: string, table:
   } catch (cause) {
     // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
     // access) will not without an operator.
-    const { code, text } = serverError(cause);
-    const named = code === null || /Code: \d+/.test(text) ? text : `Code: ${code}. ${text}`;
-    const message = `cannot read the schema of ${database}.${table}: ${named.trim()}`;
+    const { code, type, text } = serverError(cause);
+    const message = `cannot read the schema of ${database}.${table}: ${withCode(text, code, type).trim()}`;
     throw new CdrWorkerError("CLICKHOUSE_SCHEMA", message, code === null, { cause });
   }
   const have = new Set(names.map((r) => r.name));

@@ -43,7 +43,11 @@ export class ClickHouseWriter {
   ) {
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
     this.#endpoints = list.map(({ name, client }) => ({
-      ...{ name, client, up: true, inserts: 0, failures: 0 },
+      name,
+      client,
+      up: true,
+      inserts: 0,
+      failures: 0,
       version: null,
     }));
     this.#table = `${database}.${table}`;
