@@ -118,10 +118,19 @@ export async function notReadyReasons(w: RunningWorker, ms: number, what: string
   }, ms, what);
 }
 
-/** Polls the stats endpoint until `pred` holds; returns the stats that satisfied it. */
+/**
+ * Polls the stats endpoint until `pred` holds; returns the stats that satisfied it. On a timeout the
+ * error carries the last stats and the worker's last log lines, so a failure in CI says why.
+ */
 export async function statsWhen(w: RunningWorker, pred: (s: Record<string, any>) => boolean, ms = 30_000, what = "stats condition"): Promise<Record<string, any>> {
-  return waitFor(async () => {
-    const s = await w.stats();
-    return pred(s) ? s : undefined;
-  }, ms, what);
+  let last: Record<string, any> | undefined;
+  try {
+    return await waitFor(async () => {
+      last = await w.stats();
+      return pred(last) ? last : undefined;
+    }, ms, what);
+  } catch (e) {
+    const stats = last ? JSON.stringify({ ...last, by_service_type: undefined, phone_cache: undefined }) : "(none)";
+    throw new Error(`${(e as Error).message}\nlast stats: ${stats}\nworker log (last 20 lines):\n${w.logs.slice(-20).join("\n")}`, { cause: e });
+  }
 }
