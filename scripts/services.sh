@@ -96,12 +96,14 @@ start_kafka_newest() {
 
 start_clickhouse() {
   local pidfile="$CH_HOME/clickhouse.pid"
+  # Users first, even for a server already up: it reloads users.xml when the file changes.
+  mkdir -p "$CH_HOME"
+  cp "$ROOT/scripts/clickhouse/users.xml" "$CH_HOME/users.xml"
   already_up ClickHouse "$pidfile" "$CH_HTTP_PORT" clickhouse_answers LOCAL_CLICKHOUSE_HTTP_PORT "$CH_HOME/log" && return
   port_open "$CH_TCP_PORT" && die "127.0.0.1:$CH_TCP_PORT (ClickHouse native port) is taken; set LOCAL_CLICKHOUSE_TCP_PORT"
   mkdir -p "$CH_HOME"/{data,tmp,user_files,format_schemas,log}
   render "$ROOT/scripts/clickhouse/config.xml" "$CH_HOME/config.xml" \
     "s:CH_HOME:$CH_HOME:g" "s:CH_HTTPS_PORT:$CH_HTTPS_PORT:g" "s:CH_HTTP_PORT:$CH_HTTP_PORT:g" "s:CH_TCP_PORT:$CH_TCP_PORT:g" "s:TLS_DIR:$TLS_DIR:g"
-  cp "$ROOT/scripts/clickhouse/users.xml" "$CH_HOME/users.xml"
   log "starting ClickHouse on 127.0.0.1:$CH_HTTP_PORT"
   (cd "$CH_HOME" && spawn_detached "$pidfile" "$CH_HOME/log/stdout.log" clickhouse-server --config-file="$CH_HOME/config.xml")
   wait_for 60 "ClickHouse" clickhouse_answers || die "ClickHouse did not answer /ping within 60 s; see $CH_HOME/log"

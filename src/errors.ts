@@ -41,6 +41,21 @@ export class KafkaError extends CdrWorkerError {
   }
 }
 
+/**
+ * A table the worker cannot write exactly: a RowBinary body is read by position and width, so a
+ * column of another type would store other values rather than be refused. One problem per column;
+ * an operator's fix (exit 2), never a retry.
+ */
+export class SchemaMismatchError extends CdrWorkerError {
+  override name = "SchemaMismatchError";
+  constructor(
+    readonly table: string,
+    readonly problems: string[],
+  ) {
+    super("CLICKHOUSE_SCHEMA", problems.map((p) => `schema error: ${table}: ${p}`).join("\n"));
+  }
+}
+
 /** A configuration problem: one per variable, so all of them can be reported at once. */
 export interface ConfigProblem {
   variable: string;

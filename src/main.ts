@@ -6,7 +6,7 @@ import { MIGRATE_HELP, TOPICS_HELP, migrateCommand, topicsCommand } from "./cli/
 import { parseArgs, UsageError } from "./cli/args.ts";
 import { RUN_HELP, runCommand } from "./cli/run.ts";
 import { configHelp, kafkaPropVariable, loadConfig } from "./config.ts";
-import { CdrWorkerError, ConfigError } from "./errors.ts";
+import { CdrWorkerError, ConfigError, SchemaMismatchError } from "./errors.ts";
 import { refusedProps } from "./kafka/handle.ts";
 import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
@@ -111,7 +111,7 @@ try {
   if (e instanceof UsageError) {
     console.error(`cdr-worker ${e.command}: ${e.message}\n\n${HELP[e.command] ?? USAGE}`);
     process.exitCode = 2;
-  } else if (e instanceof ConfigError) {
+  } else if (e instanceof ConfigError || e instanceof SchemaMismatchError) {
     console.error(e.message);
     process.exitCode = 2;
   } else if (e instanceof CdrWorkerError && e.code === "CONFIG_INVALID") {

@@ -10,7 +10,7 @@ import { DlqBreaker } from "./batch/breaker.ts";
 import { decode, undecodable } from "./cdr/decode.ts";
 import type { PhoneNormalizer } from "./cdr/phone.ts";
 import type { RetryPolicy } from "./clickhouse/retry.ts";
-import { RowBuffer } from "./clickhouse/row-encoder.ts";
+import { RowBinaryBuffer } from "./clickhouse/row-binary.ts";
 import type { ClickHouseWriter } from "./clickhouse/writer.ts";
 import { Delivery } from "./delivery.ts";
 import type { DlqPublisher } from "./dlq/publisher.ts";
@@ -77,7 +77,7 @@ export class Worker {
   constructor(opts: WorkerOptions, deps: WorkerDeps) {
     this.#opts = opts;
     this.#deps = deps;
-    this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBuffer(), {
+    this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBinaryBuffer(), {
       maxBytes: opts.batchMaxBytes ?? 16 << 20,
     });
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);

@@ -10,6 +10,7 @@ import type { Message } from "../src/kafka/message.ts";
 import { Counters } from "../src/stats/counters.ts";
 import { Worker } from "../src/worker.ts";
 import { toJson, withFields } from "./fixtures/records.ts";
+import { rowBinaryToTsv } from "./support/row-binary.ts";
 import { waitFor } from "./support/services.ts";
 
 const enc = new TextEncoder();
@@ -33,7 +34,7 @@ function harness(messages: Message[], dlqDelayMs = 0) {
   } as unknown as Consumer;
   const writer = {
     insert: async (body: Uint8Array) => {
-      const ids = Buffer.from(body).toString("utf8").trimEnd().split("\n").map((l) => l.split("\t")[1]);
+      const ids = rowBinaryToTsv(body).map((l) => l.split("\t")[1]);
       events.push(`insert ${ids.join(",")}`);
     },
     endpoints: [],

@@ -1,8 +1,9 @@
 /**
  * Captures how each supported ClickHouse refuses an insert, as bytes on the wire, into
  * test/fixtures/clickhouse-errors.json: the HTTP status, the X-ClickHouse-Exception-Code header and
- * the body, for the requests the worker makes (POST /?query=INSERT … FORMAT TabSeparated, the
- * rows as the body). test/clickhouse/insert-error.test.ts feeds them through the client's own
+ * the body, for inserts as the worker makes them (POST /?query=INSERT … FORMAT RowBinary, the rows
+ * as the body) and in TabSeparated, where a refusal needs text to show (a value too long, a field
+ * that does not parse). test/clickhouse/insert-error.test.ts feeds them through the client's own
  * parseError and through the writer's reading, so classification is tested on what servers say.
  *
  *   bash scripts/services.sh start && bun scripts/clickhouse/capture-errors.ts
@@ -24,12 +25,21 @@ interface Case {
   /** Statements that prepare the table (run as default, each must succeed). */
   setup: string[];
   insert: string;
-  body: string;
+  body: string | Uint8Array;
   settings?: Record<string, string>;
   auth?: string;
   only?: keyof typeof SERVERS;
 }
 
+/** RowBinary rows of (UInt32, String). */
+const binaryRows = (values: Array<[number, string]>) =>
+  Buffer.concat(values.map(([n, s]) => {
+    const b = Buffer.alloc(5 + s.length);
+    b.writeUInt32LE(n, 0);
+    b[4] = s.length;
+    b.write(s, 5, "latin1");
+    return b;
+  }));
 const rows = (n: number, f: (i: number) => string) => Array.from({ length: n }, (_, i) => f(i)).join("");
 const CASES: Case[] = [
   {
@@ -49,6 +59,13 @@ const CASES: Case[] = [
     setup: [`CREATE TABLE ${DB}.f (n UInt32, svc FixedString(8)) ENGINE = MergeTree ORDER BY n`],
     insert: `INSERT INTO ${DB}.f (n, svc) FORMAT TabSeparated`,
     body: "1\tdata\n2\tstreaming-video\n3\tvoice\n",
+  },
+  {
+    name: "CHECK constraint violated",
+    setup: [`CREATE TABLE ${DB}.c (n UInt32, svc String, CONSTRAINT svc_fits CHECK length(svc) <= 8) ENGINE = MergeTree ORDER BY n`],
+    insert: `INSERT INTO ${DB}.c (n, svc) FORMAT RowBinary`,
+    body: binaryRows([[1, "data"], [2, "streaming-video"], [3, "voice"]]),
+    only: "26.9",
   },
   {
     name: "unparseable DateTime",
@@ -109,7 +126,7 @@ const CASES: Case[] = [
   },
 ];
 
-async function post(url: string, query: string | null, body: string, settings: Record<string, string> = {}, auth?: string) {
+async function post(url: string, query: string | null, body: string | Uint8Array, settings: Record<string, string> = {}, auth?: string) {
   const u = new URL(url);
   if (query !== null) u.searchParams.set("query", query);
   for (const [k, v] of Object.entries(settings)) u.searchParams.set(k, v);

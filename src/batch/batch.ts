@@ -8,7 +8,7 @@ import type { CdrRow } from "../cdr/decode.ts";
 
 /**
  * Where a batch writes each row as it arrives: the insert body, encoded once, at add time (the
- * worker gives clickhouse/row-encoder.ts's RowBuffer; a batch does not know the storage format).
+ * worker gives clickhouse/row-binary.ts's RowBinaryBuffer; a batch does not know the storage format).
  */
 export interface RowSink {
   /** Bytes written so far; `buf` holds them from 0. */
@@ -24,7 +24,7 @@ export class Batch {
   readonly maxBytes: number;
   /** The rows as the body of the insert. */
   readonly body: RowSink;
-  /** Byte offset in `body` just past each row's newline. */
+  /** Byte offset in `body` just past each row. */
   readonly rowEnds: Uint32Array;
   readonly payloads: string[];
   readonly partitions: Int32Array;
@@ -75,7 +75,7 @@ export class Batch {
     this.services[i] = row.service_type;
   }
 
-  /** The TSV body of rows [lo, hi) (a view: valid until the batch is reset). */
+  /** The insert body of rows [lo, hi) (a view: valid until the batch is reset). */
   rows(lo: number, hi: number): Uint8Array {
     return this.body.buf.subarray(lo === 0 ? 0 : this.rowEnds[lo - 1]!, this.rowEnds[hi - 1]!);
   }

@@ -132,7 +132,8 @@ export function refusal(status: number | undefined, headers: Record<string, unkn
 /** Sorts a failed insert (the client's error, or a network error) into a ClickHouseInsertError. */
 export function classifyInsertError(cause: unknown, context: string): ClickHouseInsertError {
   const { code: serverCode, type, text } = serverError(cause);
-  const row = /\(at row (\d+)\)/.exec(text);
+  // "(at row N)" for a value that did not parse, "violated at row N" for a CHECK constraint (current releases).
+  const row = /\(at row (\d+)\)|is violated at row (\d+)\b/.exec(text);
   const kind: InsertErrorKind =
     serverCode === null
       ? "transient"
@@ -149,7 +150,7 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
     {
       code: serverCode,
       type,
-      row: row ? Number(row[1]) : null,
+      row: row ? Number(row[1] ?? row[2]) : null,
       column: kind === "data" ? refusedColumn(text) : null,
     },
     { cause },
@@ -159,11 +160,14 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
 /**
  * The column of the value ClickHouse could not read. Both 18.16 and current releases list the
  * row's columns as `Column N,   name: X, type: …, parsed text: "…"` and mark the failing one with
- * ERROR, right after its parsed text or as `ERROR: text "…" is not like <type>`. Without that
- * mark (an unknown Enum name on 18.16, a UUID on current releases) ClickHouse names no column,
- * and neither does the DLQ envelope.
+ * ERROR, right after its parsed text or as `ERROR: text "…" is not like <type>`. A CHECK
+ * constraint lists the values it read (`Column values: service_type = '…'`): one column is the
+ * refused one, several leave it open. Without either (an unknown Enum name on 18.16, a UUID on
+ * current releases) ClickHouse names no column, and neither does the DLQ envelope.
  */
 function refusedColumn(text: string): string | null {
+  const constraint = /Column values: (\w+) = (?:'(?:[^'\\]|\\.)*'|[^,']*)\.?(?:\s*\(|\s*$)/m.exec(text);
+  if (constraint) return constraint[1]!;
   for (const line of text.split("\n")) {
     const m = /^Column \d+,\s+name: ([^,]+),.*(?:"ERROR$|,\s+ERROR: )/.exec(line.trim());
     if (m) return m[1]!.trim();

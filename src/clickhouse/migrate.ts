@@ -1,18 +1,25 @@
 /**
  * Applies the DDL in sql/ (embedded in the binary) idempotently, and checks at start of `run`
- * that the table has every column the worker writes.
+ * that the table takes exactly what the worker writes: every column, of the DDL's type.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
-import { CdrWorkerError } from "../errors.ts";
+import { CdrWorkerError, SchemaMismatchError } from "../errors.ts";
 import { serverError, withCode } from "./insert-error.ts";
-import { COLUMNS } from "./row-format.ts";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** The column list of sql/001_cdr.sql, "( … )", which sql/cluster.sql's local table takes too. */
 const COLUMN_LIST = /\n\(\n[\s\S]*?\n\)\n/.exec(ddl)![0].trim();
+
+/** Each written column's type as sql/001_cdr.sql declares it: what row-binary.ts encodes. */
+export const COLUMN_TYPES: ReadonlyMap<string, string> = new Map(
+  COLUMN_LIST.split("\n")
+    .slice(1, -1)
+    .map((l) => /^\s*(\w+)\s+(.+?),?\s*$/.exec(l)!)
+    .map((m) => [m[1]!, m[2]!] as const),
+);
 
 /**
  * The statements of the DDL with names filled in; comments go first, since they may hold ';'.
@@ -66,17 +73,25 @@ export async function checkSchemaOnAny(
   throw failures.find((e) => !e.retryable) ?? failures[0];
 }
 
-/** Throws CLICKHOUSE_SCHEMA naming what is missing; the worker refuses to start without it. */
+/**
+ * Throws CLICKHOUSE_SCHEMA when the table is missing (run `migrate`), and SchemaMismatchError
+ * (exit 2) naming each written column that is missing, of another type, or not insertable
+ * (MATERIALIZED, ALIAS). Types are compared whole (Enum values, Nullable, LowCardinality and all):
+ * a binary body read with another type stores other values instead of failing. A DateTime's time
+ * zone is the one freedom: it changes how the column is shown, not the UInt32 stored.
+ */
 export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
   ddlStatements(database, table); // validates both names as plain identifiers
   // Literal names, not query parameters: ClickHouse 18.16 has no {name:Type} parameters.
-  let names: Array<{ name: string }>;
+  let columns: Array<{ name: string; type: string; default_kind: string }>;
   try {
     const rs = await ch.query({
-      query: `SELECT name FROM system.columns WHERE database = '${database}' AND table = '${table}'`,
+      query:
+        "SELECT name, type, default_kind FROM system.columns " +
+        `WHERE database = '${database}' AND table = '${table}'`,
       format: "JSONEachRow",
     });
-    names = await rs.json<{ name: string }>();
+    columns = await rs.json<{ name: string; type: string; default_kind: string }>();
   } catch (cause) {
     // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
     // access) will not without an operator.
@@ -84,16 +99,36 @@ export async function checkSchema(ch: ClickHouseClient, database: string, table:
     const message = `cannot read the schema of ${database}.${table}: ${withCode(text, code, type).trim()}`;
     throw new CdrWorkerError("CLICKHOUSE_SCHEMA", message, code === null, { cause });
   }
-  const have = new Set(names.map((r) => r.name));
-  if (have.size === 0)
+  if (columns.length === 0)
     throw new CdrWorkerError(
       "CLICKHOUSE_SCHEMA",
       `table ${database}.${table} does not exist; run \`cdr-worker migrate\``,
     );
-  const missing = COLUMNS.filter((c) => !have.has(c));
-  if (missing.length)
-    throw new CdrWorkerError(
-      "CLICKHOUSE_SCHEMA",
-      `table ${database}.${table} lacks columns ${missing.join(", ")}; run \`cdr-worker migrate\``,
-    );
+  const problems = schemaProblems(columns);
+  if (problems.length) throw new SchemaMismatchError(`${database}.${table}`, problems);
+}
+
+/** What keeps the worker from writing exactly into a table of these columns; empty when nothing. */
+export function schemaProblems(
+  columns: ReadonlyArray<{ name: string; type: string; default_kind?: string }>,
+): string[] {
+  const have = new Map(columns.map((c) => [c.name, c]));
+  const problems: string[] = [];
+  for (const [name, want] of COLUMN_TYPES) {
+    const c = have.get(name);
+    if (!c) problems.push(`column ${name} is missing; the worker writes it as ${want} (sql/001_cdr.sql)`);
+    else if (!sameType(c.type, want))
+      problems.push(
+        `column ${name} is ${c.type}; the worker writes ${want}, and a binary insert would store ` +
+          `other values in it: make the column ${want} as in sql/001_cdr.sql`,
+      );
+    else if (c.default_kind === "MATERIALIZED" || c.default_kind === "ALIAS")
+      problems.push(`column ${name} is ${c.default_kind}, so no insert may write it; the worker writes it as ${want}`);
+  }
+  return problems;
+}
+
+function sameType(have: string, want: string): boolean {
+  const norm = (t: string) => t.replace(/\s+/g, "").replace(/^DateTime\('[^']*'\)$/, "DateTime");
+  return norm(have) === norm(want);
 }

@@ -1,6 +1,7 @@
 /**
- * CdrRow → one TabSeparated line: the straightforward reference of the insert format. The worker
- * writes the same bytes with row-encoder.ts (no string per row); tests compare the two.
+ * CdrRow → one TabSeparated line: the readable reference of what a row holds. The worker inserts
+ * RowBinary (row-binary.ts); test/clickhouse/row-binary.test.ts decodes that body and compares it
+ * with these lines, and row-encoder.ts writes these same bytes without a string per row.
  *
  * Every column has a text form that each supported ClickHouse (18.16 through the current release)
  * reads alike, whatever its defaults: test/clickhouse/compat.test.ts inserts these exact bytes into
@@ -12,8 +13,8 @@
  * - "YYYY-MM-DD hh:mm:ss" text is stored wrong by 18.16 after 2105-12-31 (2106-02-07 06:28:15
  *   became 23295);
  * - so a DateTime is exactly ten digits of unix seconds, zero-padded ("0000000001"), which every
- *   parser mode of the current engine and 18.16's `basic` read exactly; the insert also pins
- *   `date_time_input_format=basic` (writer.ts), because 18.16's `best_effort` adds two seconds to it.
+ *   parser mode of the current engine and 18.16's `basic` read exactly; a TSV insert must pin
+ *   `date_time_input_format=basic`, because 18.16's `best_effort` adds two seconds to it.
  * UInt64 are exact digits, UUID its text, the Enum8 its names, strings TSV-escaped UTF-8.
  */
 import { cellId, type CdrRow } from "../cdr/decode.ts";

@@ -27,16 +27,12 @@ export function olderThanTested(version: string): boolean {
 }
 
 /**
- * The settings of every insert to a server of this version.
- * - `date_time_input_format=basic`: every release knows it; current ones default to `best_effort`,
- *   which reads short digit strings as dates of the current year (row-format.ts).
+ * The settings of every insert to a server of this version. The body is RowBinary, which no input
+ * setting reads differently (a DateTime is its UInt32), so only how the insert is acknowledged:
  * - `async_insert=0` since 21.11, where the setting exists (26.x defaults it to 1): the worker
  *   batches itself, and the server's queue would add latency, its own deduplication rules and
  *   errors reported after the acknowledgement.
  */
 export function insertSettings(version: string): ClickHouseSettings {
-  return {
-    date_time_input_format: "basic",
-    ...(atLeast(version, 21, 11) ? { async_insert: 0 } : {}),
-  };
+  return atLeast(version, 21, 11) ? { async_insert: 0 } : {};
 }

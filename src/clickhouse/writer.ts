@@ -1,9 +1,9 @@
 /**
- * Inserts a batch of preformatted TSV lines: one HTTP request, acknowledged or thrown. With several
- * endpoints (CLICKHOUSE_URL=a,b,…: replicas of one shard, or load balancers in front of them) an
- * insert that one endpoint cannot take goes to the next at once: transient failures (it does not
- * answer) and permanent refusals that belong to that endpoint (authentication, readonly, a missing
- * table or database). Only when every endpoint failed does it count as one attempt against the
+ * Inserts a batch of rows already encoded as RowBinary (row-binary.ts): one HTTP request,
+ * acknowledged or thrown. With several endpoints (CLICKHOUSE_URL=a,b,…: replicas of one shard, or
+ * load balancers in front of them) an insert that one endpoint cannot take goes to the next at
+ * once: transient failures (it does not answer) and permanent refusals that belong to that endpoint
+ * (authentication, readonly, a missing table or database). Only when every endpoint failed does it count as one attempt against the
  * retry budget. A data or shape error is the same on every endpoint and is thrown at once. The
  * endpoint that last took an insert is tried first.
  *
@@ -51,7 +51,7 @@ export class ClickHouseWriter {
       version: null,
     }));
     this.#table = `${database}.${table}`;
-    this.#insertQuery = `INSERT INTO ${this.#table} (${COLUMNS.join(", ")}) FORMAT TabSeparated`;
+    this.#insertQuery = `INSERT INTO ${this.#table} (${COLUMNS.join(", ")}) FORMAT RowBinary`;
   }
 
   /** Each endpoint's health, version and counts, for stats. */
@@ -60,7 +60,7 @@ export class ClickHouseWriter {
   }
 
   /**
-   * Resolves once ClickHouse acknowledged every row of `body` (TSV, one row per line); throws a
+   * Resolves once ClickHouse acknowledged every row of `body` (RowBinary rows); throws a
    * ClickHouseInsertError that says whether a resend, a split or neither can help.
    */
   async insert(body: Uint8Array | string, rows: number): Promise<void> {

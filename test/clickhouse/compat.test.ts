@@ -1,6 +1,6 @@
 // The storage contract, on both ends of the supported range, over the worker's own HTTP path: the
-// project's DDL (sql/) through `migrate`, the exact insert body the worker's encoder writes through
-// ClickHouseWriter, and the README's queries, on the real ClickHouse 18.16 that .ci/run starts and
+// project's DDL (sql/) through `migrate`, the exact RowBinary body the worker's encoder writes
+// through ClickHouseWriter (and the TSV reference's body), and the README's queries, on the real ClickHouse 18.16 that .ci/run starts and
 // on the test endpoint around ClickHouse 26.9's engine. Every column of every edge record is read
 // back and compared with the source record.
 import { afterAll, describe, expect, test } from "bun:test";
@@ -8,7 +8,8 @@ import { Readable } from "node:stream";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
-import { migrate } from "../../src/clickhouse/migrate.ts";
+import { checkSchema, COLUMN_TYPES, migrate } from "../../src/clickhouse/migrate.ts";
+import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
 import { COLUMNS } from "../../src/clickhouse/row-format.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
@@ -24,10 +25,9 @@ const table = uniqueName("cdr").replace(/\W/g, "_");
 const readmeQueries = async () =>
   [...(await Bun.file(`${ROOT}/README.md`).text()).matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim().replace(/;$/, "").replaceAll("telecom.cdr", `${DB}.${table}`));
 
-/** The worker's exact insert body for the whole corpus. */
-function encodeCorpus(): Uint8Array {
+/** The worker's exact insert body for the whole corpus (RowBinary), or the TSV reference's. */
+function encodeCorpus(buf: RowBinaryBuffer | RowBuffer): Uint8Array {
   const ctx = { phone: new PhoneNormalizer() };
-  const buf = new RowBuffer();
   for (const r of corpus) {
     const d = decode(r.text, ctx);
     if (!d.ok) throw new Error(`corpus record refused by the decoder: ${JSON.stringify(d.rejection)}`);
@@ -35,19 +35,25 @@ function encodeCorpus(): Uint8Array {
   }
   return buf.bytes().slice();
 }
-const body = encodeCorpus();
+const body = encodeCorpus(new RowBinaryBuffer());
+const tsvBody = encodeCorpus(new RowBuffer());
 
 const clients = CLICKHOUSE_SERVERS.map((s) => createClickHouse({ url: s.url, user: "default", password: "", database: "default", table, requestTimeoutMs: 30_000 }, "default"));
 afterAll(async () => {
   for (const ch of clients) {
     await ch.command({ query: `DROP TABLE IF EXISTS ${DB}.${table}` }).catch(() => {});
     await ch.command({ query: `DROP TABLE IF EXISTS ${DB}.${table}_default` }).catch(() => {});
+    await ch.command({ query: `DROP TABLE IF EXISTS ${DB}.${table}_tsv` }).catch(() => {});
     await ch.close();
   }
 });
 
 /** TabSeparated lines, sorted: engines may order unordered results differently (TSV keeps UInt64 exact). */
 const lines = (tsv: string) => tsv.split("\n").filter(Boolean).sort();
+
+test("the schema check's column types are the encoder's columns, in its order", () => {
+  expect([...COLUMN_TYPES.keys()]).toEqual([...COLUMNS]);
+});
 
 test("the corpus covers every edge the contract names", () => {
   const e = corpus.map((r) => r.expect);
@@ -67,6 +73,8 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
   test("migrate applies the project's DDL (twice: idempotent); the writer's body round-trips every column exactly, as unix seconds and as text", async () => {
     await migrate(ch, DB, table);
     await migrate(ch, DB, table);
+    // The table migrate made is one the worker's binary body fits exactly, as the server describes it.
+    await checkSchema(ch, DB, table);
     const w = new ClickHouseWriter(ch, DB, table);
     await w.insert(body, corpus.length);
     expect(w.endpoints[0]!.version).toMatch(server.version);
@@ -90,15 +98,26 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
     expect(text.some((r) => r.start === "1970-01-01 00:00:01")).toBe(true);
   });
 
-  test("the body means the same under the server's own defaults (no settings sent): nothing depends on date_time_input_format", async () => {
+  test("the body means the same under the server's own defaults (no settings sent): nothing depends on input settings", async () => {
     await migrate(ch, DB, `${table}_default`);
     await ch.exec({
-      query: `INSERT INTO ${t}_default (${COLUMNS.join(", ")}) FORMAT TabSeparated`,
+      query: `INSERT INTO ${t}_default (${COLUMNS.join(", ")}) FORMAT RowBinary`,
       values: Readable.from([Buffer.from(body)], { objectMode: false }),
     }).then((r) => r.stream.resume());
     const q = (x: string) => ch.query({ query: readBack(x).replace(/ FORMAT JSONEachRow$/, ""), format: "JSONEachRow" }).then((r) => r.json<Record<string, string>>());
     const byDefault = await q(`${t}_default`);
     expectCorpus(byDefault, corpus);
+  });
+
+  test("the TSV reference encoder's body stores the same values, read with date_time_input_format=basic", async () => {
+    await migrate(ch, DB, `${table}_tsv`);
+    await ch.exec({
+      query: `INSERT INTO ${t}_tsv (${COLUMNS.join(", ")}) FORMAT TabSeparated`,
+      values: Readable.from([Buffer.from(tsvBody)], { objectMode: false }),
+      clickhouse_settings: { date_time_input_format: "basic" },
+    }).then((r) => r.stream.resume());
+    const rows = await (await ch.query({ query: readBack(`${t}_tsv`).replace(/ FORMAT JSONEachRow$/, ""), format: "JSONEachRow" })).json<Record<string, string>>();
+    expectCorpus(rows, corpus);
   });
 });
 

@@ -14,6 +14,7 @@ const EXPECTED: Record<string, { kind: Kind; "18.16"?: [number | null, string | 
   "unknown Enum name": { kind: "data", "18.16": [null, null], "26.9": [3, "rat"] },
   "row with a missing column": { kind: "data", "18.16": [1, null], "26.9": [1, null] },
   "value too long for FixedString": { kind: "data", "18.16": [2, "svc"], "26.9": [2, "svc"] },
+  "CHECK constraint violated": { kind: "data", "26.9": [2, "svc"] },
   "unparseable DateTime": { kind: "data", "18.16": [2, "t"], "26.9": [2, "t"] },
   "too many partitions in one block": { kind: "shape", "26.9": [null, null] },
   "too many parts (merges slower than inserts)": { kind: "transient", "18.16": [null, null], "26.9": [null, null] },

@@ -3,12 +3,12 @@ import { expect, test } from "bun:test";
 import { insertSettings, olderThanTested, parseVersion } from "../../src/clickhouse/server-version.ts";
 
 test.each([
-  ["18.16.1", { date_time_input_format: "basic" }, false],
-  ["21.8.15.7", { date_time_input_format: "basic" }, false],
-  ["21.11.1.1", { date_time_input_format: "basic", async_insert: 0 }, false],
-  ["26.9.2.1", { date_time_input_format: "basic", async_insert: 0 }, false],
-  ["18.14.19", { date_time_input_format: "basic" }, true],
-  ["1.1.54394", { date_time_input_format: "basic" }, true],
+  ["18.16.1", {}, false],
+  ["21.8.15.7", {}, false],
+  ["21.11.1.1", { async_insert: 0 }, false],
+  ["26.9.2.1", { async_insert: 0 }, false],
+  ["18.14.19", {}, true],
+  ["1.1.54394", {}, true],
 ] as const)("ClickHouse %s: insert settings %j, older than tested: %p", (version, settings, older) => {
   expect(insertSettings(version)).toEqual(settings);
   expect(olderThanTested(version)).toBe(older);

@@ -1,8 +1,13 @@
-// The writer against real sockets: a refusal of ClickHouse 18.16 and of the 26.9 engine's test
-// endpoint is a data error naming row and column; each server gets only the settings its version
-// knows; a connection the peer resets is transient.
+// The writer against real sockets: a row the 26.9 engine refuses (a CHECK constraint) is a data
+// error naming row and column; a body over 18.16's memory limit is a shape error (split, not
+// resent); each server gets only the settings its version knows; a connection the peer resets is
+// transient.
 import { afterAll, expect, test } from "bun:test";
+import { decode } from "../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
+import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
 import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
 import { migrate } from "../../src/clickhouse/migrate.ts";
 import { insertSettings } from "../../src/clickhouse/server-version.ts";
@@ -15,36 +20,60 @@ const clients = CLICKHOUSE_SERVERS.map((s) => createClickHouse(cfg(s.url), "defa
 afterAll(async () => {
   for (const ch of clients) {
     await ch.command({ query: `DROP TABLE IF EXISTS e2e.${table}` }).catch(() => {});
+    await ch.command({ query: `DROP TABLE IF EXISTS e2e.${table}_check` }).catch(() => {});
     await ch.close();
   }
 });
 
-const row = (start: string) =>
-  `6ba7b810-9dad-51d1-80b4-00c04fd430c8\tr\td\t+4915112345678\tvoice\tLTE_4G\t1_2\t${start}\t0000000010\t10\t1\t2\t3\t0\t0000000100\n`;
+const base = decode(toJson(withFields({})), { phone: new PhoneNormalizer() });
+if (!base.ok) throw new Error("fixture record must be valid");
+/** A RowBinary body of one row per service name. */
+const body = (...services: string[]) => {
+  const b = new RowBinaryBuffer();
+  for (const s of services) b.add({ ...base.row, service_type: s }, 100);
+  return b.bytes().slice();
+};
 
-test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: a value the server cannot read is a data error with its row and column, not retryable", async (_n, server, i) => {
+test("ClickHouse 26.9 engine: a row a CHECK constraint refuses is a data error with its row and column, not retryable", async () => {
+  const i = CLICKHOUSE_SERVERS.findIndex((s) => s.version.test("26.9."));
   const ch = clients[i]!;
-  await migrate(ch, "e2e", table);
-  const w = new ClickHouseWriter(ch, "e2e", table);
-  await w.insert(row("0000000001") + row("0000000002"), 2);
-  expect(w.endpoints[0]!.version).toMatch(server.version);
-  const e = await w.insert(row("0000000001") + row("x") + row("0000000003"), 3).then(() => null, (e: unknown) => e);
+  await migrate(ch, "e2e", `${table}_check`);
+  await ch.command({ query: `ALTER TABLE e2e.${table}_check ADD CONSTRAINT svc_fits CHECK length(service_type) <= 8` });
+  const w = new ClickHouseWriter(ch, "e2e", `${table}_check`);
+  await w.insert(body("voice", "data"), 2);
+  const e = await w.insert(body("voice", "streaming-video", "data"), 3).then(() => null, (e: unknown) => e);
   expect(e).toBeInstanceOf(ClickHouseInsertError);
   const err = e as ClickHouseInsertError;
-  expect([err.kind, err.retryable, err.row]).toEqual(["data", false, 2]);
-  expect(err.column).toBe("session_start_time");
+  expect([err.kind, err.retryable, err.row, err.column, err.serverCode]).toEqual(["data", false, 2, "service_type", 469]);
+});
+
+test("ClickHouse 18.16: a body over the profile's memory limit is a shape error (halves may pass), not retryable", async () => {
+  const i = CLICKHOUSE_SERVERS.findIndex((s) => s.version.test("18.16."));
+  await migrate(clients[i]!, "e2e", table);
+  // The `limited` user's profile (scripts/clickhouse/users.xml): 40 MB a query.
+  const limited = createClickHouse({ ...cfg(CLICKHOUSE_SERVERS[i]!.url), user: "limited" }, "default");
+  try {
+    const w = new ClickHouseWriter(limited, "e2e", table);
+    await w.insert(body("voice"), 1);
+    const e = await w.insert(body("voice", "x".repeat(4 << 20)), 2).then(() => null, (e: unknown) => e);
+    expect(e).toBeInstanceOf(ClickHouseInsertError);
+    const err = e as ClickHouseInsertError;
+    expect([err.kind, err.retryable, err.serverCode]).toEqual(["shape", false, 241]);
+  } finally {
+    await limited.close();
+  }
 });
 
 test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: the server takes the writer's insert settings for its version and reads async_insert=0 where it has the setting", async (_n, server, i) => {
   const ch = clients[i]!;
   await migrate(ch, "e2e", table);
   const w = new ClickHouseWriter(ch, "e2e", table);
-  await w.insert(row("0000000009"), 1);
+  await w.insert(body("voice"), 1);
   // What the server itself reports for a query sent with the writer's settings.
   const settings = insertSettings(w.endpoints[0]!.version!);
-  const rs = await ch.query({ query: "SELECT name, value FROM system.settings WHERE name IN ('async_insert', 'date_time_input_format')", format: "JSONEachRow", clickhouse_settings: settings });
+  const rs = await ch.query({ query: "SELECT name, value FROM system.settings WHERE name IN ('async_insert', 'max_threads')", format: "JSONEachRow", clickhouse_settings: settings });
   const seen = Object.fromEntries((await rs.json<{ name: string; value: string }>()).map((r) => [r.name, r.value]));
-  expect(seen.date_time_input_format).toBe("basic");
+  expect(seen.max_threads).toBeDefined(); // the query itself answered
   if (server.version.test("18.16.")) expect(seen.async_insert).toBeUndefined(); // 18.16 has no such setting
   else expect(seen.async_insert).toBe("0");
 });
@@ -54,7 +83,7 @@ test("a socket reset is classified as transient (retryable)", async () => {
   const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open(s) { s.terminate(); }, data() {} } });
   const client = createClickHouse(cfg(`http://127.0.0.1:${listener.port}`), "default");
   try {
-    const e = await new ClickHouseWriter(client, "e2e", table).insert(row("0000000001"), 1).then(() => null, (e: unknown) => e);
+    const e = await new ClickHouseWriter(client, "e2e", table).insert(body("voice"), 1).then(() => null, (e: unknown) => e);
     expect(e).toBeInstanceOf(ClickHouseInsertError);
     expect([(e as ClickHouseInsertError).kind, (e as ClickHouseInsertError).retryable, (e as ClickHouseInsertError).serverCode]).toEqual(["transient", true, null]);
   } finally {

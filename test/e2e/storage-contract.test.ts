@@ -10,7 +10,7 @@ import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { expectCorpus, readBack, storageCorpus } from "../fixtures/storage-corpus.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { committedOffsets, consumeN, header, props, text, topicLength } from "../support/kafka.ts";
+import { committedOffsets, consumeN, header, props, text, topicLength, withAdmin } from "../support/kafka.ts";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
@@ -55,17 +55,30 @@ describe.each(CLICKHOUSE_SERVERS.map((server) => [server.name, server, e2eScope(
     expectCorpus(rows, corpus);
   }, 60_000);
 
-  test("one row ClickHouse refuses in a full batch of 1000: only it reaches the DLQ, with its column, and every other row is inserted once", async () => {
+  // A refusal that survives a binary body, each server its own: on 26.9 a CHECK constraint an
+  // operator added (it names the row and the column); 18.16 has no constraints, so a profile's
+  // max_memory_usage (the `limited` user, scripts/clickhouse/users.xml) that 1000 small rows fit
+  // in and one row of 4 MiB alone does not.
+  const byConstraint = server.limitsPartitionsPerInsert;
+  test(`one row ClickHouse refuses in a full batch of 1000 (${byConstraint ? "a CHECK constraint" : "the memory limit, refused alone"}): only it reaches the DLQ, whole, and every other row is inserted once`, async () => {
     const n = await names("poison");
-    // An operator's stricter column: service_type FixedString(8) refuses a longer service name.
     const table = `${n.database}.${n.table}`;
-    await ch.command({ query: `DROP TABLE ${table}` });
-    await ch.command({ query: ddlStatements(n.database, n.table)[1]!.replace(/service_type\s+String/, "service_type FixedString(8)") });
     const POISON = 613;
-    const values = Array.from({ length: 1000 }, (_, i) => toJson(withFields({ raw_id: `p-${i}`, svc: i === POISON ? "streaming-video" : "data" })));
-    await produce(n.raw, values);
-    const w = await startWorker(workerEnv(n, { BATCH_SIZE: "1000", BATCH_FLUSH_INTERVAL_SECONDS: "30" }));
-    const s = await statsWhen(w, (s) => s.total_processed === 1000 && s.partitions["0"]?.committed_offset === 1000, 30_000, "batch stored");
+    const big = byConstraint ? "" : "x".repeat(4 << 20);
+    if (byConstraint) await ch.command({ query: `ALTER TABLE ${table} ADD CONSTRAINT svc_fits CHECK length(service_type) <= 8` });
+    else await withAdmin((a) => a.alterConfigs(n.raw, { "max.message.bytes": String(8 << 20) }));
+    const poison = byConstraint ? { svc: "streaming-video" } : { device_id: big };
+    const values = Array.from({ length: 1000 }, (_, i) => toJson(withFields({ raw_id: `p-${i}`, svc: "data", ...(i === POISON ? poison : {}) })));
+    const p = new Producer({ ...props, "message.max.bytes": String(8 << 20) });
+    try {
+      await Promise.all(values.map((v) => p.produce(n.raw, v, { partition: 0 })));
+    } finally {
+      p.close();
+    }
+    const env = workerEnv(n, { BATCH_SIZE: "1000", BATCH_FLUSH_INTERVAL_SECONDS: "30", BATCH_MAX_BYTES: String(64 << 20) });
+    if (!byConstraint) env.CLICKHOUSE_USER = "limited";
+    const w = await startWorker(env);
+    const s = await statsWhen(w, (s) => s.total_processed === 1000 && s.partitions["0"]?.committed_offset === 1000, 60_000, "batch stored");
     expect(await w.stop()).toBe(0);
     expect(s).toMatchObject({ total_clickhouse: 999, total_dlq: 1, clickhouse_refused_rows: 1, clickhouse_exhausted_batches: 0, clickhouse_retries: 0 });
     expect(s.by_dlq_reason.normalization_error).toBe(1);
@@ -73,14 +86,22 @@ describe.each(CLICKHOUSE_SERVERS.map((server) => [server.name, server, e2eScope(
     const counts = await (await ch.query({ query: `SELECT count() AS rows, uniqExact(raw_id) AS ids FROM ${table}`, format: "JSONEachRow" })).json<{ rows: string; ids: string }>();
     expect(counts.map((c) => [Number(c.rows), Number(c.ids)])).toEqual([[999, 999]]);
     const [dlq] = await consumeN(n.dlq, 1);
-    const envelope = JSON.parse(text(dlq!));
-    expect(envelope).toMatchObject({ failure_reason: "normalization_error", failed_field: "service_type", original_payload: { raw_id: `p-${POISON}`, svc: "streaming-video" } });
     expect(header(dlq!, HEADERS.sourceOffset)).toBe(String(POISON));
-    expect(header(dlq!, HEADERS.detail)).toContain("FixedString(8)");
+    expect(header(dlq!, HEADERS.stage)).toBe("clickhouse-refused");
+    if (byConstraint) {
+      // The server names the column: so does the envelope.
+      expect(JSON.parse(text(dlq!))).toMatchObject({ failure_reason: "normalization_error", failed_field: "service_type", original_payload: { raw_id: `p-${POISON}`, svc: "streaming-video" } });
+      expect(header(dlq!, HEADERS.detail)).toMatch(/Code: 469\b.*svc_fits/);
+    } else {
+      // A memory refusal names no column; the payload is over the envelope's limit and travels truncated, flagged.
+      expect(JSON.parse(text(dlq!))).toMatchObject({ failure_reason: "normalization_error", failed_field: null });
+      expect(header(dlq!, HEADERS.detail)).toMatch(/Code: 241\b/);
+      expect(header(dlq!, HEADERS.truncated)).toBe("true");
+    }
     expect(topicLength(n.dlq)).toBe(1);
     expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(1000n);
     expect(await distinctIds(n)).toBe(999);
-  }, 60_000);
+  }, 90_000);
   test("a batch spanning more than 100 months is stored whole, split only where the server limits partitions per insert, nothing dead-lettered", async () => {
     const n = await names("months");
     const MONTH = 2_700_000; // a little over 31 days: each record in a month of its own
@@ -113,6 +134,36 @@ describe.each(CLICKHOUSE_SERVERS.map((server) => [server.name, server, e2eScope(
     expect(header(dlq!, HEADERS.attempts)).toBe("1");
     expect(header(dlq!, HEADERS.detail)).toMatch(/Code: 60\b/);
   }, 60_000);
+
+  test("run refuses to start against a table it cannot encode exactly: exit 2, one line per column naming both types", async () => {
+    const n = await names("types");
+    const table = `${n.database}.${n.table}`;
+    await ch.command({ query: `DROP TABLE ${table}` });
+    const ddl = ddlStatements(n.database, n.table)[1]!
+      .replace(/up_bytes\s+UInt64/, "up_bytes UInt32")
+      .replace(/service_type\s+String/, "service_type Nullable(String)")
+      .replace("'LTE_4G' = 6", "'LTE_4G' = 4")
+      .replace(/\s+cell_id\s+String,/, "")
+      .replace("msisdn, cell_id, cdr_id", "msisdn, cdr_id")
+      .replace(/session_end_time\s+DateTime\('UTC'\)/, "session_end_time DateTime")
+      .replace(/source_ip\s+UInt32/, "source_ip UInt32 MATERIALIZED 0");
+    await ch.command({ query: ddl });
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "run"], { env: workerEnv(n), stdout: "pipe", stderr: "pipe" });
+    const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+    expect(code).toBe(2);
+    const lines = err.trim().split("\n");
+    const expected = [
+      `schema error: ${table}: column service_type is Nullable(String); the worker writes String`,
+      `schema error: ${table}: column radio_access_type is Enum8('3G' = 1, 'LTE_4G' = 4, '5G_NR' = 9); the worker writes Enum8('3G' = 1, 'LTE_4G' = 6, '5G_NR' = 9)`,
+      `schema error: ${table}: column cell_id is missing; the worker writes it as String`,
+      `schema error: ${table}: column up_bytes is UInt32; the worker writes UInt64`,
+      `schema error: ${table}: column source_ip is MATERIALIZED`,
+    ];
+    expect(lines.length).toBe(expected.length);
+    expected.forEach((e, i) => expect(lines[i]).toStartWith(e));
+    // A DateTime without the time zone stores the same UInt32: not a problem.
+    expect(err).not.toContain("session_end_time");
+  }, 30_000);
 
   test("run refuses to start against a missing table, naming it, before consuming anything", async () => {
     const n = await names("missing");
