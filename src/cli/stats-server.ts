@@ -26,10 +26,10 @@ export async function serveStats(cfg: Config, p: Pipeline): Promise<StatsServer>
   const topic = cfg.kafka.topicRaw;
   const loopLag = new LoopLagMonitor();
   const startedAt = Date.now();
-  let chReachable = await writer.ping();
-  const pinger = setInterval(async () => {
-    chReachable = await writer.ping();
-  }, CH_PING_INTERVAL_MS);
+  // Reachability is each endpoint's `up`, which pings and inserts both set: an insert that succeeds
+  // after an outage makes the worker ready at once, not at the next ping.
+  await writer.ping();
+  const pinger = setInterval(() => void writer.ping(), CH_PING_INTERVAL_MS);
   /** Known lag of the owned partitions: high watermark minus committed, where both are known. */
   const ownedLag = () => {
     let lag = 0;
@@ -58,7 +58,7 @@ export async function serveStats(cfg: Config, p: Pipeline): Promise<StatsServer>
     ready: () =>
       readiness({
         assigned: worker.assigned,
-        clickhouseReachable: chReachable,
+        clickhouseReachable: writer.endpoints.some((e) => e.up),
         clickhouseHealthy: worker.clickhouseHealthy,
         state: worker.state,
         waiting: counters.inFlight + ownedLag(),
