@@ -1,21 +1,28 @@
 /**
  * The worker end to end on this machine, with Kafka and ClickHouse on it too:
+ *  0. warm-up: the same pipeline over a smaller backlog first (BENCH_WARMUP records, default N/5),
+ *     unmeasured: a freshly started broker's JIT costs it twice the CPU a record;
  *  1. backlog: N synthetic records (realistic mix, 3 % invalid) produced first, then the worker
  *     (a subprocess, as deployed) drains them: sustained records/s, CPU per record of the worker
- *     by thread, of ClickHouse and of Kafka in the same window, peak RSS, stats latency. Progress is
- *     read as an operator's scraper would, once a second; the end of the drain is the worker's own
- *     last_commit_at, so the coarse polling costs no precision;
- *  2. ceilings on the same data: kcat draining the topic, and ClickHouse ingesting the same rows
- *     in the same format and batch size; the worker's rate as a fraction of the lower one;
+ *     by thread, of ClickHouse and of Kafka in the same window, their sum, and the rate as a share
+ *     of what the machine's cores allow at that sum (cores / sum): on one machine the three share
+ *     the cores, so the sum is what bounds the run. Peak RSS, stats latency. Progress is read as an
+ *     operator's scraper would, once a second; the end of the drain is the worker's own
+ *     last_commit_at, so the coarse polling costs no precision. The whole-run rate counts from the
+ *     worker's spawn (its start-up included);
+ *  2. information on the same data: kcat draining the topic, and ClickHouse alone ingesting the
+ *     same rows in the worker's format (RowBinary) and batch size;
  *  3. the peer: ClickHouse's own Kafka engine on a valid-only copy (kafka-engine-peer.ts), same
- *     partitions and block size; the worker's rate over the peer's;
+ *     partitions and block size; the worker's whole run over the peer's whole run, and over the
+ *     peer's run without its final stream_flush_interval_ms wait (18.16 holds a partial block
+ *     that long before writing it);
  *  4. latency: a paced stream whose raw_id carries its send time; visibility in ClickHouse
  *     (polled every 50 ms) minus send time, p50 / p99.
  * Usage: [BENCH_BATCH_SIZE=1000] [BENCH_PEER=0] bun scripts/bench/e2e.ts [records=1000000] [binary=bun src/main.ts]   (services running)
  */
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
-import { formatRow } from "../../src/clickhouse/row-format.ts";
+import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -26,17 +33,36 @@ import { runKafkaEnginePeer } from "./kafka-engine-peer.ts";
 const N = Number(process.argv[2] ?? 1_000_000);
 // Rows per insert, for the worker and the ClickHouse ceiling alike (the spec default is 1000).
 const BATCH = Number(process.env.BENCH_BATCH_SIZE ?? 1000);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? Math.floor(N / 5));
+const CORES = navigator.hardwareConcurrency;
+const producerProps = { "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" };
+
+// Warm-up: the same pipeline, unmeasured.
+if (WARMUP > 0) {
+  const warm = await prepareRun("warm", "bench");
+  const g = new SyntheticCdrs({ seed: 9, invalidShare: 0.03, idPrefix: `w${warm.table}` });
+  const p = new Producer({ "bootstrap.servers": warm.brokers, ...producerProps });
+  for (let i = 0; i < WARMUP; i += 10_000) await p.produceBatch(warm.raw, Array.from({ length: Math.min(10_000, WARMUP - i) }, () => g.next().text));
+  p.close();
+  const w = await warm.startWorker({ binary: process.argv[3], extra: { BATCH_SIZE: String(BATCH), BATCH_FLUSH_INTERVAL_SECONDS: "0.1" } });
+  while ((await warm.stats()).total_processed < WARMUP) await Bun.sleep(500);
+  w.kill("SIGTERM");
+  await w.exited;
+  await warm.cleanup();
+}
+
 const run = await prepareRun("bench", "bench");
 const { brokers, raw, table, ch, stats } = run;
 
 // Backlog.
 const gen = new SyntheticCdrs({ seed: 1, invalidShare: 0.03, idPrefix: `b${table}` });
 const texts = Array.from({ length: N }, () => gen.next().text);
-const producer = new Producer({ "bootstrap.servers": brokers, "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" });
+const producer = new Producer({ "bootstrap.servers": brokers, ...producerProps });
 for (let i = 0; i < N; i += 10_000) await producer.produceBatch(raw, texts.slice(i, i + 10_000));
 
 const chPid = servicePid("clickhouse");
 const kafkaPid = servicePid("kafka");
+const spawnedAt = Date.now();
 const worker = await run.startWorker({ binary: process.argv[3], extra: { BATCH_SIZE: String(BATCH), BATCH_FLUSH_INTERVAL_SECONDS: "0.1" } });
 const rss = () => run.rssMiB(worker.pid);
 let peakRss = 0;
@@ -58,16 +84,23 @@ for (;;) {
 const cpu1 = { worker: run.threadCpuSeconds(worker.pid), workerTotal: run.cpuSeconds(worker.pid), ch: processCpuSeconds(chPid), kafka: processCpuSeconds(kafkaPid) };
 const drainSeconds = (Date.parse(last.last_commit_at) - t0) / 1000;
 const workerRate = N / drainSeconds;
+const wholeRunSeconds = (Date.parse(last.last_commit_at) - spawnedAt) / 1000;
 const perRecord = (s: number) => +((s * 1e6) / N).toFixed(2);
 const byThread = Object.fromEntries((Object.keys(cpu1.worker) as ThreadGroup[]).map((g) => [g, perRecord(cpu1.worker[g] - cpu0.worker[g])]));
 const threadSum = Object.values(cpu1.worker).reduce((a, b) => a + b, 0) - Object.values(cpu0.worker).reduce((a, b) => a + b, 0);
 // Threads that ended during the drain are in the process total only.
 byThread.ended = perRecord(cpu1.workerTotal - cpu0.workerTotal - threadSum);
+const sumSeconds = cpu1.workerTotal - cpu0.workerTotal + (cpu1.ch - cpu0.ch) + (cpu1.kafka - cpu0.kafka);
 const cpu = {
   worker_us_per_record: perRecord(cpu1.workerTotal - cpu0.workerTotal),
   worker_by_thread_us_per_record: byThread,
   clickhouse_us_per_record: perRecord(cpu1.ch - cpu0.ch),
   kafka_us_per_record: perRecord(cpu1.kafka - cpu0.kafka),
+  sum_us_per_record: perRecord(sumSeconds),
+  cores: CORES,
+  // What the cores allow at this sum, and how much of it the run reached.
+  machine_limit_records_per_s: Math.round(N / (sumSeconds / CORES)),
+  share_of_machine_limit: +(workerRate / (N / (sumSeconds / CORES))).toFixed(2),
 };
 
 // Latency: a paced stream at ~2k records/s for 10 s.
@@ -109,19 +142,26 @@ const kcatRate = N / ((performance.now() - k0) / 1000);
 
 // Ceiling 2: ClickHouse alone ingesting the same rows, same format, same batch size, 2 in flight.
 const ctx = { phone: new PhoneNormalizer() };
-const lines: string[] = [];
-for (const t of texts) { const d = decode(t, ctx); if (d.ok) lines.push(formatRow(d.row, Math.floor(Date.now() / 1000))); }
+const bodies: Array<{ body: Uint8Array; rows: number }> = [];
+let chunk = new RowBinaryBuffer(1 << 22), inChunk = 0, validRows = 0;
+for (const t of texts) {
+  const d = decode(t, ctx);
+  if (!d.ok) continue;
+  chunk.add(d.row, Math.floor(Date.now() / 1000));
+  validRows++;
+  if (++inChunk === BATCH) (bodies.push({ body: chunk.bytes(), rows: inChunk }), (chunk = new RowBinaryBuffer(1 << 22)), (inChunk = 0));
+}
+if (inChunk > 0) bodies.push({ body: chunk.bytes(), rows: inChunk });
 await ch.command({ query: `CREATE TABLE bench.${table}_ceiling AS bench.${table}` });
 const writer = new ClickHouseWriter(ch, "bench", `${table}_ceiling`);
 const c0 = performance.now();
 const inflight: Promise<void>[] = [];
-for (let i = 0; i < lines.length; i += BATCH) {
-  const chunk = lines.slice(i, i + BATCH);
-  inflight.push(writer.insert(chunk.join("\n") + "\n", chunk.length));
+for (const b of bodies) {
+  inflight.push(writer.insert(b.body, b.rows));
   if (inflight.length >= 2) await inflight.shift();
 }
 await Promise.all(inflight);
-const chRate = lines.length / ((performance.now() - c0) / 1000);
+const chRate = validRows / ((performance.now() - c0) / 1000);
 
 // The peer, on the same rows the worker inserted.
 const validTexts = texts.filter((t) => decode(t, ctx).ok);
@@ -134,11 +174,16 @@ const pct = (a: number[], p: number) => (a.length ? Math.round(a[Math.min(a.leng
 statsLatency.sort((a, b) => a - b);
 const r = Math.round;
 console.log(JSON.stringify({
-  records: N, batch_size: BATCH, worker_records_per_s: r(workerRate), drain_seconds: +drainSeconds.toFixed(2), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
+  records: N, batch_size: BATCH, warmup_records: WARMUP, worker_records_per_s: r(workerRate), drain_seconds: +drainSeconds.toFixed(2),
+  worker_whole_run_records_per_s: r(N / wholeRunSeconds), whole_run_seconds: +wholeRunSeconds.toFixed(2), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
   cpu,
-  ceilings: { kcat_drain_records_per_s: r(kcatRate), clickhouse_ingest_rows_per_s: r(chRate) },
-  fraction_of_lower_ceiling: +(workerRate / Math.min(kcatRate, chRate)).toFixed(2),
-  kafka_engine_peer: peer && { rows: peer.rows, rows_per_s: r(peer.rowsPerSecond), clickhouse_cpu_us_per_row: +peer.clickhouseCpuUsPerRow.toFixed(2), worker_over_peer: +(workerRate / peer.rowsPerSecond).toFixed(2) },
+  information: { kcat_drain_records_per_s: r(kcatRate), clickhouse_alone_rows_per_s: r(chRate) },
+  kafka_engine_peer: peer && {
+    rows: peer.rows, whole_run_rows_per_s: r(peer.rowsPerSecond), final_flush_wait_s: +peer.finalWaitSeconds.toFixed(2),
+    without_final_wait_rows_per_s: r(peer.rowsPerSecondWithoutFinalWait), clickhouse_cpu_us_per_row: +peer.clickhouseCpuUsPerRow.toFixed(2),
+    worker_whole_run_over_peer_whole_run: +(N / wholeRunSeconds / peer.rowsPerSecond).toFixed(2),
+    worker_whole_run_over_peer_without_wait: +(N / wholeRunSeconds / peer.rowsPerSecondWithoutFinalWait).toFixed(2),
+  },
   visibility_latency_ms: { samples: latencies.length, of: sent.size, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) },
   stats_latency_ms: { samples: statsLatency.length, p50: +statsLatency[Math.floor(statsLatency.length * 0.5)]!.toFixed(1), p99: +statsLatency[Math.floor(statsLatency.length * 0.99)]!.toFixed(1) },
 }));

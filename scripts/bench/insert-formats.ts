@@ -2,9 +2,11 @@
  * What each insert format costs ClickHouse, the server alone: the same decoded synthetic rows sent
  * as TabSeparated (the reference encoder), RowBinary (the worker's) and Native (columnar, encoded
  * here for the comparison), BATCH rows per insert, two inserts in flight, into a table of the
- * project's DDL. Reported per format: the server's CPU per row (all its threads, /proc), rows/s,
- * body bytes per row, and the client's encode time per row. Each format runs `rounds` times,
- * interleaved, after one unmeasured warm-up round; the table is truncated between rounds.
+ * project's DDL. Reported per format: the server's CPU per row (all its threads, /proc) while the
+ * inserts run and until its merges of them have ended too (what an insert costs in the end),
+ * rows/s, body bytes per row, and the client's encode time per row. Each format runs `rounds`
+ * times, interleaved, after one unmeasured warm-up round, each round into a fresh table and only
+ * once the server's merges of the round before have ended.
  * Usage: [BENCH_BATCH_SIZE=10000] bun scripts/bench/insert-formats.ts [rows=1000000] [rounds=3]
  *        (services running; ClickHouse 18.16 from scripts/services.sh)
  */
@@ -93,8 +95,17 @@ for (const f of ["TabSeparated", "RowBinary", "Native"] as Format[]) {
 
 const ch = createClickHouse({ url: URL_, user: "default", password: "", database: "default", table: "x", requestTimeoutMs: 120_000 }, "default");
 const table = `bench.formats_${process.pid}`;
-await migrate(ch, "bench", `formats_${process.pid}`);
 const chPid = servicePid("clickhouse");
+
+/** Until the server has merged for 2 s nothing (its merges of the last round are done). */
+async function quiesce(): Promise<void> {
+  let idleSince = performance.now();
+  while (performance.now() - idleSince < 2000) {
+    await Bun.sleep(200);
+    const rs = await ch.query({ query: "SELECT count() AS c FROM system.merges", format: "JSONEachRow" });
+    if (Number((await rs.json<{ c: string }>())[0]!.c) > 0) idleSince = performance.now();
+  }
+}
 
 async function send(f: Format, body: Uint8Array): Promise<void> {
   const cols = f === "Native" ? "" : ` (${COLUMNS.join(", ")})`;
@@ -104,8 +115,10 @@ async function send(f: Format, body: Uint8Array): Promise<void> {
   if ((r.http_status_code ?? 200) >= 300) throw new Error(`${f}: ${text}`);
 }
 
-async function round(f: Format): Promise<{ cpuUs: number; rowsPerS: number }> {
-  await ch.command({ query: `TRUNCATE TABLE ${table}` });
+async function round(f: Format): Promise<{ cpuUs: number; mergedCpuUs: number; rowsPerS: number }> {
+  await ch.command({ query: `DROP TABLE IF EXISTS ${table}` });
+  await migrate(ch, "bench", `formats_${process.pid}`);
+  await quiesce();
   const c0 = processCpuSeconds(chPid);
   const t0 = performance.now();
   const inflight: Promise<void>[] = [];
@@ -118,16 +131,20 @@ async function round(f: Format): Promise<{ cpuUs: number; rowsPerS: number }> {
   const cpu = processCpuSeconds(chPid) - c0;
   const count = Number((await (await ch.query({ query: `SELECT count() AS c FROM ${table}`, format: "JSONEachRow" })).json<{ c: string }>())[0]!.c);
   if (count !== N) throw new Error(`${f}: ${count} rows stored of ${N}`);
-  return { cpuUs: (cpu * 1e6) / N, rowsPerS: N / seconds };
+  await quiesce();
+  // The 2 s of quiet that quiesce() waits for cost the server next to nothing (a few polls).
+  const merged = processCpuSeconds(chPid) - c0;
+  return { cpuUs: (cpu * 1e6) / N, mergedCpuUs: (merged * 1e6) / N, rowsPerS: N / seconds };
 }
 
 const formats: Format[] = ["TabSeparated", "RowBinary", "Native"];
 for (const f of formats) await round(f); // warm-up
-const results: Record<string, { cpu: number[]; rate: number[] }> = {};
+const results: Record<string, { cpu: number[]; merged: number[]; rate: number[] }> = {};
 for (let k = 0; k < ROUNDS; k++)
   for (const f of formats) {
     const r = await round(f);
-    (results[f] ??= { cpu: [], rate: [] }).cpu.push(+r.cpuUs.toFixed(2));
+    (results[f] ??= { cpu: [], merged: [], rate: [] }).cpu.push(+r.cpuUs.toFixed(2));
+    results[f]!.merged.push(+r.mergedCpuUs.toFixed(2));
     results[f]!.rate.push(Math.round(r.rowsPerS));
   }
 await ch.command({ query: `DROP TABLE ${table}` });
@@ -137,6 +154,7 @@ console.log(JSON.stringify({
   rows: N, batch_size: BATCH, rounds: ROUNDS, server: version,
   formats: Object.fromEntries(formats.map((f) => [f, {
     server_cpu_us_per_row: results[f]!.cpu,
+    server_cpu_with_merges_us_per_row: results[f]!.merged,
     rows_per_s: results[f]!.rate,
     body_bytes_per_row: +(bodies[f].reduce((a, b) => a + b.length, 0) / N).toFixed(1),
     client_encode_us_per_row: f === "Native" ? null : +encodeUs[f].toFixed(3),
