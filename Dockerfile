@@ -1,9 +1,13 @@
 # syntax=docker/dockerfile:1
 # Multi-stage: build the single executable on Debian bookworm, ship it on distroless/cc with
 # exactly the shared libraries librdkafka needs beyond the base (scripts/image/copy-libs.txt).
-FROM debian:bookworm-slim AS build
+# The base images are build arguments, defaulting to the real ones: a host without a registry
+# builds on local stand-ins made from Debian's packages (scripts/image/base-images.sh).
+ARG BUILD_BASE=debian:bookworm-slim
+ARG RUNTIME_BASE=gcr.io/distroless/cc-debian12:nonroot
+FROM ${BUILD_BASE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends nodejs npm ca-certificates gcc libc6-dev make pkg-config \
+ && apt-get install -y --no-install-recommends nodejs npm ca-certificates gcc g++ libc6-dev make pkg-config \
       libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 RUN npm install -g --allow-scripts=bun bun@1.4.5
@@ -24,7 +28,7 @@ RUN LIBRDKAFKA_PATH=/opt/librdkafka/lib/librdkafka.so.1 bun scripts/build.ts --o
  && mkdir -p /out/lib \
  && grep -v '^#' scripts/image/copy-libs.txt | xargs -I{} cp -L /usr/lib/x86_64-linux-gnu/{} /out/lib/
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_BASE}
 COPY --from=build /out/lib/ /usr/lib/x86_64-linux-gnu/
 COPY --from=build /out/cdr-worker /usr/local/bin/cdr-worker
 # JSC sizes its heap from the machine's RAM; cap what it assumes so RSS stays near 200 MiB.

@@ -8,7 +8,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # kcat (a benchmark peer) brings Debian's own librdkafka1; the worker loads the project's build.
 # prometheus brings promtool too: the rule tests and the scrape test (test/prometheus/) run both.
 # zookeeper coordinates the two local ClickHouse replicas of scripts/cluster/ (migrate --cluster).
-APT_PACKAGES=(kcat clickhouse-server clickhouse-client prometheus zookeeper gcc make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev)
+APT_PACKAGES=(kcat clickhouse-server clickhouse-client prometheus zookeeper gcc g++ make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev
+  podman runc mmdebstrap)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
 
@@ -68,6 +69,21 @@ provision_chdb() {
   echo "$CHDB_VERSION" >"$stamp"
 }
 
+# podman-compose from PyPI, pinned, for running compose.yml under podman (scripts/image/compose.sh).
+PODMAN_COMPOSE_VERSION="1.6.0"
+provision_podman_compose() {
+  local venv="$LOCAL/podman-compose" stamp="$LOCAL/podman-compose/.version"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$PODMAN_COMPOSE_VERSION" ]] && [[ -x $venv/bin/podman-compose ]]; then
+    log "ok: podman-compose $PODMAN_COMPOSE_VERSION"; return
+  fi
+  log "installing podman-compose $PODMAN_COMPOSE_VERSION (PyPI) into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "podman-compose==$PODMAN_COMPOSE_VERSION" >"$LOCAL/podman-compose-pip.log" 2>&1 \
+    || die "pip install podman-compose failed; see $LOCAL/podman-compose-pip.log"
+  echo "$PODMAN_COMPOSE_VERSION" >"$stamp"
+}
+
 # librdkafka at the version Confluent's JavaScript client ships, built from that npm package
 # (scripts/librdkafka/version.env pins it; build.sh is idempotent and says "ok:" when built).
 provision_librdkafka() {
@@ -92,4 +108,5 @@ provision_librdkafka
 "$ROOT/scripts/tls/make-certs.sh" "$LOCAL/tls"
 provision_node_modules
 provision_chdb
+provision_podman_compose
 log "provisioned"

@@ -1,0 +1,66 @@
+// compose.yml's default profile brought up for real, under podman-compose, with the stand-in images
+// of compose.podman.yml: Kafka and ClickHouse come up healthy, the one-shot `topics` and `migrate`
+// finish, the worker ingests what the generator sends, its stats port is bound on loopback only,
+// and `down` leaves nothing of the project behind.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { ROOT, run, waitFor } from "../support/services.ts";
+
+const PROJECT = "cdrtest";
+// Passed to each child: Bun.spawn's children get the environment the process started with.
+const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret" } as Record<string, string>;
+const compose = async (...args: string[]) => {
+  const p = Bun.spawn([`${ROOT}/.local/podman-compose/bin/podman-compose`, "-p", PROJECT, "-f", `${ROOT}/compose.yml`, "-f", `${ROOT}/compose.podman.yml`, ...args], { env, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`podman-compose ${args.join(" ")} exited ${code}: ${err.slice(-2000)}`);
+  return out;
+};
+const containers = async () => (await run(["podman", "ps", "--all", "--filter", `label=io.podman.compose.project=${PROJECT}`, "--format", "{{.Names}}"])).split("\n").filter(Boolean);
+const STATS = "http://127.0.0.1:8081";
+const timings: Record<string, number> = {};
+
+beforeAll(async () => {
+  await compose("down", "--volumes").catch(() => {});
+  const t0 = performance.now();
+  await run(["bash", `${ROOT}/scripts/image/standins.sh`]);
+  await run(["bash", `${ROOT}/scripts/image/build.sh`, "localhost/cdr-worker:latest"]);
+  timings.images_s = (performance.now() - t0) / 1000;
+}, 1_800_000);
+
+afterAll(async () => {
+  await compose("down", "--volumes").catch(() => {});
+});
+
+test("up: healthy services, one-shots finished, the worker ingests on a loopback-only stats port; down: nothing left", async () => {
+  const t0 = performance.now();
+  await compose("up", "-d");
+  const stats = await waitFor(async () => {
+    const r = await fetch(`${STATS}/internal/stats`).catch(() => null);
+    return r?.ok ? ((await r.json()) as Record<string, any>) : undefined;
+  }, 240_000, "the worker's stats on 127.0.0.1:8081");
+  await waitFor(async () => ((await fetch(`${STATS}/readyz`)).status === 200 ? true : undefined), 120_000, "worker ready");
+  timings.up_to_ready_s = (performance.now() - t0) / 1000;
+  expect(stats.state).toBeDefined();
+  const exit = async (svc: string) => (await run(["podman", "inspect", "--format", "{{.State.ExitCode}} {{.State.Status}}", `${PROJECT}_${svc}_1`])).trim();
+  expect(await exit("topics")).toBe("0 exited");
+  expect(await exit("migrate")).toBe("0 exited");
+  const health = async (svc: string) => (await run(["podman", "inspect", "--format", "{{.State.Health.Status}}", `${PROJECT}_${svc}_1`])).trim();
+  await waitFor(async () => ((await health("kafka")) === "healthy" && (await health("clickhouse")) === "healthy" ? true : undefined), 120_000, "kafka and clickhouse healthy");
+  // Bound on loopback only: the stats port has no authentication (README "Security").
+  expect((await run(["podman", "port", `${PROJECT}_worker_1`])).trim()).toBe("8081/tcp -> 127.0.0.1:8081");
+
+  const t1 = performance.now();
+  await compose("--profile", "demo", "run", "--rm", "generator", "generate", "--count", "2000", "--invalid-share", "0.05");
+  const done = await waitFor(async () => {
+    const s = (await (await fetch(`${STATS}/internal/stats`)).json()) as Record<string, any>;
+    return s.total_processed === 2000 ? s : undefined;
+  }, 120_000, "2000 records processed");
+  timings.ingest_s = (performance.now() - t1) / 1000;
+  expect(done.total_clickhouse + done.total_dlq).toBe(2000);
+  expect(done.total_dlq).toBeGreaterThan(0);
+
+  const t2 = performance.now();
+  await compose("down", "--volumes");
+  timings.down_s = (performance.now() - t2) / 1000;
+  expect(await containers()).toEqual([]);
+  console.log(`compose under podman: ${Object.entries(timings).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}`);
+}, 600_000);
