@@ -43,8 +43,12 @@ test("up: healthy services, one-shots finished, the worker ingests on a loopback
   const exit = async (svc: string) => (await run(["podman", "inspect", "--format", "{{.State.ExitCode}} {{.State.Status}}", `${PROJECT}_${svc}_1`])).trim();
   expect(await exit("topics")).toBe("0 exited");
   expect(await exit("migrate")).toBe("0 exited");
-  const health = async (svc: string) => (await run(["podman", "inspect", "--format", "{{.State.Health.Status}}", `${PROJECT}_${svc}_1`])).trim();
-  await waitFor(async () => ((await health("kafka")) === "healthy" && (await health("clickhouse")) === "healthy" ? true : undefined), 120_000, "kafka and clickhouse healthy");
+  // podman 4.3 runs health checks from systemd timers, which this host lacks: each service's own
+  // check (compose.yml's command) is run by hand, and must pass.
+  for (const svc of ["kafka", "clickhouse", "worker"]) {
+    await run(["podman", "healthcheck", "run", `${PROJECT}_${svc}_1`]);
+    expect((await run(["podman", "inspect", "--format", "{{.State.Health.Status}}", `${PROJECT}_${svc}_1`])).trim()).toBe("healthy");
+  }
   // Bound on loopback only: the stats port has no authentication (README "Security").
   expect((await run(["podman", "port", `${PROJECT}_worker_1`])).trim()).toBe("8081/tcp -> 127.0.0.1:8081");
 
