@@ -3,9 +3,9 @@
  * acknowledged or thrown. With several endpoints (CLICKHOUSE_URL=a,b,…: replicas of one shard, or
  * load balancers in front of them) an insert that one endpoint cannot take goes to the next at
  * once: transient failures (it does not answer) and permanent refusals that belong to that endpoint
- * (authentication, readonly, a missing table or database). Only when every endpoint failed does it count as one attempt against the
- * retry budget. A data or shape error is the same on every endpoint and is thrown at once. The
- * endpoint that last took an insert is tried first.
+ * (authentication, readonly, a missing table or database). Only when every endpoint failed does it
+ * count as one attempt against the retry budget. A data or shape error is the same on every
+ * endpoint and is thrown at once. The endpoint that last took an insert is tried first.
  *
  * Each endpoint's version is learned on first contact (SELECT version()), logged, and decides the
  * settings its inserts carry (server-version.ts); an endpoint that stopped answering is asked
