@@ -28,6 +28,15 @@ test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the w
   expect(s.worker.environment.CLICKHOUSE_URL).toBe("http://clickhouse:8123");
 });
 
+test("compose.yml: no default password (every use of CLICKHOUSE_PASSWORD requires it) and the stats port on loopback only", async () => {
+  const text = await Bun.file(`${ROOT}/compose.yml`).text();
+  const uses = [...text.matchAll(/\$\{CLICKHOUSE_PASSWORD([^}]*)\}/g)].map((m) => m[1]!);
+  expect(uses.length).toBeGreaterThanOrEqual(2);
+  for (const u of uses) expect(u).toStartWith(":?");
+  const s = (Bun.YAML.parse(text) as { services: Record<string, any> }).services;
+  for (const [name, svc] of Object.entries(s)) for (const p of svc.ports ?? []) if (String(p).endsWith(":8081")) expect([name, String(p)]).toEqual([name, "127.0.0.1:8081:8081"]);
+});
+
 test("Dockerfile: multi-stage onto distroless/cc as non-root, copying exactly the listed libraries", async () => {
   const df = await Bun.file(`${ROOT}/Dockerfile`).text();
   expect(df.match(/^FROM /gm)?.length).toBe(2);

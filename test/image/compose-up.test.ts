@@ -68,3 +68,12 @@ test("up: healthy services, one-shots finished, the worker ingests on a loopback
   expect(await containers()).toEqual([]);
   console.log(`compose under podman: ${Object.entries(timings).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}`);
 }, 600_000);
+
+test("without CLICKHOUSE_PASSWORD compose refuses to start, naming the variable: there is no default password", async () => {
+  const { CLICKHOUSE_PASSWORD: _, ...rest } = env;
+  const p = Bun.spawn([`${ROOT}/.local/podman-compose/bin/podman-compose`, "-p", PROJECT, "-f", `${ROOT}/compose.yml`, "-f", `${ROOT}/compose.podman.yml`, "config"], { env: rest, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+  expect(code).not.toBe(0);
+  expect(err).toContain("required variable CLICKHOUSE_PASSWORD is missing a value");
+  expect(await containers()).toEqual([]);
+});
