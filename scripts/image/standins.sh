@@ -3,6 +3,9 @@
 # Debian stand-in (base-images.sh) from what provisioning already has:
 #   localhost/cdr-worker-standin/kafka:4.1.1               the Kafka jars on Debian's Java 17 runtime
 #   localhost/cdr-worker-standin/clickhouse-server:18.16    Debian's ClickHouse (18.16, not compose's 26.9)
+#   localhost/cdr-worker-standin/prometheus:2.42            Debian's Prometheus (2.42, not compose's 2.55)
+# Grafana has no Debian package and no other registry serves it here: the observability profile
+# runs without it.
 # compose.podman.yml swaps them in. Idempotent through podman's layer cache.
 # Usage: scripts/image/standins.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -30,3 +33,7 @@ rm -rf "$CTX/clickhouse" && mkdir -p "$CTX/clickhouse"
 cp "$HERE/clickhouse.Containerfile" "$CTX/clickhouse/Containerfile"
 cp "$HERE/clickhouse-entrypoint.sh" "$CTX/clickhouse/"
 build clickhouse localhost/cdr-worker-standin/clickhouse-server:18.16 "$CTX/clickhouse"
+
+rm -rf "$CTX/prometheus" && mkdir -p "$CTX/prometheus"
+cp "$HERE/prometheus.Containerfile" "$CTX/prometheus/Containerfile"
+build prometheus localhost/cdr-worker-standin/prometheus:2.42 "$CTX/prometheus"

@@ -1,7 +1,8 @@
 // compose.yml's default profile brought up for real, under podman-compose, with the stand-in images
 // of compose.podman.yml: Kafka and ClickHouse come up healthy, the one-shot `topics` and `migrate`
-// finish, the worker ingests what the generator sends, its stats port is bound on loopback only,
-// and `down` leaves nothing of the project behind.
+// finish, the worker ingests what the generator sends, its stats port is bound on loopback only;
+// the observability profile's Prometheus scrapes it with the shipped rules; and `down` leaves
+// nothing of the project behind.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ROOT, run, waitFor } from "../support/services.ts";
 
@@ -62,8 +63,22 @@ test("up: healthy services, one-shots finished, the worker ingests on a loopback
   expect(done.total_clickhouse + done.total_dlq).toBe(2000);
   expect(done.total_dlq).toBeGreaterThan(0);
 
+  // The observability profile's Prometheus (Grafana cannot be had here): it loads the shipped rules
+  // and scrapes the worker by its service name.
+  const t3 = performance.now();
+  await compose("--profile", "observability", "up", "-d", "prometheus");
+  const target = await waitFor(async () => {
+    const r = await fetch("http://127.0.0.1:9090/api/v1/targets").catch(() => null);
+    const t = r?.ok ? ((await r.json()) as any).data.activeTargets[0] : undefined;
+    return t?.health === "up" ? t : undefined;
+  }, 90_000, "Prometheus scraping the worker");
+  expect(target.labels.job).toBe("cdr-worker");
+  const rules = (await (await fetch("http://127.0.0.1:9090/api/v1/rules")).json()) as any;
+  expect(rules.data.groups.flatMap((g: any) => g.rules).length).toBeGreaterThan(5);
+  timings.prometheus_scraping_s = (performance.now() - t3) / 1000;
+
   const t2 = performance.now();
-  await compose("down", "--volumes");
+  await compose("--profile", "observability", "down", "--volumes");
   timings.down_s = (performance.now() - t2) / 1000;
   expect(await containers()).toEqual([]);
   console.log(`compose under podman: ${Object.entries(timings).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}`);
