@@ -3,7 +3,7 @@
 import { expect, test } from "bun:test";
 import { connect } from "node:net";
 import { e2eScope } from "../support/e2e.ts";
-import { waitFor } from "../support/services.ts";
+import { ROOT, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
@@ -53,3 +53,38 @@ test("slow-loris clients and a 10 MB request neither stall the worker nor the st
     expect(await w.stop()).toBe(0);
   }
 }, 90_000);
+
+/** Each leaf of the stats JSON as docs/stats.md names it, with its JSON type. */
+function leaves(v: unknown, path = "", out = new Map<string, string>()): Map<string, string> {
+  const type = v === null ? "null" : Array.isArray(v) ? "array" : typeof v;
+  // Maps of counts and lists of scalars are leaves; objects of named fields and lists of objects are not.
+  if (type === "object" && !/^by_/.test(path) && path !== "") {
+    for (const [k, x] of Object.entries(v as object)) leaves(x, `${path}.${path === "partitions" ? "<partition>" : k}`, out);
+  } else if (path === "") {
+    for (const [k, x] of Object.entries(v as object)) leaves(x, k, out);
+  } else if (type === "array" && (v as unknown[]).some((x) => typeof x === "object" && x !== null)) {
+    for (const x of v as unknown[]) leaves(x, `${path}[]`, out);
+  } else {
+    const seen = out.get(path);
+    out.set(path, seen && seen !== type ? [seen, type].sort().join("|") : type);
+  }
+  return out;
+}
+
+test("docs/stats.md names every field /internal/stats returns, and nothing else, each with its JSON type", async () => {
+  const n = await names("statsdoc");
+  await produceSynthetic(n.raw, 500, 0.1, 78);
+  const w = await startWorker(workerEnv(n));
+  const s = await statsWhen(w, (s) => s.total_processed === 500 && s.last_commit_at !== null, 30_000, "records durable");
+  expect(await w.stop()).toBe(0);
+  const returned = leaves(s);
+  const doc = await Bun.file(`${ROOT}/docs/stats.md`).text();
+  const documented = new Map([...doc.matchAll(/^\| `([^`]+)` \| ([a-z ]+?) \|/gm)].map((m) => [m[1]!, m[2]!]));
+  expect([...documented.keys()].sort()).toEqual([...returned.keys()].sort());
+  for (const [field, type] of returned) {
+    const allowed = documented.get(field)!.split(" or ");
+    for (const t of type.split("|")) expect(`${field}: ${t}`).toBe(`${field}: ${allowed.includes(t) ? t : allowed.join(" or ")}`);
+  }
+  // Every state the worker can be in is explained.
+  for (const state of ["starting", "running", "tripped", "draining", "stopped", "failed"]) expect(documented.size > 0 && doc.includes(`\`${state}\``)).toBe(true);
+}, 60_000);
