@@ -6,6 +6,7 @@
 import type { Config } from "../config.ts";
 import { createStatsApp } from "../stats/app.ts";
 import { LoopLagMonitor } from "../stats/loop-lag.ts";
+import { memoryBoundBytes } from "../stats/memory-bound.ts";
 import { readiness } from "../stats/readiness.ts";
 import { VERSION } from "../version.ts";
 import type { Pipeline } from "./pipeline.ts";
@@ -55,6 +56,7 @@ export async function serveStats(cfg: Config, p: Pipeline): Promise<StatsServer>
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => worker.breakerRatio,
     eventLoopLagMs: () => loopLag.worstMs,
+    memoryBoundBytes: memoryBoundBytes(cfg.batch),
     ready: () =>
       readiness({
         assigned: worker.assigned,

@@ -190,6 +190,10 @@ const runtime: Section = (s, c, { metric }) => {
     [{}, s.state() === "tripped" ? 1 : 0],
   ]);
   metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [[{}, process.memoryUsage.rss()]]);
+  if (s.memoryBoundBytes !== undefined)
+    metric("cdr_worker_memory_bound_bytes", "gauge", "The RSS the worker's settings size it for.", [
+      [{}, s.memoryBoundBytes],
+    ]);
   metric("cdr_worker_uptime_seconds", "gauge", "Seconds since start.", [[{}, (Date.now() - c.startedAt) / 1000]]);
 };
 

@@ -26,6 +26,8 @@ export interface StatsSource {
   /** Worst event-loop lag of the last ~10 s, ms. */
   eventLoopLagMs: () => number;
   ready: () => { ready: boolean; reasons: string[] };
+  /** The RSS this worker's settings size it for (memory-bound.ts). */
+  memoryBoundBytes?: number;
 }
 
 const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
