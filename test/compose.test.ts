@@ -11,7 +11,8 @@ test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the w
   expect(s.kafka.image).toMatch(/^apache\/kafka:4\./);
   expect(s.kafka.environment.KAFKA_PROCESS_ROLES).toBe("broker,controller");
   expect(s.clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:/);
-  expect(s.topics.command).toEqual(["topics", "ensure"]);
+  // An operator's topic configs survive every `up`: compose creates what is missing and keeps the rest.
+  expect(s.topics.command).toEqual(["topics", "ensure", "--keep-configs"]);
   expect(s.migrate.command).toEqual(["migrate"]);
   expect(s.migrate.depends_on.topics.condition).toBe("service_completed_successfully");
   expect(s.worker.depends_on.migrate.condition).toBe("service_completed_successfully");

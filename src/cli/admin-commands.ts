@@ -9,10 +9,12 @@ import { ensureTopics, topologySpec } from "../topics/topology.ts";
 export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the database and table of sql/ if missing
   (idempotent). With --cluster, ON CLUSTER NAME: <table>_local as ReplicatedReplacingMergeTree on every node and
   <table> as the Distributed table the worker writes to (sql/cluster.sql).`;
-export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N]: create missing topics
-  with the spec's settings, repair drifted configs, report (never change) a partition count that differs.
-  Idempotent; deletes nothing. --replication-factor (default 1) also sets min.insync.replicas (2 from 3 replicas);
-  --partitions is the raw topic's count (default 3), the most workers one group can use.
+export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]:
+  create missing topics with the spec's settings, repair drifted configs, report (never change) a partition
+  count that differs. Idempotent; deletes nothing. --replication-factor (default 1) also sets
+  min.insync.replicas (2 from 3 replicas); --partitions is the raw topic's count (default 3), the most workers
+  one group can use; --keep-configs leaves an existing topic's configs as they are and reports where they
+  differ from the spec ("action":"kept").
 cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
 
 export async function migrateCommand(cfg: Config, cluster?: string): Promise<number> {
@@ -36,7 +38,7 @@ export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<numb
   const admin = new Admin(kafkaProps(cfg));
   try {
     if (sub === "ensure") {
-      const reports = await ensureTopics(admin, specs);
+      const reports = await ensureTopics(admin, specs, { keepConfigs: args.flags.has("keep-configs") });
       for (const r of reports) console.log(JSON.stringify(r));
       return 0;
     }

@@ -32,7 +32,7 @@ export type FlagSpecs = Readonly<Record<string, typeof value | typeof toggle>>;
 export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
   run: {},
   migrate: { cluster: value },
-  topics: { "replication-factor": value, partitions: value },
+  topics: { "replication-factor": value, partitions: value, "keep-configs": toggle },
   generate: {
     count: value,
     rate: value,

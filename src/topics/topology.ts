@@ -48,14 +48,26 @@ export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyO
 
 export interface TopicReport {
   topic: string;
-  action: "created" | "repaired" | "ok";
+  /** `kept`: configs differ from the spec and were left as they are (`keepConfigs`). */
+  action: "created" | "repaired" | "kept" | "ok";
   /** Config keys set by a repair, with their previous values. */
   repaired: Record<string, string | null>;
+  /** With `keepConfigs`: config keys that differ from the spec, left alone, with both values. */
+  differs?: Record<string, { spec: string; actual: string | null }>;
   /** Set when the partition count differs from the spec (left alone: shrinking loses data). */
   partitionMismatch?: { expected: number; actual: number };
 }
 
-export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): Promise<TopicReport[]> {
+/**
+ * `keepConfigs`: an existing topic's configs are reported where they differ from the spec, never
+ * changed, so an operator's own retention or limits survive every `topics ensure` (compose runs it
+ * on each `up`). Missing topics are still created with the spec's configs.
+ */
+export async function ensureTopics(
+  admin: Admin,
+  specs: readonly TopicSpec[],
+  opts: { keepConfigs?: boolean } = {},
+): Promise<TopicReport[]> {
   const counts = admin.partitionCounts(specs.map((s) => s.name));
   const reports: TopicReport[] = [];
   const missing = specs.filter((s) => counts.get(s.name) == null);
@@ -78,6 +90,15 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
     const repaired: Record<string, string | null> = {};
     for (const [k, want] of Object.entries(spec.configs))
       if (current[k]?.value !== want) repaired[k] = current[k]?.value ?? null;
+    const actual = counts.get(spec.name)!;
+    const mismatch = actual !== spec.partitions ? { partitionMismatch: { expected: spec.partitions, actual } } : {};
+    if (opts.keepConfigs && Object.keys(repaired).length) {
+      const differs = Object.fromEntries(
+        Object.entries(repaired).map(([k, was]) => [k, { spec: spec.configs[k]!, actual: was }]),
+      );
+      reports.push({ topic: spec.name, action: "kept", repaired: {}, differs, ...mismatch });
+      continue;
+    }
     if (Object.keys(repaired).length) {
       // Legacy AlterConfigs replaces the set: keep every other override the operator made.
       const keep: Record<string, string> = {};
@@ -85,12 +106,11 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
         if (val.isTopicOverride && val.value !== null) keep[k] = val.value;
       await admin.alterConfigs(spec.name, { ...keep, ...spec.configs });
     }
-    const actual = counts.get(spec.name)!;
     reports.push({
       topic: spec.name,
       action: Object.keys(repaired).length ? "repaired" : "ok",
       repaired,
-      ...(actual !== spec.partitions ? { partitionMismatch: { expected: spec.partitions, actual } } : {}),
+      ...mismatch,
     });
   }
   return reports;

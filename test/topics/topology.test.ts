@@ -31,6 +31,12 @@ describe("admin and topology", () => {
       const after = await admin.describeConfigs(raw);
       expect(after["retention.ms"]!.value).toBe("86400000");
       expect(after["max.message.bytes"]!.value).toBe("2000000");
+      // With keepConfigs an operator's retention stays, reported as differing from the spec.
+      await admin.alterConfigs(raw, { "retention.ms": "3600000", "compression.type": "lz4", "max.message.bytes": "2000000" });
+      const [kept, dlqKept] = await ensureTopics(admin, specs, { keepConfigs: true });
+      expect(kept).toMatchObject({ topic: raw, action: "kept", repaired: {}, differs: { "retention.ms": { spec: "86400000", actual: "3600000" } } });
+      expect(dlqKept!.action).toBe("ok");
+      expect((await admin.describeConfigs(raw))["retention.ms"]!.value).toBe("3600000");
     });
   });
 
