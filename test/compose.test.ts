@@ -81,7 +81,7 @@ test("compose.yml `cluster` profile: 3 KRaft brokers in one quorum, RF 3 topics,
   expect(new Set(brokers.map((e) => e.CLUSTER_ID)).size).toBe(1);
   expect(Buffer.from(brokers[0].CLUSTER_ID, "base64url").length).toBe(16);
   expect(brokers.every((e) => e.KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR === "3")).toBe(true);
-  expect(s["cluster-topics"].command).toEqual(["topics", "ensure", "--replication-factor", "3", "--partitions", "12"]);
+  expect(s["cluster-topics"].command).toEqual(["topics", "ensure", "--replication-factor", "3", "--partitions", "12", "--keep-configs"]);
   expect(s["cluster-migrate"].command).toEqual(["migrate", "--cluster", "cdr_cluster"]);
   const env = s["cluster-worker"].environment;
   expect(env.KAFKA_BROKERS).toBe("kafka-1:9092,kafka-2:9092,kafka-3:9092");
