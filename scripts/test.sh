@@ -9,6 +9,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 "$ROOT/scripts/provision.sh"
 "$ROOT/scripts/services.sh" start
 cd "$ROOT"
+# Provisioned and started: the test preload (bunfig.toml) need not do it again.
+export CDR_TEST_SERVICES_UP=1
 export KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT" KAFKA_SASL_BROKERS="127.0.0.1:$KAFKA_SASL_PORT" CLICKHOUSE_URL="http://127.0.0.1:$CH_HTTP_PORT" \
   CLICKHOUSE_CURRENT_URL="http://127.0.0.1:$CHDB_HTTP_PORT"
 # The suites that speak to the broker: the binding, topics, the worker end to end, group protocols, DLQ tools.

@@ -1,7 +1,9 @@
 // No Docker engine here: compose.yml is checked as data (what `docker compose config` would catch
 // plus what this stack needs).
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { ROOT } from "./support/services.ts";
+
+setDefaultTimeout(60_000);
 
 test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the worker healthchecked on /readyz", async () => {
   const doc = Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> };

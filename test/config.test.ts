@@ -1,9 +1,11 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { kafkaPropName, kafkaPropVariable, loadConfig } from "../src/config.ts";
 import { ConfigError } from "../src/errors.ts";
 import { ROOT } from "./support/services.ts";
+
+setDefaultTimeout(60_000);
 
 test("defaults follow DECISIONS.md", () => {
   const c = loadConfig({});

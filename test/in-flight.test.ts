@@ -1,5 +1,7 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { InFlight } from "../src/in-flight.ts";
+
+setDefaultTimeout(60_000);
 
 test("pending work: each settling wakes the loop, a failure is reported, any() resolves on the first to settle", async () => {
   const errors: unknown[] = [];

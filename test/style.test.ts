@@ -1,7 +1,9 @@
 // House rules a reader of src/ relies on, checked so they cannot erode.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { ROOT } from "./support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const sources = (readdirSync(`${ROOT}/src`, { recursive: true }) as string[]).filter((f) => f.endsWith(".ts")).map((f) => `src/${f}`);
 
@@ -14,4 +16,15 @@ test("no line in src/ is longer than 120 characters", () => {
 test("comments in src/ point to the README, not to documents outside the repository", () => {
   const outside = sources.filter((f) => /DECISIONS\.md|processing-worker|message-broker/.test(readFileSync(`${ROOT}/${f}`, "utf8")));
   expect(outside).toEqual([]);
+});
+
+test("a bare `bun test` runs the suite as scripts/test.sh does: the preload starts the services, every file sets test.sh's timeout", async () => {
+  const bunfig = await Bun.file(`${ROOT}/bunfig.toml`).text();
+  expect(bunfig).toContain('preload = ["./test/support/preload.ts"]');
+  const testSh = await Bun.file(`${ROOT}/scripts/test.sh`).text();
+  const timeout = /bun test --timeout (\d+)/.exec(testSh)![1]!;
+  const files = (readdirSync(`${ROOT}/test`, { recursive: true }) as string[]).filter((f) => f.endsWith(".test.ts"));
+  expect(files.length).toBeGreaterThan(50);
+  const without = files.filter((f) => !readFileSync(`${ROOT}/test/${f}`, "utf8").includes(`setDefaultTimeout(${Number(timeout).toLocaleString("en").replaceAll(",", "_")});`));
+  expect(without).toEqual([]);
 });

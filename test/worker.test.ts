@@ -1,7 +1,7 @@
 // The worker's stage order without services: a consumer, a ClickHouse writer and a DLQ that only
 // record what they are asked (a unit test of worker.ts; test/e2e/ runs the same against Kafka and
 // ClickHouse). What is checked is the order: nothing is committed before it is durable.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { PhoneNormalizer } from "../src/cdr/phone.ts";
 import type { ClickHouseWriter } from "../src/clickhouse/writer.ts";
 import type { DlqPublisher } from "../src/dlq/publisher.ts";
@@ -12,6 +12,8 @@ import { Worker } from "../src/worker.ts";
 import { toJson, withFields } from "./fixtures/records.ts";
 import { rowBinaryToTsv } from "./support/row-binary.ts";
 import { waitFor } from "./support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const enc = new TextEncoder();
 const msg = (offset: number, value: string): Message => ({

@@ -1,8 +1,10 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { Batcher } from "../../src/batch/batcher.ts";
 import { DlqBreaker } from "../../src/batch/breaker.ts";
 import type { CdrRow } from "../../src/cdr/decode.ts";
 import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
+
+setDefaultTimeout(60_000);
 
 const ROW: CdrRow = {
   cdr_id: "9342d47a-1bab-5709-9869-c840b2eac501", raw_id: "r", device_id: "d", msisdn: "+4915112345678", service_type: "voice",

@@ -1,9 +1,11 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { cellId, decode, type Decoded } from "../../src/cdr/decode.ts";
 import { REQUIRED_FIELDS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import uuidCases from "../fixtures/uuid5-python.json";
 import { toJson, VALID_RECORD, withFields, type RawRecord } from "../fixtures/records.ts";
+
+setDefaultTimeout(60_000);
 
 const ctx = { phone: new PhoneNormalizer() };
 const run = (r: RawRecord | string) => decode(typeof r === "string" ? r : toJson(r), ctx);

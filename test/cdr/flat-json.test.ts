@@ -1,8 +1,10 @@
 // The flat-record scanner must build exactly what JSON.parse builds, or refuse (undefined) so the
 // caller takes JSON.parse. Checked on hand-picked edge cases and on 100k mutated records.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { scanFlatObject } from "../../src/cdr/flat-json.ts";
 import { rng, SyntheticCdrs } from "../../src/generate/synthetic.ts";
+
+setDefaultTimeout(60_000);
 
 /** JSON.parse's verdict in a comparable form: own entries in order, or "throws". */
 function reference(text: string): unknown {

@@ -1,10 +1,12 @@
 // ≥ 100k random mutations of valid records never throw and always yield a row or a rejection
 // whose reason is in the taxonomy and whose field is one of the record's.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS, REQUIRED_FIELDS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { rng, SyntheticCdrs } from "../../src/generate/synthetic.ts";
+
+setDefaultTimeout(60_000);
 
 const FIELDS = [...REQUIRED_FIELDS, "source_ip", "total_bytes"];
 const VALUES: unknown[] = [null, true, false, 0, -1, 1.5, 2 ** 53 + 1, "", "x", "+4915112345678", [], {}, [1], { a: 1 }, "\u0000", 1e308, -0, "9".repeat(30)];

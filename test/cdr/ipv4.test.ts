@@ -1,5 +1,7 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { formatIPv4, parseIPv4 } from "../../src/cdr/ipv4.ts";
+
+setDefaultTimeout(60_000);
 
 test.each([
   ["0.0.0.0", 0],

@@ -1,5 +1,7 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { parseRecord } from "../../src/cdr/json.ts";
+
+setDefaultTimeout(60_000);
 
 test("integers up to 2^64−1 keep their exact digits; small ones stay numbers", () => {
   const r = parseRecord('{"a":18446744073709551615,"b":9007199254740993,"c":12,"d":1.5}');

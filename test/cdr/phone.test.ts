@@ -1,6 +1,8 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { digitKey, PhoneNormalizer } from "../../src/cdr/phone.ts";
 import verdicts from "../fixtures/phone-verdicts.json";
+
+setDefaultTimeout(60_000);
 
 describe("E.164 Phone Number Normalization", () => {
   const phone = new PhoneNormalizer({ cacheSize: 0 });

@@ -1,10 +1,12 @@
 // The valibot schema is the straightforward reference; field-checks.ts is the hot path. Both must
 // name the same field (or none) for every record.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { checkFieldTypes } from "../../src/cdr/field-checks.ts";
 import { REQUIRED_FIELDS } from "../../src/cdr/fields.ts";
 import { firstTypeIssue } from "../../src/cdr/schema.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+
+setDefaultTimeout(60_000);
 
 const VALUES: unknown[] = [
   null, undefined, true, false, 0, -1, 1, 6, 1.5, -0.5, 2 ** 32 - 1, 2 ** 32, 2 ** 53, 2 ** 53 + 2, -(2 ** 53), Infinity, -Infinity,

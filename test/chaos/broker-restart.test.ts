@@ -1,6 +1,6 @@
 // Kafka broker restarted mid-stream: the worker reconnects (librdkafka does) or exits nonzero for
 // its supervisor; either way, after recovery nothing is lost and no offset was committed early.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -8,6 +8,8 @@ import { committedOffsets, consumeN, header, props, topicLength } from "../suppo
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, run, waitFor } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { ch, names } = e2eScope();
 

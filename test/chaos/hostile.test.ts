@@ -1,6 +1,6 @@
 // Hostile payloads never crash the worker or stall the partition: each ends in ClickHouse or the
 // DLQ, and a valid record after them is inserted.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
@@ -8,6 +8,8 @@ import { consumeN, header, props, text } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { waitFor } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { ch, names } = e2eScope();
 

@@ -1,6 +1,8 @@
 // The short variant of scripts/soak.ts: a steady stream for 15 s, nothing lost, memory bounded.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 test("soak (short): 15 s at 2000 records/s, nothing lost, buffer bounded, clean exit", async () => {
   const proc = Bun.spawn(["bun", `${ROOT}/scripts/soak.ts`, "--seconds", "15", "--rate", "2000"], { stdout: "pipe", stderr: "inherit" });

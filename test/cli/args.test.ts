@@ -1,6 +1,8 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { integerFlag, parseArgs } from "../../src/cli/args.ts";
 import { ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 test("a count flag takes whole numbers within its bounds; anything else is a usage error naming the flag", () => {
   const flag = (...argv: string[]) => {

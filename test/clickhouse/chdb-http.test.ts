@@ -2,9 +2,11 @@
 // ClickHouse's HTTP handler does, for the part of the interface the worker and its tests use:
 // status codes from exceptionCodeToHTTPStatus, the exception-code header, the server's text
 // suffix, settings per request, keep-alive, concurrent requests, and bodies cut off mid-stream.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { connect } from "node:net";
 import { CLICKHOUSE_CURRENT_URL, uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const url = CLICKHOUSE_CURRENT_URL;
 const table = `e2e.${uniqueName("chdbhttp").replace(/\W/g, "_")}`;

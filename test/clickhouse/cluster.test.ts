@@ -1,7 +1,7 @@
 // `migrate --cluster` on two real ClickHouse 18.16 replicas of one shard with ZooKeeper
 // (scripts/cluster/clickhouse-replicas.sh), and the worker writing to the Distributed table through
 // both endpoints while one replica is stopped and comes back: both end up with every row.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { createClient } from "@clickhouse/client";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -11,6 +11,8 @@ import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";
 import { ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names } = e2eScope();
 const SCRIPT = `${ROOT}/scripts/cluster/clickhouse-replicas.sh`;

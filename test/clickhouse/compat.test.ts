@@ -3,7 +3,7 @@
 // through ClickHouseWriter (and the TSV reference's body), and the README's queries, on the real ClickHouse 18.16 that .ci/run starts and
 // on the test endpoint around ClickHouse 26.9's engine. Every column of every edge record is read
 // back and compared with the source record.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Readable } from "node:stream";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
@@ -15,6 +15,8 @@ import { COLUMNS } from "../../src/clickhouse/row-format.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { expectCorpus, readBack, storageCorpus, utcText } from "../fixtures/storage-corpus.ts";
 import { CLICKHOUSE_SERVERS, ROOT, uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const INGESTED_AT = 1_700_000_123;
 const corpus = storageCorpus(INGESTED_AT);

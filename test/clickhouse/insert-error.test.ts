@@ -4,9 +4,11 @@
 // scripts/clickhouse/capture-errors.ts. Each goes through the writer's reading of a refused insert
 // and through @clickhouse/client's own parseError (what `command` and `query` throw).
 import { parseError } from "@clickhouse/client";
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { classifyInsertError, refusal } from "../../src/clickhouse/insert-error.ts";
 import captured from "../fixtures/clickhouse-errors.json";
+
+setDefaultTimeout(60_000);
 
 type Kind = "transient" | "data" | "shape" | "permanent";
 /** case → kind, and per server the row and column the writer reads from the whole answer. */

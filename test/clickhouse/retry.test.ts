@@ -1,7 +1,9 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { backoffDelay, withRetry } from "../../src/clickhouse/retry.ts";
 import { escapeTsv, formatRow } from "../../src/clickhouse/row-format.ts";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
+
+setDefaultTimeout(60_000);
 
 const policy = { maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2 };
 

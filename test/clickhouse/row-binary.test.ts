@@ -1,6 +1,6 @@
 // The binary insert body must hold exactly what the reference TabSeparated line (formatRow) says:
 // every row decoded back, value by value, by an independent reader (test/support/row-binary.ts).
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode, type CdrRow } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
@@ -9,6 +9,8 @@ import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { storageCorpus } from "../fixtures/storage-corpus.ts";
 import { rowBinaryToTsv } from "../support/row-binary.ts";
+
+setDefaultTimeout(60_000);
 
 const ctx = { phone: new PhoneNormalizer() };
 const INGESTED_AT = 1_700_000_123;

@@ -1,11 +1,13 @@
 // The byte encoder must write exactly what the straightforward formatRow() + "\n" writes.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
 import { formatRow } from "../../src/clickhouse/row-format.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
+
+setDefaultTimeout(60_000);
 
 test("RowBuffer bytes equal formatRow lines for 20k synthetic rows and awkward values", () => {
   const ctx = { phone: new PhoneNormalizer() };

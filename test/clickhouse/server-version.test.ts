@@ -1,6 +1,8 @@
 // Settings by server version: each row is a release the worker may meet.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { insertSettings, olderThanTested, parseVersion } from "../../src/clickhouse/server-version.ts";
+
+setDefaultTimeout(60_000);
 
 test.each([
   ["18.16.1", {}, false],

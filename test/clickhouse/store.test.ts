@@ -1,8 +1,10 @@
 // storeBatch against a fake ClickHouse that refuses chosen rows (a pure unit test of the isolation;
 // test/e2e/refused-rows.test.ts runs the same against the real server).
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
 import { MAX_ISOLATED, storeBatch, type InsertRange } from "../../src/clickhouse/store.ts";
+
+setDefaultTimeout(60_000);
 
 const policy = { maxAttempts: 3, initialDelayMs: 1, backoffFactor: 2 };
 const noSleep = { sleep: async () => {} };

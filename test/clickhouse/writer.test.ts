@@ -2,7 +2,7 @@
 // error naming row and column; a body over 18.16's memory limit is a shape error (split, not
 // resent); each server gets only the settings its version knows; a connection the peer resets is
 // transient.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
@@ -13,6 +13,8 @@ import { migrate } from "../../src/clickhouse/migrate.ts";
 import { insertSettings } from "../../src/clickhouse/server-version.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { CLICKHOUSE_SERVERS, uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const table = uniqueName("writer").replace(/\W/g, "_");
 const cfg = (url: string) => ({ url, user: "default", password: "", database: "default", table, requestTimeoutMs: 5000 });

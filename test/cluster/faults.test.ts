@@ -2,9 +2,11 @@
 // replicas of one shard, 3 workers in one group, 100k records a scenario. Each fault mid-stream
 // must leave every valid record in ClickHouse on both replicas, every invalid one in the DLQ, and
 // nothing else; a rolling SIGTERM restart must insert nothing twice.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { runFault, type Scenario } from "../../scripts/cluster/faults.ts";
 import { ROOT, run } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 beforeAll(async () => {
   await run(["bash", `${ROOT}/scripts/services.sh`, "start", "cluster"]);

@@ -1,8 +1,10 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { encodeEnvelope, isTruncated, MAX_PAYLOAD_CHARS, provenanceHeaders } from "../../src/dlq/envelope.ts";
 import { DLQ_MAX_MESSAGE_BYTES } from "../../src/topics/topology.ts";
+
+setDefaultTimeout(60_000);
 
 const ctx = { phone: new PhoneNormalizer() };
 const at = new Date("2026-01-02T03:04:05.678Z");

@@ -1,8 +1,10 @@
 // The compiled binary (not `bun run src/…`) end to end against the real services.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { clickhouse, KAFKA_BROKERS, CLICKHOUSE_URL, ROOT, run, uniqueName } from "../support/services.ts";
 import { deleteTopics, topicLength } from "../support/kafka.ts";
 import { startWorker, statsWhen, killLeftoverWorkers } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const BIN = `${ROOT}/.local/e2e-binary/cdr-worker`;
 const ch = clickhouse();

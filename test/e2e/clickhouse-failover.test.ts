@@ -2,7 +2,7 @@
 // at once (no retry delay, no DLQ), whether it does not answer or refuses for a reason of its own
 // (a table missing there, credentials it does not know); /readyz is 503 only when no endpoint answers.
 // The refusals come from the real servers: ClickHouse 18.16 and the 26.9 engine's test endpoint.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
@@ -11,6 +11,8 @@ import { startChdbEndpoint } from "../support/chdb.ts";
 import { CLICKHOUSE_CURRENT_URL, CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { notReadyReasons, startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names, distinctIds } = e2eScope();
 const current = e2eScope(CLICKHOUSE_CURRENT_URL);

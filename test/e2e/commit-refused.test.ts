@@ -5,13 +5,15 @@
 // commit carries a membership the group no longer knows (UNKNOWN_MEMBER_ID or
 // ILLEGAL_GENERATION; FENCED_MEMBER_EPOCH under KIP-848). Under cooperative-sticky and under the
 // consumer protocol, with a worker joining under load: no worker exits nonzero, nothing is lost.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, consumeN, header, topicLength } from "../support/kafka.ts";
 import { waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names, distinctIds } = e2eScope();
 

@@ -1,7 +1,7 @@
 // `dlq inspect` and `dlq replay` over a DLQ of 10^6 envelopes: they stream in bounded memory, a
 // replay selects storage failures apart from bad records by the provenance headers, and an offset
 // range resumes where an earlier run stopped.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { encodeEnvelope, HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -10,6 +10,8 @@ import { e2eScope } from "../support/e2e.ts";
 import { props, topicLength } from "../support/kafka.ts";
 import { ROOT } from "../support/services.ts";
 import { workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names } = e2eScope();
 const TOTAL = 1_000_000;

@@ -1,5 +1,5 @@
 // `dlq inspect` and `dlq replay` against the real broker, then the worker lands the replayed records.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { payloadTextOf } from "../../src/dlq/reader.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -8,6 +8,8 @@ import { consumeN, props, text } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, waitFor } from "../support/services.ts";
 import { startWorker, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { ch, names } = e2eScope();
 

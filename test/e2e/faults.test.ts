@@ -1,5 +1,5 @@
 // Faults the delivery core must survive without losing a record.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -10,6 +10,8 @@ import { committedOffsets, consumeN, header, props, text, topicLength } from "..
 import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names, distinctIds } = e2eScope();
 

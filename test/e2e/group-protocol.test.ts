@@ -2,13 +2,15 @@
 // and KIP-848's (`group.protocol=consumer`, rebalances driven by the broker, incremental).
 // Two workers split the partitions, a third joins while records stream in; every revoked
 // partition is flushed and committed before it goes, so nothing is lost and nothing is inserted twice.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, consumeN, header, topicLength } from "../support/kafka.ts";
 import { waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { ch, names, distinctIds } = e2eScope();
 

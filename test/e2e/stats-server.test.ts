@@ -1,11 +1,13 @@
 // The stats server cannot be used to stall the worker: slow-loris connections and a 10 MB request
 // against the real server while the worker drains a stream; stats stay fast and every record lands.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { connect } from "node:net";
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names, distinctIds } = e2eScope();
 

@@ -3,7 +3,7 @@
 // record at the edges of the rules lands exactly; a row ClickHouse refuses costs one DLQ envelope
 // and no valid row; a batch a server refuses for its shape is split, never dead-lettered; a
 // refusal no resend can help (a missing table) is not retried.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -13,6 +13,8 @@ import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, consumeN, header, props, text, topicLength, withAdmin } from "../support/kafka.ts";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 async function produce(topic: string, values: string[], partition = 0): Promise<void> {
   const p = new Producer(props);

@@ -2,7 +2,7 @@
 // listener with SCRAM-SHA-512 (its user made by the broker's own tooling at start), ClickHouse's
 // https port, secrets from files. Every wrong certificate or credential ends in exit 1 and a log
 // line that names the cause, with nothing committed.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -12,6 +12,8 @@ import { committedOffsets, props } from "../support/kafka.ts";
 import { ROOT, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { notReadyReasons, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names } = e2eScope();
 const TLS = `${ROOT}/.local/tls`;

@@ -1,6 +1,6 @@
 // The worker end to end against the real Kafka and ClickHouse: one test per spec scenario of the
 // delivery core, asserting on ClickHouse rows, DLQ envelopes and the group's committed offsets.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -11,6 +11,8 @@ import { committedOffsets, consumeN, deleteTopics, header, props, text } from ".
 import { CLICKHOUSE_URL, KAFKA_SASL_BROKERS, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { ch, names } = e2eScope();
 

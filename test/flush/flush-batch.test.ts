@@ -1,6 +1,6 @@
 // The flush stage with a fake writer and DLQ (a pure unit test of flush-batch.ts; the e2e tests
 // run it against the real ClickHouse and Kafka).
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { Batch } from "../../src/batch/batch.ts";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
@@ -11,6 +11,8 @@ import type { DlqPublisher, SourceRecord } from "../../src/dlq/publisher.ts";
 import { flushBatch } from "../../src/flush/flush-batch.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
+
+setDefaultTimeout(60_000);
 
 function batchOf(n: number): Batch {
   const b = new Batch(n, new RowBuffer());

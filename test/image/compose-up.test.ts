@@ -3,8 +3,10 @@
 // finish, the worker ingests what the generator sends, its stats port is bound on loopback only;
 // the observability profile's Prometheus scrapes it with the shipped rules; and `down` leaves
 // nothing of the project behind.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { ROOT, run, waitFor } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const PROJECT = "cdrtest";
 // Passed to each child: Bun.spawn's children get the environment the process started with.

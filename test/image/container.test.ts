@@ -4,11 +4,13 @@
 // `migrate`, then `run` ingests; the health check's `probe` answers; SIGTERM stops it with exit
 // 0; it runs as uid 65532 on a read-only root filesystem. Figures (build time, image size,
 // start-up to ready, idle RSS) are printed for the README and the closing note.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { deleteTopics } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, clickhouse, KAFKA_BROKERS, ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
+
+setDefaultTimeout(60_000);
 
 const TAG = "localhost/cdr-worker:test";
 // runc and explicit ulimits for every container: what runs on this host (README "Containers").

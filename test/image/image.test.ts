@@ -1,10 +1,12 @@
 // What the distroless image holds is enough: every shared library the binary and the embedded
 // librdkafka need is in the base image or in the copy list, and the binary runs in a root
 // filesystem that holds only those files (no Bun, no node_modules, no librdkafka1 package).
-import { beforeAll, expect, test } from "bun:test";
+import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { deleteTopics } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, run } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const BIN = `${ROOT}/.local/image-test/cdr-worker`;
 const LIBDIR = "/usr/lib/x86_64-linux-gnu";

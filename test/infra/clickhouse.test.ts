@@ -1,6 +1,8 @@
 // Guards the infrastructure: the ClickHouse that scripts/services.sh starts is real and usable from Bun.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { clickhouse, uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const ch = clickhouse();
 afterAll(() => ch.close());

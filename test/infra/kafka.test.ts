@@ -1,7 +1,9 @@
 // Guards the infrastructure: the Kafka broker that scripts/services.sh starts is real, speaks the
 // protocol to librdkafka (kcat), and keeps topic configs. The project's own client has its own tests.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { KAFKA_BROKERS, ROOT, run, uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const java = (main: string, ...args: string[]) =>
   run(["java", "-Xmx256m", "-cp", `${ROOT}/.local/kafka/libs/*`, main, ...args]);

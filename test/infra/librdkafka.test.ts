@@ -1,8 +1,10 @@
 // librdkafka is the project's own build of the pinned version (scripts/librdkafka/): provisioning
 // made it, a second build does nothing, and the worker loads exactly it.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const pinned = /LIBRDKAFKA_VERSION=(\S+)/.exec(readFileSync(`${ROOT}/scripts/librdkafka/version.env`, "utf8"))![1]!;
 

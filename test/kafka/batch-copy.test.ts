@@ -1,9 +1,11 @@
 // The batch copy compiled by TinyCC (src/kafka/batch-copy.ts) against the per-message reference path:
 // same topic, two groups, every field of every message identical.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { loadBatchCopy } from "../../src/kafka/batch-copy.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { consumeN, createTopic, deleteTopics, props } from "../support/kafka.ts";
+
+setDefaultTimeout(60_000);
 
 const cleanup: string[] = [];
 afterAll(async () => {

@@ -1,8 +1,10 @@
 // Every call on a closed Kafka client throws or answers safely and never reaches native code: a
 // use after free is a segfault, never an acceptable outcome. Each case runs in a subprocess, so a
 // crash shows as a signal instead of taking the test runner down; the test expects exit 0.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { KAFKA_BROKERS, ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 async function runScript(body: string): Promise<{ code: number | null; signal: unknown; out: Record<string, unknown>; err: string }> {
   const script = `

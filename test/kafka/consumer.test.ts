@@ -1,10 +1,12 @@
 // The consumer binding against the real broker.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { committedOffsets, createTopic, deleteTopics, props, text } from "../support/kafka.ts";
 import { uniqueName, waitFor } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const cleanup: string[] = [];
 afterAll(async () => {

@@ -1,8 +1,10 @@
 // Regression: copying several small payloads into one slab must keep every byte. A small typed
 // array's first subarray() used to move its storage away from the pointer being written.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { ptr, type Pointer } from "bun:ffi";
 import { copyIntoSlab } from "../../src/kafka/message.ts";
+
+setDefaultTimeout(60_000);
 
 test("copyIntoSlab keeps every payload of a poll intact, small slabs included", () => {
   const enc = new TextEncoder();

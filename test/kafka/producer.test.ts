@@ -1,8 +1,10 @@
 // The producer binding against the real broker.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Producer } from "../../src/kafka/producer.ts";
 import { consumeN, createTopic, deleteTopics, header, props, text } from "../support/kafka.ts";
 import { KAFKA_BROKERS, ROOT, uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const cleanup: string[] = [];
 afterAll(async () => {

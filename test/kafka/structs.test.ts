@@ -1,8 +1,10 @@
 // The struct offsets the binding reads must match the headers of the librdkafka it loads: a library
 // upgrade that moves a field fails here instead of corrupting memory.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { MESSAGE, METADATA, METADATA_TOPIC, RD, TOPIC_PARTITION, TOPIC_PARTITION_LIST, VU } from "../../src/kafka/structs.ts";
 import { run, ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 test("struct layouts match librdkafka's rdkafka.h", async () => {
   const src = `

@@ -1,7 +1,9 @@
 // The commit scheduler on the pure tracker, with a commit function standing in for the consumer.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { CommitScheduler } from "../../src/offsets/commit-scheduler.ts";
 import { OffsetTracker } from "../../src/offsets/tracker.ts";
+
+setDefaultTimeout(60_000);
 
 test("a burst of acknowledgements while a commit runs costs one more commit, of the latest positions", async () => {
   const tracker = new OffsetTracker();

@@ -1,5 +1,7 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { OffsetTracker } from "../../src/offsets/tracker.ts";
+
+setDefaultTimeout(60_000);
 
 test("valid, invalid, valid on one partition: the invalid record's offset waits for the preceding valid rows", () => {
   const t = new OffsetTracker();

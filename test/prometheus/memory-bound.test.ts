@@ -1,11 +1,13 @@
 // The memory alert holds at every batch size the README documents and at the defaults: a worker at
 // its documented RSS stays quiet, one at its bound pages. The bound is the worker's own metric,
 // computed from its settings (src/stats/memory-bound.ts); promtool evaluates the shipped rule.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { loadConfig } from "../../src/config.ts";
 import { memoryBoundBytes } from "../../src/stats/memory-bound.ts";
 import { ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const MiB = 1024 * 1024;
 

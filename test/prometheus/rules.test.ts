@@ -1,7 +1,9 @@
 // The shipped rules are valid for Debian's Prometheus (2.42) and their unit tests pass: every alert
 // fires on the synthetic series of an unhealthy worker and stays quiet for a healthy one.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const promtool = (...args: string[]) => Bun.spawnSync(["promtool", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
 

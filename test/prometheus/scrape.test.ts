@@ -3,7 +3,7 @@
 // traffic. Through Prometheus' HTTP API: every metric the rules and the dashboard name exists, the
 // recording rules agree with the stream that was sent, every dashboard query parses and returns a
 // series; the scrape passes `promtool check metrics`; the README's metric list is the scrape's.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Subprocess } from "bun";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -12,6 +12,8 @@ import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";
 import { ROOT, uniqueName, waitFor } from "../support/services.ts";
 import { startWorker, workerEnv, type RunningWorker } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
 
 const { names } = e2eScope();
 const dir = `${ROOT}/.local/tmp/${uniqueName("prometheus")}`;

@@ -1,7 +1,9 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { createStatsApp } from "../../src/stats/app.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import type { StatsSource } from "../../src/stats/snapshot.ts";
+
+setDefaultTimeout(60_000);
 
 function source(ready = true): StatsSource {
   const c = new Counters();

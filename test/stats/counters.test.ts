@@ -1,5 +1,7 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { Counters, MAX_SERVICES } from "../../src/stats/counters.ts";
+
+setDefaultTimeout(60_000);
 
 const rows = (services: string[], rats: number[] = services.map(() => 6), partitions: number[] = services.map(() => 0)) => ({ services, rats, partitions });
 

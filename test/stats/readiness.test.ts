@@ -1,5 +1,7 @@
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { COMMIT_STALL_MS, readiness, type ReadinessInput } from "../../src/stats/readiness.ts";
+
+setDefaultTimeout(60_000);
 
 const NOW = 1_800_000_000_000;
 const healthy: ReadinessInput = { assigned: true, clickhouseReachable: true, clickhouseHealthy: true, state: "running", waiting: 0, lastProgressAt: NOW - 1000, now: NOW };

@@ -1,10 +1,12 @@
 // Admin calls and `topics ensure` against the real broker.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Admin } from "../../src/kafka/admin.ts";
 import { ensureTopics, minInsyncReplicas, topologySpec } from "../../src/topics/topology.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { createTopic, deleteTopics, props, withAdmin } from "../support/kafka.ts";
 import { uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const cleanup: string[] = [];
 afterAll(async () => {
