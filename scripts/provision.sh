@@ -8,8 +8,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # kcat (a benchmark peer) brings Debian's own librdkafka1; the worker loads the project's build.
 # prometheus brings promtool too: the rule tests and the scrape test (test/prometheus/) run both.
 # zookeeper coordinates the two local ClickHouse replicas of scripts/cluster/ (migrate --cluster).
+# Every program the scripts call comes from one of these or from an essential package
+# (test/infra/provisioning.test.ts checks each command word of every script against this list).
 APT_PACKAGES=(kcat clickhouse-server clickhouse-client prometheus zookeeper gcc g++ make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev
-  podman runc mmdebstrap)
+  podman runc mmdebstrap maven openjdk-17-jre-headless python3 python3-venv curl openssl)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
 
@@ -18,6 +20,9 @@ provision_apt() {
   for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
+  # npm installs Bun: Debian's package, unless the machine's Node.js brings its own npm (NodeSource's
+  # nodejs does, and Debian's npm would conflict with it).
+  command -v npm >/dev/null || missing+=(npm)
   if ((${#missing[@]} == 0)); then log "ok: Debian packages"; return; fi
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
