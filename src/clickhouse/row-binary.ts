@@ -16,9 +16,8 @@
  * test/clickhouse/row-binary.test.ts decodes this body and compares it with formatRow.
  */
 import type { CdrRow, CellPart } from "../cdr/decode.ts";
+import { ByteBuffer } from "./byte-buffer.ts";
 
-const INITIAL_BYTES = 64 * 1024;
-const SHRINK_ABOVE = 1 << 20;
 const UNDERSCORE = 95;
 const TWO_32 = 4294967296;
 
@@ -34,33 +33,7 @@ const UUID_PAIRS = (() => {
   return Uint8Array.from([...text.slice(0, 8).reverse(), ...text.slice(8).reverse()]);
 })();
 
-export class RowBinaryBuffer {
-  buf: Buffer;
-  length = 0;
-
-  constructor(initialBytes = INITIAL_BYTES) {
-    this.buf = Buffer.allocUnsafe(initialBytes);
-  }
-
-  /** The encoded rows so far (a view: valid until the next write or reset). */
-  bytes(): Uint8Array {
-    return this.buf.subarray(0, this.length);
-  }
-
-  /** Empties the buffer; one grown past SHRINK_ABOVE is replaced once a batch uses under a quarter of it. */
-  reset(): void {
-    if (this.buf.length > SHRINK_ABOVE && this.length < this.buf.length / 4)
-      this.buf = Buffer.allocUnsafe(Math.max(INITIAL_BYTES, this.length * 2));
-    this.length = 0;
-  }
-
-  #reserve(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + n));
-    this.buf.copy(next, 0, 0, this.length);
-    this.buf = next;
-  }
-
+export class RowBinaryBuffer extends ByteBuffer {
   #varint(n: number): void {
     const b = this.buf;
     while (n >= 0x80) {
@@ -75,7 +48,7 @@ export class RowBinaryBuffer {
   #string(s: string): void {
     const n = s.length;
     if (n < 128) {
-      this.#reserve(n + 1);
+      this.reserve(n + 1);
       const b = this.buf;
       const start = this.length + 1;
       let i = 0;
@@ -91,7 +64,7 @@ export class RowBinaryBuffer {
       }
     }
     const bytes = Buffer.byteLength(s, "utf8");
-    this.#reserve(bytes + 10);
+    this.reserve(bytes + 10);
     this.#varint(bytes);
     this.length += this.buf.write(s, this.length, bytes, "utf8");
   }
@@ -99,7 +72,7 @@ export class RowBinaryBuffer {
   /** An ASCII string known to be shorter than 128 (UUID text is not one of these: E.164 numbers). */
   #shortAscii(s: string): void {
     const n = s.length;
-    this.#reserve(n + 1);
+    this.reserve(n + 1);
     const b = this.buf;
     b[this.length++] = n;
     for (let i = 0; i < n; i++) b[this.length + i] = s.charCodeAt(i);
@@ -107,7 +80,7 @@ export class RowBinaryBuffer {
   }
 
   #uuid(s: string): void {
-    this.#reserve(16);
+    this.reserve(16);
     const b = this.buf;
     const p = this.length;
     for (let k = 0; k < 16; k++) {
@@ -146,7 +119,7 @@ export class RowBinaryBuffer {
       return;
     }
     // Two integers below 2^32: at most 21 ASCII bytes, so the length is one byte.
-    this.#reserve(22);
+    this.reserve(22);
     const at = this.length++;
     this.#digits(lac);
     this.buf[this.length++] = UNDERSCORE;
@@ -176,10 +149,10 @@ export class RowBinaryBuffer {
     this.#string(r.device_id);
     this.#shortAscii(r.msisdn);
     this.#string(r.service_type);
-    this.#reserve(1 + 3 * 4 + 4 * 8 + 4);
+    this.reserve(1 + 3 * 4 + 4 * 8 + 4);
     this.buf[this.length++] = r.rat;
     this.#cellId(r.lac, r.ci);
-    this.#reserve(3 * 4 + 4 * 8 + 4);
+    this.reserve(3 * 4 + 4 * 8 + 4);
     this.#u32(r.session_start_time);
     this.#u32(r.session_end_time);
     this.#u32(r.duration_seconds);

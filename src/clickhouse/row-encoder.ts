@@ -4,6 +4,7 @@
  * test/clickhouse/row-encoder.test.ts checks byte-equality with formatRow on fuzzed rows.
  */
 import type { CdrRow, CellPart } from "../cdr/decode.ts";
+import { ByteBuffer } from "./byte-buffer.ts";
 import { escapeTsv } from "./row-format.ts";
 
 const TAB = 9;
@@ -12,44 +13,12 @@ const CR = 13;
 const BACKSLASH = 92;
 const UNDERSCORE = 95;
 
-const INITIAL_BYTES = 64 * 1024;
-const SHRINK_ABOVE = 1 << 20;
-
-export class RowBuffer {
-  buf: Buffer;
-  length = 0;
-
-  constructor(initialBytes = INITIAL_BYTES) {
-    this.buf = Buffer.allocUnsafe(initialBytes);
-  }
-
-  /** The encoded rows so far (a view: valid until the next write or reset). */
-  bytes(): Uint8Array {
-    return this.buf.subarray(0, this.length);
-  }
-
-  /**
-   * Empties the buffer, giving back what a peak took: a buffer grown past SHRINK_ABOVE for a batch
-   * of large records is replaced once a batch uses less than a quarter of it.
-   */
-  reset(): void {
-    if (this.buf.length > SHRINK_ABOVE && this.length < this.buf.length / 4)
-      this.buf = Buffer.allocUnsafe(Math.max(INITIAL_BYTES, this.length * 2));
-    this.length = 0;
-  }
-
-  #reserve(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + n));
-    this.buf.copy(next, 0, 0, this.length);
-    this.buf = next;
-  }
-
+export class RowBuffer extends ByteBuffer {
   // Short ASCII values are copied byte by byte in JS: a Buffer.write() per field is a native
   // call costing more than the copy. Anything else (non-ASCII, TSV escapes) takes the general path.
   #text(s: string): void {
     const n = s.length;
-    this.#reserve(n);
+    this.reserve(n);
     const b = this.buf;
     const start = this.length;
     for (let i = 0; i < n; i++) {
@@ -63,14 +32,14 @@ export class RowBuffer {
   #textSlow(s: string, start: number): void {
     const e = escapeTsv(s);
     this.length = start;
-    this.#reserve(e.length * 3);
+    this.reserve(e.length * 3);
     this.length += this.buf.write(e, this.length, "utf8");
   }
 
   /** Values that are ASCII by construction (UUID, E.164, enum names). */
   #ascii(s: string): void {
     const n = s.length;
-    this.#reserve(n);
+    this.reserve(n);
     const b = this.buf;
     const start = this.length;
     for (let i = 0; i < n; i++) b[start + i] = s.charCodeAt(i);
@@ -87,7 +56,7 @@ export class RowBuffer {
       this.#ascii(typeof n === "bigint" ? n.toString() : "" + n);
       return;
     }
-    this.#reserve(16);
+    this.reserve(16);
     if (n <= 0x7fffffff) {
       this.#digits(n | 0);
       return;
@@ -103,7 +72,7 @@ export class RowBuffer {
    * every supported ClickHouse reads alike (see row-format.ts). Room for ten bytes is reserved.
    */
   #datetime(n: number): void {
-    this.#reserve(10);
+    this.reserve(10);
     const lo = n % 1e9;
     this.buf[this.length++] = 0x30 + (n - lo) / 1e9;
     this.#nineDigits(lo | 0);
@@ -143,7 +112,7 @@ export class RowBuffer {
   }
 
   #tab(): void {
-    this.#reserve(1);
+    this.reserve(1);
     this.buf[this.length++] = TAB;
   }
 
@@ -162,7 +131,7 @@ export class RowBuffer {
     this.#ascii(r.radio_access_type);
     this.#tab();
     this.#cellPart(r.lac);
-    this.#reserve(1);
+    this.reserve(1);
     this.buf[this.length++] = UNDERSCORE;
     this.#cellPart(r.ci);
     this.#tab();
@@ -181,7 +150,7 @@ export class RowBuffer {
     this.#uint(r.source_ip);
     this.#tab();
     this.#datetime(ingestedAt);
-    this.#reserve(1);
+    this.reserve(1);
     this.buf[this.length++] = NL;
   }
 }
