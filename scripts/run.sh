@@ -18,7 +18,9 @@ WORKER=(bun src/main.ts)
 
 "${WORKER[@]}" topics ensure
 "${WORKER[@]}" migrate
-"${WORKER[@]}" run &
+# In a process group of its own: Ctrl-C at a terminal signals the whole foreground group, and the
+# worker must get one SIGINT (forwarded below), not two (a second means: exit at once, commit nothing more).
+setsid "${WORKER[@]}" run &
 worker=$!
 trap 'kill -INT $worker 2>/dev/null; wait $worker' INT TERM
 until curl -fsS "http://127.0.0.1:$STATS_PORT/readyz" >/dev/null 2>&1; do
