@@ -30,7 +30,7 @@ const count = async (url: string, q: string) => {
 
 beforeAll(async () => {
   await run(["bash", SCRIPT, "start"]);
-}, 120_000);
+}, 240_000); // above the start script's own bounds (60 s for ZooKeeper and for each replica), so its error names the log
 afterAll(async () => {
   const ch = replica(REPLICAS[1]!);
   await ch.command({ query: `DROP DATABASE IF EXISTS ${DB} ON CLUSTER cdr_cluster` }).catch(() => {});
