@@ -4,6 +4,8 @@
 -- ReplacingMergeTree collapses replays of a record (at-least-once delivery) during merges; the
 -- sorting key ends in cdr_id and every other key column is derived from the same raw record, so
 -- replays share the whole key. Count with `FINAL` or `uniqExact(cdr_id)` to see deduplicated rows.
+-- kafka_partition and kafka_offset say which raw record a row came from (`cdr-worker audit` and
+-- the worker's replay check read them); -1 marks rows written before the columns existed.
 CREATE DATABASE IF NOT EXISTS {database};
 
 CREATE TABLE IF NOT EXISTS {database}.{table}
@@ -22,7 +24,9 @@ CREATE TABLE IF NOT EXISTS {database}.{table}
     down_bytes         UInt64,
     total_bytes        UInt64,
     source_ip          UInt32,
-    ingested_at        DateTime('UTC')
+    ingested_at        DateTime('UTC'),
+    kafka_partition    Int32 DEFAULT -1,
+    kafka_offset       Int64 DEFAULT -1
 )
 ENGINE = ReplacingMergeTree(ingested_at)
 PARTITION BY toYYYYMM(session_start_time)

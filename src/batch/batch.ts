@@ -14,7 +14,7 @@ export interface RowSink {
   /** Bytes written so far; `buf` holds them from 0. */
   readonly length: number;
   readonly buf: Uint8Array;
-  add(row: CdrRow, ingestedAt: number): void;
+  add(row: CdrRow, ingestedAt: number, partition: number, offset: number): void;
   reset(): void;
 }
 
@@ -64,7 +64,7 @@ export class Batch {
 
   add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number, timestamp = -1): void {
     const i = this.count++;
-    this.body.add(row, ingestedAt);
+    this.body.add(row, ingestedAt, partition, offset);
     this.rowEnds[i] = this.body.length;
     this.payloads[i] = payload;
     this.#payloadChars += payload.length;

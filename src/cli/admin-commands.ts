@@ -7,7 +7,8 @@ import { integerFlag, type ParsedArgs } from "./args.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
 
 export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the database and table of sql/ if missing
-  (idempotent). With --cluster, ON CLUSTER NAME: <table>_local as ReplicatedReplacingMergeTree on every node and
+  (idempotent), and add the columns a table made by an older release lacks (the Kafka provenance
+  kafka_partition, kafka_offset; -1 in rows written before). With --cluster, ON CLUSTER NAME: <table>_local as ReplicatedReplacingMergeTree on every node and
   <table> as the Distributed table the worker writes to (sql/cluster.sql).`;
 export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]:
   create missing topics with the spec's settings, repair drifted configs, report (never change) a partition
@@ -20,9 +21,9 @@ cdr-worker topics describe: print each topic's partition count and spec-relevant
 export async function migrateCommand(cfg: Config, cluster?: string): Promise<number> {
   const ch = createClickHouse(cfg.clickhouse, "default");
   try {
-    await migrate(ch, cfg.clickhouse.database, cfg.clickhouse.table, cluster);
+    const added = await migrate(ch, cfg.clickhouse.database, cfg.clickhouse.table, cluster);
     const migrated = `${cfg.clickhouse.database}.${cfg.clickhouse.table}`;
-    console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}) }));
+    console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}), columns_added: added }));
     return 0;
   } finally {
     await ch.close();

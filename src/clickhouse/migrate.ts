@@ -13,13 +13,21 @@ const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** The column list of sql/001_cdr.sql, "( … )", which sql/cluster.sql's local table takes too. */
 const COLUMN_LIST = /\n\(\n[\s\S]*?\n\)\n/.exec(ddl)![0].trim();
 
+const COLUMN_LINES = COLUMN_LIST.split("\n")
+  .slice(1, -1)
+  .map((l) => /^\s*(\w+)\s+(.+?)(?:\s+DEFAULT\s+(.+?))?,?\s*$/.exec(l)!);
+
 /** Each written column's type as sql/001_cdr.sql declares it: what row-binary.ts encodes. */
-export const COLUMN_TYPES: ReadonlyMap<string, string> = new Map(
-  COLUMN_LIST.split("\n")
-    .slice(1, -1)
-    .map((l) => /^\s*(\w+)\s+(.+?),?\s*$/.exec(l)!)
-    .map((m) => [m[1]!, m[2]!] as const),
-);
+export const COLUMN_TYPES: ReadonlyMap<string, string> = new Map(COLUMN_LINES.map((m) => [m[1]!, m[2]!] as const));
+
+/**
+ * Columns a table made by an older sql/001_cdr.sql lacks, with their DEFAULT for the rows it
+ * already holds: `migrate` adds them (ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so the
+ * table's columns are read first). The Kafka provenance: -1 marks a row written before it.
+ */
+export const ADDED_COLUMNS: ReadonlyArray<{ name: string; definition: string }> = COLUMN_LINES.filter((m) =>
+  m[1]!.startsWith("kafka_"),
+).map((m) => ({ name: m[1]!, definition: `${m[2]} DEFAULT ${m[3]}` }));
 
 /**
  * The statements of the DDL with names filled in; comments go first, since they may hold ';'.
@@ -47,8 +55,51 @@ export function ddlStatements(database: string, table: string, cluster?: string)
     .map((s) => s.replaceAll("{database}", database).replaceAll("{table}", table));
 }
 
-export async function migrate(ch: ClickHouseClient, database: string, table: string, cluster?: string): Promise<void> {
-  for (const query of ddlStatements(database, table, cluster)) await ch.command({ query });
+/**
+ * Creates what is missing, then upgrades a table made by an older DDL in place: each column of
+ * ADDED_COLUMNS it lacks is added. On a cluster the local tables are altered ON CLUSTER (one
+ * replica per shard, ZooKeeper carries it to the others); the Distributed table holds no rows of
+ * its own and 18.16 refuses ALTER ON CLUSTER of it where shards replicate internally ("Table isn't
+ * replicated"), so it is made anew on every node from the local table's columns (README "Upgrade":
+ * workers stopped first). Idempotent; returns the columns added, for the log.
+ */
+export async function migrate(
+  ch: ClickHouseClient,
+  database: string,
+  table: string,
+  cluster?: string,
+): Promise<string[]> {
+  const statements = ddlStatements(database, table, cluster);
+  for (const query of statements) await ch.command({ query });
+  const added: string[] = [];
+  for (const target of cluster ? [`${table}_local`, table] : [table]) {
+    const have = new Set((await readColumns(ch, database, target)).map((c) => c.name));
+    const missing = ADDED_COLUMNS.filter((c) => !have.has(c.name));
+    if (missing.length === 0) continue;
+    if (cluster && target === table) {
+      await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${table} ON CLUSTER ${cluster}` });
+      await ch.command({ query: statements[statements.length - 1]! });
+    } else {
+      const onCluster = cluster ? ` ON CLUSTER ${cluster}` : "";
+      for (const c of missing)
+        await ch.command({ query: `ALTER TABLE ${database}.${target}${onCluster} ADD COLUMN ${c.name} ${c.definition}` });
+    }
+    added.push(...missing.map((c) => `${database}.${target}.${c.name}`));
+  }
+  return added;
+}
+
+async function readColumns(
+  ch: ClickHouseClient,
+  database: string,
+  table: string,
+): Promise<Array<{ name: string; type: string; default_kind: string }>> {
+  // Literal names, not query parameters: ClickHouse 18.16 has no {name:Type} parameters.
+  const rs = await ch.query({
+    query: `SELECT name, type, default_kind FROM system.columns WHERE database = '${database}' AND table = '${table}'`,
+    format: "JSONEachRow",
+  });
+  return rs.json<{ name: string; type: string; default_kind: string }>();
 }
 
 /**
@@ -82,16 +133,9 @@ export async function checkSchemaOnAny(
  */
 export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
   ddlStatements(database, table); // validates both names as plain identifiers
-  // Literal names, not query parameters: ClickHouse 18.16 has no {name:Type} parameters.
   let columns: Array<{ name: string; type: string; default_kind: string }>;
   try {
-    const rs = await ch.query({
-      query:
-        "SELECT name, type, default_kind FROM system.columns " +
-        `WHERE database = '${database}' AND table = '${table}'`,
-      format: "JSONEachRow",
-    });
-    columns = await rs.json<{ name: string; type: string; default_kind: string }>();
+    columns = await readColumns(ch, database, table);
   } catch (cause) {
     // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
     // access) will not without an operator.
@@ -116,7 +160,11 @@ export function schemaProblems(
   const problems: string[] = [];
   for (const [name, want] of COLUMN_TYPES) {
     const c = have.get(name);
-    if (!c) problems.push(`column ${name} is missing; the worker writes it as ${want} (sql/001_cdr.sql)`);
+    if (!c)
+      problems.push(
+        `column ${name} is missing; the worker writes it as ${want} (sql/001_cdr.sql)` +
+          (ADDED_COLUMNS.some((a) => a.name === name) ? ": run `cdr-worker migrate`, which adds it" : ""),
+      );
     else if (!sameType(c.type, want))
       problems.push(
         `column ${name} is ${c.type}; the worker writes ${want}, and a binary insert would store ` +

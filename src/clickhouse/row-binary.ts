@@ -10,7 +10,7 @@
  *   String    LEB128 byte length, then UTF-8
  *   Enum8     the rat code as Int8
  *   DateTime  UInt32 little-endian
- *   UInt32/64 little-endian
+ *   UInt32/64 little-endian; Int32/64 (the Kafka provenance) little-endian two's complement
  * Each row is self-contained, so any run of rows is itself a valid body (store.ts splits by row).
  * The TSV encoder (row-encoder.ts) and formatRow (row-format.ts) stay the readable reference:
  * test/clickhouse/row-binary.test.ts decodes this body and compares it with formatRow.
@@ -142,8 +142,15 @@ export class RowBinaryBuffer extends ByteBuffer {
     b[--p] = 0x30 + v;
   }
 
-  /** Appends one row. */
-  add(r: CdrRow, ingestedAt: number): void {
+  /** A signed integer in the safe range as Int64 little-endian (two's complement). */
+  #i64(v: number): void {
+    const hi = Math.floor(v / TWO_32);
+    this.#u32(v - hi * TWO_32);
+    this.#u32(hi);
+  }
+
+  /** Appends one row; `partition` and `offset` are its Kafka provenance (-1: none). */
+  add(r: CdrRow, ingestedAt: number, partition = -1, offset = -1): void {
     this.#uuid(r.cdr_id);
     this.#string(r.raw_id);
     this.#string(r.device_id);
@@ -152,7 +159,7 @@ export class RowBinaryBuffer extends ByteBuffer {
     this.reserve(1 + 3 * 4 + 4 * 8 + 4);
     this.buf[this.length++] = r.rat;
     this.#cellId(r.lac, r.ci);
-    this.reserve(3 * 4 + 4 * 8 + 4);
+    this.reserve(3 * 4 + 3 * 8 + 2 * 4 + 4 + 8);
     this.#u32(r.session_start_time);
     this.#u32(r.session_end_time);
     this.#u32(r.duration_seconds);
@@ -161,5 +168,7 @@ export class RowBinaryBuffer extends ByteBuffer {
     this.#u64(r.total_bytes);
     this.#u32(r.source_ip);
     this.#u32(ingestedAt);
+    this.#u32(partition);
+    this.#i64(offset);
   }
 }

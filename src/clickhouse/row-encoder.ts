@@ -117,7 +117,7 @@ export class RowBuffer extends ByteBuffer {
   }
 
   /** Appends one row and its newline. */
-  add(r: CdrRow, ingestedAt: number): void {
+  add(r: CdrRow, ingestedAt: number, partition = -1, offset = -1): void {
     this.#ascii(r.cdr_id);
     this.#tab();
     this.#text(r.raw_id);
@@ -150,6 +150,10 @@ export class RowBuffer extends ByteBuffer {
     this.#uint(r.source_ip);
     this.#tab();
     this.#datetime(ingestedAt);
+    this.#tab();
+    this.#uint(partition); // -1 (no provenance) takes #uint's text path
+    this.#tab();
+    this.#uint(offset);
     this.reserve(1);
     this.buf[this.length++] = NL;
   }

@@ -41,6 +41,8 @@ export const COLUMNS = [
   "total_bytes",
   "source_ip",
   "ingested_at",
+  "kafka_partition",
+  "kafka_offset",
 ] as const;
 
 const NEEDS_ESCAPE = /[\\\t\n\r\0]/;
@@ -51,11 +53,11 @@ export function escapeTsv(s: string): string {
   return NEEDS_ESCAPE.test(s) ? s.replace(/[\\\t\n\r\0]/g, (c) => ESCAPES[c]!) : s;
 }
 
-/** One line without its trailing newline; `ingestedAt` in unix seconds. */
-export function formatRow(r: CdrRow, ingestedAt: number): string {
+/** One line without its trailing newline; `ingestedAt` in unix seconds, provenance -1 when none. */
+export function formatRow(r: CdrRow, ingestedAt: number, partition = -1, offset = -1): string {
   return [
     r.cdr_id, escapeTsv(r.raw_id), escapeTsv(r.device_id), r.msisdn, escapeTsv(r.service_type), r.radio_access_type,
     escapeTsv(cellId(r)), dateTimeText(r.session_start_time), dateTimeText(r.session_end_time), r.duration_seconds,
-    r.up_bytes, r.down_bytes, r.total_bytes, r.source_ip, dateTimeText(ingestedAt),
+    r.up_bytes, r.down_bytes, r.total_bytes, r.source_ip, dateTimeText(ingestedAt), partition, offset,
   ].join("\t");
 }

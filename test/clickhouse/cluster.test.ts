@@ -38,13 +38,24 @@ afterAll(async () => {
   await run(["bash", SCRIPT, "stop"]);
 });
 
-test("migrate --cluster: ReplicatedReplacingMergeTree and Distributed on every replica, twice without harm", async () => {
+test("migrate --cluster: upgrades tables of the older DDL (no provenance) on every replica, local then Distributed; twice without harm", async () => {
+  // The tables as a release before the Kafka provenance columns made them.
+  const ch0 = replica(REPLICAS[0]!);
+  for (const q of ddlStatements(DB, "cdr", "cdr_cluster")) await ch0.command({ query: q.replace(/,\s*kafka_partition[^\n]*\n\s*kafka_offset[^\n]*/, "") });
+  await ch0.close();
+  expect(await count(REPLICAS[1]!, `SELECT count() AS c FROM system.columns WHERE database = '${DB}' AND name LIKE 'kafka_%'`)).toBe(0);
   const env = { ...process.env, CLICKHOUSE_URL: REPLICAS[0]!, CLICKHOUSE_DATABASE: DB, CLICKHOUSE_TABLE: "cdr" };
+  const added = [];
   for (let i = 0; i < 2; i++) {
     const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "migrate", "--cluster", "cdr_cluster"], { env, stdout: "pipe", stderr: "pipe" });
-    expect(p.exitCode).toBe(0);
-    expect(JSON.parse(p.stdout.toString())).toEqual({ migrated: `${DB}.cdr`, cluster: "cdr_cluster" });
+    expect({ exit: p.exitCode, stderr: p.stderr.toString() }).toEqual({ exit: 0, stderr: "" });
+    const out = JSON.parse(p.stdout.toString());
+    expect(out).toMatchObject({ migrated: `${DB}.cdr`, cluster: "cdr_cluster" });
+    added.push(out.columns_added);
   }
+  expect(added).toEqual([[`${DB}.cdr_local.kafka_partition`, `${DB}.cdr_local.kafka_offset`, `${DB}.cdr.kafka_partition`, `${DB}.cdr.kafka_offset`], []]);
+  for (const url of REPLICAS)
+    expect(await count(url, `SELECT count() AS c FROM system.columns WHERE database = '${DB}' AND name LIKE 'kafka_%'`)).toBe(4);
   for (const url of REPLICAS) {
     const ch = replica(url);
     const rows = await (await ch.query({ query: `SELECT name, engine FROM system.tables WHERE database = '${DB}' ORDER BY name`, format: "JSONEachRow" })).json();

@@ -8,7 +8,7 @@ import { Readable } from "node:stream";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
-import { checkSchema, COLUMN_TYPES, migrate } from "../../src/clickhouse/migrate.ts";
+import { checkSchema, COLUMN_TYPES, ddlStatements, migrate } from "../../src/clickhouse/migrate.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
 import { COLUMNS } from "../../src/clickhouse/row-format.ts";
@@ -27,14 +27,18 @@ const table = uniqueName("cdr").replace(/\W/g, "_");
 const readmeQueries = async () =>
   [...(await Bun.file(`${ROOT}/README.md`).text()).matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim().replace(/;$/, "").replaceAll("telecom.cdr", `${DB}.${table}`));
 
+/** Each corpus record's Kafka partition and offset: Int32 and Int64 edges, beyond 2^32 and up to 2^53. */
+const provenance = (i: number): [number, number] =>
+  i === 0 ? [2147483647, Number.MAX_SAFE_INTEGER] : i === 1 ? [0, 0] : [i % 7, 2 ** 32 + i];
+
 /** The worker's exact insert body for the whole corpus (RowBinary), or the TSV reference's. */
 function encodeCorpus(buf: RowBinaryBuffer | RowBuffer): Uint8Array {
   const ctx = { phone: new PhoneNormalizer() };
-  for (const r of corpus) {
+  corpus.forEach((r, i) => {
     const d = decode(r.text, ctx);
     if (!d.ok) throw new Error(`corpus record refused by the decoder: ${JSON.stringify(d.rejection)}`);
-    buf.add(d.row, INGESTED_AT);
-  }
+    buf.add(d.row, INGESTED_AT, ...provenance(i));
+  });
   return buf.bytes().slice();
 }
 const body = encodeCorpus(new RowBinaryBuffer());
@@ -82,6 +86,10 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
     expect(w.endpoints[0]!.version).toMatch(server.version);
     const rows = await (await ch.query({ query: readBack(t).replace(/ FORMAT JSONEachRow$/, ""), format: "JSONEachRow" })).json<Record<string, string>>();
     expectCorpus(rows, corpus);
+    // The provenance of each row, as text (Int64 beyond 2^53 would not survive JSON numbers).
+    const kafka = await (await ch.query({ query: `SELECT raw_id, toString(kafka_partition) AS p, toString(kafka_offset) AS o FROM ${t}`, format: "JSONEachRow" })).json<Record<string, string>>();
+    const byRaw = new Map(kafka.map((r) => [r.raw_id, [r.p, r.o]]));
+    expect(corpus.map((r, i) => byRaw.get(r.expect.raw_id!))).toEqual(corpus.map((_, i) => provenance(i).map(String)));
     // As text too: 0 → 1970-01-01 00:00:00 … 4294967295 → 2106-02-07 06:28:15. 18.16 writes the
     // zero DateTime as 0000-00-00 00:00:00 and its date table ends with 2105, so its text is
     // compared up to 2105-12-31; the stored values are exact on both, as the unix seconds above show.
@@ -98,6 +106,21 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
     if (!old) expect(text.some((r) => r.end === "2106-02-07 06:28:15")).toBe(true);
     expect(text.some((r) => r.start === zero)).toBe(true);
     expect(text.some((r) => r.start === "1970-01-01 00:00:01")).toBe(true);
+  });
+
+  test("migrate upgrades a table of the older DDL in place: the provenance columns are added, -1 in the rows it held; twice without harm", async () => {
+    const old = `${table}_old`;
+    for (const q of ddlStatements(DB, old)) await ch.command({ query: q.replace(/,\s*kafka_partition[^\n]*\n\s*kafka_offset[^\n]*/, "") });
+    await expect(checkSchema(ch, DB, old)).rejects.toThrow("column kafka_partition is missing; the worker writes it as Int32 (sql/001_cdr.sql): run `cdr-worker migrate`, which adds it");
+    await ch.command({ query: `INSERT INTO ${DB}.${old} (${COLUMNS.slice(0, 15).join(", ")}) SELECT ${COLUMNS.slice(0, 15).join(", ")} FROM ${t} LIMIT 3` });
+    expect(await migrate(ch, DB, old)).toEqual([`${DB}.${old}.kafka_partition`, `${DB}.${old}.kafka_offset`]);
+    expect(await migrate(ch, DB, old)).toEqual([]);
+    await checkSchema(ch, DB, old);
+    const w = new ClickHouseWriter(ch, DB, old);
+    await w.insert(body, corpus.length);
+    const split = await (await ch.query({ query: `SELECT kafka_offset = -1 AND kafka_partition = -1 AS before, count() AS c FROM ${DB}.${old} GROUP BY before ORDER BY before`, format: "JSONEachRow" })).json<{ before: number; c: string }>();
+    expect(split.map((r) => [Number(r.before), Number(r.c)])).toEqual([[0, corpus.length], [1, 3]]);
+    await ch.command({ query: `DROP TABLE ${DB}.${old}` });
   });
 
   test("the body means the same under the server's own defaults (no settings sent): nothing depends on input settings", async () => {

@@ -52,14 +52,15 @@ test("TSV escaping keeps tabs, newlines and backslashes inside one field", () =>
   expect(escapeTsv("plain")).toBe("plain");
 });
 
-test("a row formats as 15 tab-separated columns with exact UInt64 digits", () => {
+test("a row formats as 17 tab-separated columns with exact UInt64 digits, provenance last", () => {
   const line = formatRow({
     cdr_id: "9342d47a-1bab-5709-9869-c840b2eac501", raw_id: "r\t1", device_id: "d", msisdn: "+4915112345678", service_type: "voice",
     radio_access_type: "5G_NR", rat: 9, lac: 1, ci: 2, session_start_time: 1, session_end_time: 2, duration_seconds: 1,
     up_bytes: 18446744073709551615n, down_bytes: 0, total_bytes: 18446744073709551615n, source_ip: 167772161,
-  }, 100);
+  }, 100, 2, 9007199254740991);
   const cols = line.split("\t");
-  expect(cols.length).toBe(15);
+  expect(cols.length).toBe(17);
+  expect(cols.slice(15)).toEqual(["2", "9007199254740991"]);
   expect(cols[1]).toBe("r\\t1");
   expect(line).toContain("\t18446744073709551615\t0\t18446744073709551615\t167772161\t0000000100");
   expect(cols.slice(7, 9)).toEqual(["0000000001", "0000000002"]); // DateTime: ten digits, see row-format.ts

@@ -11,6 +11,8 @@ export function rowBinaryToTsv(body: Uint8Array): string[] {
   const u8 = () => view.getUint8(p++);
   const u32 = () => ((p += 4), view.getUint32(p - 4, true));
   const u64 = () => ((p += 8), view.getBigUint64(p - 8, true));
+  const i32 = () => ((p += 4), view.getInt32(p - 4, true));
+  const i64 = () => ((p += 8), view.getBigInt64(p - 8, true));
   const str = () => {
     let len = 0;
     for (let shift = 0; ; shift += 7) {
@@ -32,7 +34,7 @@ export function rowBinaryToTsv(body: Uint8Array): string[] {
   while (p < body.length) {
     lines.push([
       uuid(), str(), str(), str(), str(), RAT_NAMES[view.getInt8(p++)] ?? "?", str(),
-      dateTimeText(u32()), dateTimeText(u32()), u32(), u64(), u64(), u64(), u32(), dateTimeText(u32()),
+      dateTimeText(u32()), dateTimeText(u32()), u32(), u64(), u64(), u64(), u32(), dateTimeText(u32()), i32(), i64(),
     ].join("\t"));
   }
   return lines;
