@@ -112,6 +112,14 @@ export const VARIABLES = {
       "when no ClickHouse endpoint answers at all: dlq = retries, then the DLQ (the spec); wait = pause " +
       "consumption and retry until one answers, spending no attempts",
   },
+  DELIVERY: {
+    schema: oneOf(["exactly-once", "at-least-once"] as const),
+    default: "exactly-once",
+    help:
+      "exactly-once = a partition's next owner skips what its last owner already stored or dead-lettered " +
+      "(read from the provenance columns and the DLQ); at-least-once = replays are stored again and collapse " +
+      "by ReplacingMergeTree",
+  },
   DLQ_STORAGE_FAILURE_REASON: {
     schema: oneOf(["normalization_error", "ch_insert_failed"] as const),
     default: "normalization_error",
@@ -173,6 +181,7 @@ export interface Config {
   batch: { size: number; maxBytes: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number; whenUnreachable: "dlq" | "wait" };
   dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
+  delivery: "exactly-once" | "at-least-once";
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
   stats: { host: string; port: number };
   workerInstance: string;
@@ -323,6 +332,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       maxRatio: p.DLQ_MAX_RATIO,
       ratioWindow: p.DLQ_RATIO_WINDOW,
     },
+    delivery: p.DELIVERY,
     phone: {
       defaultRegion: (p.DEFAULT_PHONE_REGION || undefined) as CountryCode | undefined,
       cacheSize: p.PHONE_CACHE_SIZE,

@@ -13,8 +13,9 @@ import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
 import { InFlight } from "./in-flight.ts";
 import type { Consumer } from "./kafka/consumer.ts";
 import type { Message } from "./kafka/message.ts";
+import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
-import type { OffsetTracker } from "./offsets/tracker.ts";
+import type { Advanced, OffsetTracker } from "./offsets/tracker.ts";
 import type { Counters } from "./stats/counters.ts";
 import { KafkaError } from "./errors.ts";
 import { log } from "./log.ts";
@@ -118,6 +119,13 @@ export class Delivery {
     );
   }
 
+  /** A record the partition's last owner already delivered (the replay check): committable at once. */
+  alreadyDelivered(partition: number, offset: number): void {
+    this.#deps.tracker.trackAlone(partition, offset).done = true;
+    this.#deps.counters.replaysSkipped++;
+    this.#commits.schedule();
+  }
+
   /** Resolves when any pending hand-over settles (at once when none is pending). */
   anySettled(): Promise<void> {
     return this.#inFlight.any();
@@ -142,11 +150,18 @@ export class Delivery {
    * partition revoked meanwhile is reset on release, so its records replay at the next owner.
    * Every other failure is fatal (the scheduler's onError).
    */
-  async #commit(positions: Array<{ partition: number; offset: number }>): Promise<void> {
+  async #commit(positions: Advanced[]): Promise<void> {
     const { consumer, counters, tracker } = this.#deps;
     try {
+      // Each position carries what the partition's next owner needs to skip what was delivered
+      // past it (offsets/commit-metadata.ts), whichever delivery mode runs now or next.
       await consumer.commit(
-        positions.map(({ partition, offset }) => ({ topic: this.#topic, partition, offset: BigInt(offset) })),
+        positions.map(({ partition, offset, since }) => ({
+          topic: this.#topic,
+          partition,
+          offset: BigInt(offset),
+          metadata: commitMetadata(since),
+        })),
       );
     } catch (e) {
       if (!(e instanceof KafkaError) || !REBALANCE_REFUSALS.has(e.kafkaName ?? "")) throw e;

@@ -17,6 +17,7 @@ import type { DlqPublisher } from "./dlq/publisher.ts";
 import type { Consumer } from "./kafka/consumer.ts";
 import type { Message } from "./kafka/message.ts";
 import { log } from "./log.ts";
+import type { TopicPartition } from "./kafka/partition-list.ts";
 import { OffsetTracker } from "./offsets/tracker.ts";
 import type { Counters } from "./stats/counters.ts";
 import { Waker } from "./wake.ts";
@@ -39,6 +40,8 @@ export interface WorkerDeps {
   dlq: DlqPublisher;
   phone: PhoneNormalizer;
   counters: Counters;
+  /** Exactly-once (DELIVERY): what the last owners of newly assigned partitions delivered (offsets/replay-check.ts). */
+  replays?: { findDelivered(partitions: number[]): Promise<Map<number, Set<number>>> };
 }
 
 export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
@@ -49,6 +52,8 @@ const IDLE_WAIT_MS = 20;
 const MAX_DLQ_IN_FLIGHT = 10_000;
 /** Most bytes of DLQ payloads awaited at once before polling pauses. */
 const MAX_DLQ_IN_FLIGHT_BYTES = 32 << 20;
+/** First and longest pause before a failed replay check is tried again (its partitions stay paused). */
+const REPLAY_CHECK_RETRY_MS = [500, 30_000] as const;
 /** Most records handled between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
 const MAX_POLL = 300;
 
@@ -73,6 +78,11 @@ export class Worker {
    * take hundreds of them.
    */
   #recordBytes = 2 << 20;
+  /** Partitions paused until their replay check answers, with the check's generation. */
+  readonly #checking = new Map<number, number>();
+  #checks = 0;
+  /** Offsets the last owner delivered, per partition, skipped when read again; gone past `max`. */
+  readonly #delivered = new Map<number, { offsets: Set<number>; max: number }>();
 
   constructor(opts: WorkerOptions, deps: WorkerDeps) {
     this.#opts = opts;
@@ -103,6 +113,8 @@ export class Worker {
   get clickhouseHealthy(): boolean { return this.#clickhouseHealthy; } // prettier-ignore
   get bufferedRows(): number { return this.#batcher.bufferedRows; } // prettier-ignore
   get breakerRatio(): number { return this.#breaker.ratio; } // prettier-ignore
+  /** Partitions waiting for their replay check (exactly-once). */
+  get replayChecksPending(): number { return this.#checking.size; } // prettier-ignore
   positions(): Map<number, { committed: number; consumed: number }> {
     return this.#tracker.positions();
   }
@@ -165,6 +177,10 @@ export class Worker {
     // A poll's messages come grouped by partition: look the counter up only when it changes.
     let partitionCounters = counters.partition(messages[0]!.partition);
     for (const m of messages) {
+      if (this.#delivered.size > 0 && this.#skipDelivered(m)) {
+        counters.consumed--; // the last owner's: counted by replays_skipped, never in flight here
+        continue;
+      }
       if (m.partition !== partitionCounters.partition) partitionCounters = counters.partition(m.partition);
       partitionCounters.consumed++;
       const result = m.error === undefined ? decode(m.value, ctx) : undecodable(m.error);
@@ -190,6 +206,20 @@ export class Worker {
         );
       }
     }
+  }
+
+  /** A record the partition's last owner already stored or dead-lettered: durable at once, sent nowhere. */
+  #skipDelivered(m: Message): boolean {
+    const d = this.#delivered.get(m.partition);
+    if (!d) return false;
+    if (m.offset > d.max) {
+      this.#delivered.delete(m.partition); // past everything found: records gone meanwhile (retention) left it
+      return false;
+    }
+    if (!d.offsets.delete(m.offset)) return false;
+    if (d.offsets.size === 0) this.#delivered.delete(m.partition);
+    this.#delivery.alreadyDelivered(m.partition, m.offset);
+    return true;
   }
 
   /**
@@ -225,8 +255,63 @@ export class Worker {
         this.#assigned = true;
         this.#tracker.reset(ev.partitions.map((p) => p.partition));
         if (this.#breaker.tripped || this.#waitingBatches > 0) this.#deps.consumer.pause(ev.partitions);
+        if (this.#deps.replays && ev.partitions.length > 0) this.#checkReplays(ev.partitions);
       }
     }
+  }
+
+  /**
+   * Exactly-once: newly assigned partitions stay paused until the replay check says which of their
+   * records the last owner delivered past its commit; the other partitions flow meanwhile. A check
+   * that fails (ClickHouse or Kafka not answering) is tried again with backoff; one whose
+   * partitions were revoked meanwhile is dropped (its generation no longer matches).
+   */
+  #checkReplays(tps: readonly TopicPartition[]): void {
+    const { consumer, counters } = this.#deps;
+    consumer.pause(tps);
+    const gen = ++this.#checks;
+    const partitions = tps.map((t) => t.partition);
+    for (const p of partitions) this.#checking.set(p, gen);
+    const attempt = async (n: number): Promise<void> => {
+      const mine = () => partitions.filter((p) => this.#checking.get(p) === gen);
+      if (mine().length === 0 || this.#stopRequested || this.#fatal) return;
+      const started = performance.now();
+      let found: Map<number, Set<number>>;
+      try {
+        found = await this.#deps.replays!.findDelivered(mine());
+      } catch (e) {
+        const delay = Math.min(REPLAY_CHECK_RETRY_MS[1], REPLAY_CHECK_RETRY_MS[0] * 2 ** n);
+        counters.replayCheckFailures++;
+        log.warn("replay check failed; its partitions stay paused and it is tried again", {
+          partitions: mine(),
+          attempt: n + 1,
+          delay_ms: delay,
+          err: e as Error,
+        });
+        setTimeout(() => void attempt(n + 1), delay);
+        return;
+      }
+      const ready = mine();
+      let delivered = 0;
+      for (const p of ready) {
+        this.#checking.delete(p);
+        const offsets = found.get(p);
+        if (!offsets || offsets.size === 0) continue;
+        let max = -1;
+        for (const o of offsets) if (o > max) max = o;
+        this.#delivered.set(p, { offsets, max });
+        delivered += offsets.size;
+      }
+      counters.replayChecks++;
+      log.info("replay check done: what the last owner delivered past its commit is skipped", {
+        partitions: ready,
+        delivered,
+        ms: Math.round(performance.now() - started),
+      });
+      if (!this.#breaker.tripped && this.#waitingBatches === 0) consumer.resume(tps.filter((t) => ready.includes(t.partition)));
+      this.#waker.wake();
+    };
+    void attempt(0);
   }
 
   /** Commits everything of the revoked partitions before librdkafka gives them away. */
@@ -235,6 +320,10 @@ export class Worker {
     await this.#settle();
     if (this.#fatal) return;
     this.#tracker.reset(revoked.map((p) => p.partition));
+    for (const { partition } of revoked) {
+      this.#checking.delete(partition);
+      this.#delivered.delete(partition);
+    }
     this.#batcher.touch();
     this.#deps.consumer.completeRevoke();
   }
@@ -251,7 +340,7 @@ export class Worker {
       consumer.pause(consumer.assignment);
       log.warn("no ClickHouse endpoint answers; consumption paused until one does (CH_UNREACHABLE_POLICY=wait)");
     } else if (!waiting && this.#waitingBatches === 0 && !this.#breaker.tripped) {
-      consumer.resume(consumer.assignment);
+      consumer.resume(consumer.assignment.filter((t) => !this.#checking.has(t.partition)));
       log.info("ClickHouse answers again; consumption resumed");
     }
   }

@@ -4,8 +4,11 @@ import type { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
+import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
+import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
+import { findDelivered, type Owned } from "../offsets/replay-check.ts";
 import { Producer } from "../kafka/producer.ts";
 import { Counters } from "../stats/counters.ts";
 import { Worker } from "../worker.ts";
@@ -47,7 +50,11 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     // For the end-to-end latency histogram (read in the native batch copy: no call per message).
     readTimestamps: true,
   });
-  const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table);
+  const exactlyOnce = cfg.delivery === "exactly-once";
+  const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table, {
+    instance: cfg.workerInstance,
+    syncDistributed: exactlyOnce,
+  });
   const dlq = new DlqPublisher(producer, {
     topic: cfg.kafka.topicDlq,
     workerInstance: cfg.workerInstance,
@@ -64,7 +71,46 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       dlqMaxRatio: cfg.dlq.maxRatio,
       dlqRatioWindow: cfg.dlq.ratioWindow,
     },
-    { consumer, writer, dlq, phone, counters },
+    { consumer, writer, dlq, phone, counters, ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer) } : {}) },
   );
   return { counters, phone, producer, consumer, writer, worker };
+}
+
+/** The replay check's parts: the group's commits, ClickHouse's provenance columns, the DLQ's headers. */
+function replayCheck(cfg: Config, consumer: Consumer, writer: ClickHouseWriter) {
+  const topic = cfg.kafka.topicRaw;
+  return {
+    findDelivered: (partitions: number[]) =>
+      findDelivered(partitions, {
+        topic,
+        committed: (tps) => consumer.committed(tps),
+        commit: (offsets) => consumer.commit(offsets),
+        lowWatermark: (p) => consumer.queryWatermarks(topic, p).low,
+        insertsEnded: () => writer.insertsEnded(),
+        stored: (owned) => writer.storedOffsets(owned),
+        deadLettered: (owned) => dlqOffsets(cfg, owned),
+      }),
+  };
+}
+
+/** Reads the DLQ with handles of its own, made for the check and closed after it (checks are rare). */
+async function dlqOffsets(cfg: Config, owned: readonly Owned[]) {
+  const admin = new Admin(kafkaProps(cfg));
+  let partitions: number | null | undefined;
+  try {
+    partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
+  } finally {
+    admin.close();
+  }
+  if (partitions == null) throw new Error(`topic ${cfg.kafka.topicDlq} missing`);
+  const reader = new Consumer({
+    props: kafkaProps(cfg, { "group.id": `${cfg.kafka.groupId}-replay-check`, "client.id": `${cfg.workerInstance}-replay-check` }),
+    topics: [],
+    readHeaders: true,
+  });
+  try {
+    return await deadLetteredOffsets(reader, cfg.kafka.topicDlq, partitions, cfg.kafka.topicRaw, owned);
+  } finally {
+    await reader.close();
+  }
 }

@@ -57,6 +57,8 @@ export async function serveStats(cfg: Config, p: Pipeline): Promise<StatsServer>
     breakerRatio: () => worker.breakerRatio,
     eventLoopLagMs: () => loopLag.worstMs,
     memoryBoundBytes: memoryBoundBytes(cfg.batch),
+    delivery: cfg.delivery,
+    replayChecksPending: () => worker.replayChecksPending,
     ready: () =>
       readiness({
         assigned: worker.assigned,

@@ -10,13 +10,32 @@
  * Each endpoint's version is learned on first contact (SELECT version()), logged, and decides the
  * settings its inserts carry (server-version.ts); an endpoint that stopped answering is asked
  * again when it is back, since it may have been upgraded meanwhile.
+ *
+ * Every insert has a query id of INSERT_QUERY_ID_PREFIX, so that a partition's next owner can wait
+ * for the inserts a killed worker left running on the server before it reads what they stored
+ * (offsets/replay-check.ts); with exactly-once, an insert into a Distributed table is synchronous
+ * (`insert_distributed_sync=1`): acknowledged once the shards hold the rows, not a local spool.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
 import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
+import type { DeliveredOffsets, Owned } from "../offsets/replay-check.ts";
 import { insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
+
+/** The start of every insert's query id (system.processes). */
+export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
+/** How often the replay check looks whether earlier inserts still run, and how long it waits in all. */
+const RUNNING_POLL_MS = 100;
+const RUNNING_WAIT_MS = 120_000;
+
+export interface WriterOptions {
+  /** Names this worker in its inserts' query ids (WORKER_INSTANCE). */
+  instance?: string;
+  /** Inserts into a Distributed table wait for the shards (exactly-once: the replay check reads them). */
+  syncDistributed?: boolean;
+}
 
 /** One ClickHouse endpoint and what the worker saw of it (README "Stats"). */
 export interface Endpoint {
@@ -34,13 +53,21 @@ export class ClickHouseWriter {
   readonly #endpoints: Endpoint[];
   readonly #table: string;
   readonly #insertQuery: string;
+  readonly #queryIdPrefix: string;
+  readonly #syncDistributed: boolean;
   #current = 0;
+  #inserts = 0;
 
   constructor(
     ch: ClickHouseClient | ReadonlyArray<{ name: string; client: ClickHouseClient }>,
     database: string,
     table: string,
+    opts: WriterOptions = {},
   ) {
+    // The start time too: a worker restarted under the same WORKER_INSTANCE must not reuse the id
+    // of an insert its killed predecessor left running (the server refuses a running id).
+    this.#queryIdPrefix = `${INSERT_QUERY_ID_PREFIX}${opts.instance ?? "worker"}:${Date.now().toString(36)}:`;
+    this.#syncDistributed = opts.syncDistributed ?? false;
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
     this.#endpoints = list.map(({ name, client }) => ({
       name,
@@ -126,7 +153,10 @@ export class ClickHouseWriter {
         [typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)],
         { objectMode: false },
       ),
-      clickhouse_settings: insertSettings(version),
+      query_id: `${this.#queryIdPrefix}${++this.#inserts}`,
+      clickhouse_settings: this.#syncDistributed
+        ? { ...insertSettings(version), insert_distributed_sync: 1 }
+        : insertSettings(version),
       ignore_error_response: true,
     });
     const answer = await readText(r.stream);
@@ -151,6 +181,76 @@ export class ClickHouseWriter {
         oldest_tested: OLDEST_TESTED,
       });
     return e.version;
+  }
+
+  /**
+   * Rows of these partitions stored at or past each one's offset, ingested since its time: what a
+   * partition's last owner already stored (the replay check). Asked of the endpoints in turn
+   * until one answers; throws when none does.
+   */
+  async storedOffsets(owned: readonly Owned[]): Promise<DeliveredOffsets> {
+    const from = Math.min(...owned.map((o) => o.from));
+    // ingested_at is whole seconds, taken just before the record's hold was stamped: one second back.
+    const since = Math.floor(Math.min(...owned.map((o) => o.since)) / 1000) - 1;
+    const query =
+      `SELECT kafka_partition, kafka_offset FROM ${this.#table} ` +
+      `WHERE kafka_partition IN (${owned.map((o) => o.partition).join(", ")}) ` +
+      `AND kafka_offset >= ${from} AND ingested_at >= toDateTime(${Math.max(0, since)})`;
+    const text = await this.#onAnyEndpoint((c) => c.query({ query, format: "TabSeparated" }).then((r) => r.text()));
+    const byPartition = new Map(owned.map((o) => [o.partition, o]));
+    const out: DeliveredOffsets = new Map();
+    for (const line of text.split("\n")) {
+      if (!line) continue;
+      const [p, o] = line.split("\t").map(Number) as [number, number];
+      const w = byPartition.get(p);
+      if (!w || o < w.from) continue;
+      let list = out.get(p);
+      if (!list) out.set(p, (list = []));
+      list.push(o);
+    }
+    return out;
+  }
+
+  /**
+   * Resolves once every worker insert that runs now on any endpoint that answers has ended: an
+   * insert whose worker was killed goes on on the server, and must be seen before it is counted.
+   */
+  async insertsEnded(): Promise<void> {
+    const running = async (c: ClickHouseClient, ids?: readonly string[]) => {
+      const which = ids ? `query_id IN (${ids.map((i) => `'${i.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`).join(", ")})` : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`;
+      const rs = await c.query({ query: `SELECT query_id FROM system.processes WHERE ${which}`, format: "TabSeparated" });
+      return (await rs.text()).split("\n").filter(Boolean);
+    };
+    await Promise.all(
+      this.#endpoints.map(async (e) => {
+        let ids: string[];
+        try {
+          ids = await running(e.client);
+        } catch {
+          return; // no answer: nothing it runs can store anything the check would read from another
+        }
+        const deadline = Date.now() + RUNNING_WAIT_MS;
+        while (ids.length > 0) {
+          if (Date.now() > deadline)
+            throw new Error(`${ids.length} inserts still run at ${e.name} after ${RUNNING_WAIT_MS / 1000} s: ${ids.slice(0, 3).join(", ")}`);
+          await Bun.sleep(RUNNING_POLL_MS);
+          ids = await running(e.client, ids);
+        }
+      }),
+    );
+  }
+
+  async #onAnyEndpoint<T>(fn: (c: ClickHouseClient) => Promise<T>): Promise<T> {
+    let last: unknown;
+    for (let k = 0; k < this.#endpoints.length; k++) {
+      const e = this.#endpoints[(this.#current + k) % this.#endpoints.length]!;
+      try {
+        return await fn(e.client);
+      } catch (err) {
+        last = err;
+      }
+    }
+    throw last;
   }
 
   /** Pings every endpoint (and records which answer, and the version of one newly back); true when one does. */

@@ -23,6 +23,8 @@ export interface StoredEnvelope {
 export interface OffsetRange {
   from?: number;
   to?: number;
+  /** Where each partition starts instead of `from`; a partition it does not name is not read. */
+  starts?: ReadonlyMap<number, number>;
 }
 
 export interface ReadProgress {
@@ -78,8 +80,10 @@ export async function readDlq(
   const assignment = [];
   let total = 0;
   for (let p = 0; p < partitions; p++) {
+    const from = range.starts ? range.starts.get(p) : range.from;
+    if (range.starts && from === undefined) continue;
     const w = consumer.queryWatermarks(topic, p);
-    const start = Math.max(w.low, range.from ?? w.low);
+    const start = Math.max(w.low, from ?? w.low);
     const end = Math.min(w.high, range.to ?? w.high);
     next.set(p, Math.max(start, Math.min(end, w.high)));
     if (end <= start) continue;

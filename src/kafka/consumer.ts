@@ -367,6 +367,25 @@ export class Consumer {
     });
   }
 
+  /**
+   * For each partition, the first offset whose record's timestamp is at least `timestampMs`, or
+   * -1 when none is (blocking up to timeoutMs: for the replay check at assignment and for tools).
+   */
+  offsetsForTimes(topic: string, partitions: readonly number[], timestampMs: number, timeoutMs = 10_000): Map<number, number> {
+    if (this.#closed) throw closedError("offsetsForTimes");
+    const items = partitions.map((partition) => ({ topic, partition, offset: BigInt(Math.floor(timestampMs)) }));
+    return withNativeList(items, (list) => {
+      const err = rdk().rd_kafka_offsets_for_times(this.#h.rk, list, timeoutMs);
+      if (err !== 0) throw kafkaError("KAFKA_CLIENT", `offsets for times of ${topic}`, err);
+      const out = new Map<number, number>();
+      for (const r of fromNativeList(list)) {
+        if (r.err) throw kafkaError("KAFKA_CLIENT", `offset for a time of ${topic}[${r.partition}]`, r.err);
+        out.set(r.partition, Number(r.offset));
+      }
+      return out;
+    });
+  }
+
   /** Low and high watermark last seen by the fetcher (cached, no network round trip). */
   watermarks(topic: string, partition: number): { low: number; high: number } | null {
     if (this.#closed) return null;

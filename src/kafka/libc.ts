@@ -8,6 +8,8 @@ export const libc = dlopen("libc.so.6", {
   // The wake-up pipe librdkafka writes to when a queue gets something (queue-wakeup.ts).
   pipe2: { args: ["ptr", "i32"], returns: "i32" },
   close: { args: ["i32"], returns: "i32" },
+  // A commit's metadata string: librdkafka frees it with the list (rd_free), so it is malloc'd.
+  malloc: { args: ["usize"], returns: "ptr" },
 }).symbols;
 
 export const O_NONBLOCK = 0o4000;

@@ -3,9 +3,9 @@
  * bursts (a flush, thousands of DLQ deliveries): a request while a commit runs only marks that
  * one more round is wanted, so a burst costs one or two commits, never one per acknowledgement.
  */
-import type { OffsetTracker } from "./tracker.ts";
+import type { Advanced, OffsetTracker } from "./tracker.ts";
 
-export type CommitFn = (positions: Array<{ partition: number; offset: number }>) => Promise<void>;
+export type CommitFn = (positions: Advanced[]) => Promise<void>;
 
 export class CommitScheduler {
   readonly #tracker: OffsetTracker;

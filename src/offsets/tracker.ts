@@ -14,6 +14,19 @@ export interface Hold {
   last: number;
   done: boolean;
   owner: object;
+  /** When its first record was consumed (ms since the epoch). */
+  at: number;
+}
+
+/** A position to commit, with when the first record not yet durable there was consumed. */
+export interface Advanced {
+  partition: number;
+  offset: number;
+  /**
+   * Consumption time (ms) of the record at `offset` when it is consumed and not yet durable, else
+   * the time of this call: no record at or past `offset` was handed to a destination before it.
+   */
+  since: number;
 }
 
 interface PartitionState {
@@ -68,14 +81,14 @@ export class OffsetTracker {
   }
 
   #push(p: PartitionState, offset: number, owner: object): Hold {
-    const hold: Hold = { last: offset, done: false, owner };
+    const hold: Hold = { last: offset, done: false, owner, at: Date.now() };
     p.holds.push(hold);
     return hold;
   }
 
   /** Positions that moved since the last call: what to commit now. */
-  advanced(): Array<{ partition: number; offset: number }> {
-    const out: Array<{ partition: number; offset: number }> = [];
+  advanced(now = Date.now()): Advanced[] {
+    const out: Advanced[] = [];
     for (const [partition, p] of this.#parts) {
       while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
       if (p.head > 1024 && p.head * 2 > p.holds.length) {
@@ -84,7 +97,7 @@ export class OffsetTracker {
       }
       if (p.position > p.reported) {
         p.reported = p.position;
-        out.push({ partition, offset: p.position });
+        out.push({ partition, offset: p.position, since: p.head < p.holds.length ? p.holds[p.head]!.at : now });
       }
     }
     return out;

@@ -2,7 +2,8 @@
  * Runtime counters, updated per batch (not per record) by the worker and read by the stats server.
  *
  * Definitions:
- * - consumed: records handed to the worker by Kafka.
+ * - consumed: records handed to the worker by Kafka, but for those the replay check found the
+ *   partition's last owner had delivered (replays_skipped).
  * - durable_clickhouse / durable_dlq: records whose destination acknowledged them.
  * - total_processed = durable_clickhouse + durable_dlq (records the worker is done with).
  * - in_flight: consumed − processed (buffered, being inserted, or awaiting DLQ acknowledgement).
@@ -70,6 +71,11 @@ export class Counters {
   /** Commits the group refused while it rebalanced (sent again for partitions still owned). */
   commitsRefused = 0;
   lastCommitAt: number | null = null;
+  /** Records skipped because the partition's last owner had delivered them (exactly-once). */
+  replaysSkipped = 0;
+  /** Replay checks answered, and failed attempts (each tried again). */
+  replayChecks = 0;
+  replayCheckFailures = 0;
   /** Histogram buckets (seconds) of flush latency and rows per batch. */
   readonly flushSeconds = new Histogram([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
   readonly batchRows = new Histogram([1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000]);

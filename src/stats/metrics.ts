@@ -149,6 +149,30 @@ const offsets: Section = (s, c, { metric }) => {
     "Commits the group refused while it rebalanced; sent again for the partitions still owned.",
     [[{}, c.commitsRefused]],
   );
+  metric(
+    "cdr_worker_exactly_once",
+    "gauge",
+    "1 when DELIVERY=exactly-once: a partition's next owner skips what its last owner delivered; 0 at-least-once.",
+    [[{}, s.delivery === "exactly-once" ? 1 : 0]],
+  );
+  metric(
+    "cdr_worker_replays_skipped_total",
+    "counter",
+    "Records skipped because the partition's last owner had stored or dead-lettered them past its commit.",
+    [[{}, c.replaysSkipped]],
+  );
+  metric(
+    "cdr_worker_replay_check_failures_total",
+    "counter",
+    "Replay checks that failed (ClickHouse or Kafka not answering); each is tried again, its partitions paused.",
+    [[{}, c.replayCheckFailures]],
+  );
+  metric(
+    "cdr_worker_replay_checks_pending",
+    "gauge",
+    "Partitions paused until their replay check answers.",
+    [[{}, s.replayChecksPending?.() ?? 0]],
+  );
   const positions = s.positions();
   const committed = [...positions].filter(([, v]) => v.committed >= 0).sort((a, b) => a[0] - b[0]);
   metric(

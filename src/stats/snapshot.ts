@@ -28,6 +28,10 @@ export interface StatsSource {
   ready: () => { ready: boolean; reasons: string[] };
   /** The RSS this worker's settings size it for (memory-bound.ts). */
   memoryBoundBytes?: number;
+  /** DELIVERY: "exactly-once" or "at-least-once". */
+  delivery?: string;
+  /** Partitions paused until their replay check answers. */
+  replayChecksPending?: () => number;
 }
 
 const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
@@ -84,6 +88,11 @@ export function statsSnapshot(s: StatsSource) {
     commits: c.commits,
     commits_refused: c.commitsRefused,
     last_commit_at: iso(c.lastCommitAt),
+    delivery: s.delivery ?? "at-least-once",
+    replays_skipped: c.replaysSkipped,
+    replay_checks: c.replayChecks,
+    replay_check_failures: c.replayCheckFailures,
+    replay_checks_pending: s.replayChecksPending?.() ?? 0,
     by_service_type: Object.fromEntries(c.byService),
     by_rat: { ...c.byRat },
     by_dlq_reason: { ...c.byDlqReason },

@@ -3,6 +3,8 @@ import { OffsetTracker } from "../../src/offsets/tracker.ts";
 
 setDefaultTimeout(60_000);
 
+const positions = (t: OffsetTracker) => t.advanced().map(({ partition, offset }) => ({ partition, offset }));
+
 test("valid, invalid, valid on one partition: the invalid record's offset waits for the preceding valid rows", () => {
   const t = new OffsetTracker();
   const batch = {};
@@ -11,10 +13,10 @@ test("valid, invalid, valid on one partition: the invalid record's offset waits 
   const h1 = t.track(0, 11, dlq)!;
   const h2 = t.track(0, 12, batch)!;
   h1.done = true; // DLQ acknowledged first
-  expect(t.advanced()).toEqual([]); // offset 10 is not durable yet
+  expect(positions(t)).toEqual([]); // offset 10 is not durable yet
   h0.done = true;
   h2.done = true; // the batch flushed
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 13 }]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 13 }]);
   expect(t.settled).toBe(true);
 });
 
@@ -22,7 +24,7 @@ test("an invalid record with nothing uncommitted before it is committable at onc
   const t = new OffsetTracker();
   const h = t.track(1, 5, {})!;
   h.done = true;
-  expect(t.advanced()).toEqual([{ partition: 1, offset: 6 }]);
+  expect(positions(t)).toEqual([{ partition: 1, offset: 6 }]);
 });
 
 test("consecutive records of one destination share one hold; positions never move backwards", () => {
@@ -34,8 +36,8 @@ test("consecutive records of one destination share one hold; positions never mov
   expect(t.track(0, 2, batch)).toBeNull();
   expect(t.pending(0)).toBe(3);
   first!.done = true;
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 3 }]);
-  expect(t.advanced()).toEqual([]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 3 }]);
+  expect(positions(t)).toEqual([]);
   expect(t.pending(0)).toBe(0);
 });
 
@@ -44,9 +46,9 @@ test("partitions are independent", () => {
   const a = t.track(0, 100, {})!;
   const b = t.track(1, 7, {})!;
   b.done = true;
-  expect(t.advanced()).toEqual([{ partition: 1, offset: 8 }]);
+  expect(positions(t)).toEqual([{ partition: 1, offset: 8 }]);
   a.done = true;
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 101 }]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 101 }]);
 });
 
 test("a later batch finishing first does not advance past an earlier unfinished one", () => {
@@ -56,9 +58,9 @@ test("a later batch finishing first does not advance past an earlier unfinished 
   const h1 = t.track(0, 0, b1)!;
   const h2 = t.track(0, 1, b2)!;
   h2.done = true;
-  expect(t.advanced()).toEqual([]);
+  expect(positions(t)).toEqual([]);
   h1.done = true;
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 2 }]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 2 }]);
 });
 
 test("reset forgets revoked partitions", () => {
@@ -72,10 +74,10 @@ test("reset forgets revoked partitions", () => {
 test("long runs compact their hold queue without losing positions", () => {
   const t = new OffsetTracker();
   for (let i = 0; i < 5000; i++) t.track(0, i, {})!.done = true;
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 5000 }]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 5000 }]);
   const h = t.track(0, 5000, {})!;
   h.done = true;
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 5001 }]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 5001 }]);
 });
 
 test("trackAlone gives every record a hold of its own, even back to back on one partition", () => {
@@ -85,24 +87,39 @@ test("trackAlone gives every record a hold of its own, even back to back on one 
   const b = t.trackAlone(0, 1);
   expect(a).not.toBe(b);
   b.done = true;
-  expect(t.advanced()).toEqual([]); // offset 0 is not durable yet: nothing to commit
+  expect(positions(t)).toEqual([]); // offset 0 is not durable yet: nothing to commit
   a.done = true;
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 2 }]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 2 }]);
 });
 
 test("a commit the group refused is handed out again for a partition still owned, never for one revoked since", () => {
   const t = new OffsetTracker();
   t.trackAlone(0, 0).done = true;
   t.trackAlone(1, 0).done = true;
-  const sent = t.advanced();
+  const sent = positions(t);
   expect(sent).toEqual([{ partition: 0, offset: 1 }, { partition: 1, offset: 1 }]);
-  expect(t.advanced()).toEqual([]);
+  expect(positions(t)).toEqual([]);
   t.reset([1]); // partition 1 was revoked while the commit was refused
   t.refused(sent);
-  expect(t.advanced()).toEqual([{ partition: 0, offset: 1 }]);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 1 }]);
   expect(t.positions().get(0)!.committed).toBe(-1); // nothing the group acknowledged yet
   t.confirm([{ partition: 0, offset: 1 }]);
   expect(t.positions().get(0)!.committed).toBe(1);
   t.refused([{ partition: 0 }]); // a refusal after a confirmed commit hands out nothing new
-  expect(t.advanced()).toEqual([]);
+  expect(positions(t)).toEqual([]);
+});
+
+test("each position comes with when the record at it was consumed, or the time of asking when none waits there", () => {
+  const t = new OffsetTracker();
+  const batch = {};
+  const first = t.track(0, 0, batch)!;
+  const dlq = t.trackAlone(0, 1);
+  first.at = 1000; // consumed at 1000 and 2000 (set by hand: the tracker stamps Date.now())
+  dlq.at = 2000;
+  first.done = true;
+  // Offset 1 waits: the next owner must look for what was delivered from 1 on since it was consumed.
+  expect(t.advanced(5000)).toEqual([{ partition: 0, offset: 1, since: 2000 }]);
+  dlq.done = true;
+  // Nothing waits: no record at 2 or later was handed to a destination before this moment.
+  expect(t.advanced(6000)).toEqual([{ partition: 0, offset: 2, since: 6000 }]);
 });

@@ -1,0 +1,71 @@
+/**
+ * Exactly-once across crashes and rebalances, with nothing beside Kafka and ClickHouse: before a
+ * new owner reads a partition, it learns which records past the committed offset its last owner
+ * already delivered, so that it skips them instead of storing or dead-lettering them again.
+ *
+ * Every commit carries the consumption time of the first record not yet durable
+ * (commit-metadata.ts). From the committed offset C and that time T the check reads
+ *   - ClickHouse: the rows of that partition with kafka_offset ≥ C ingested since T, after the
+ *     inserts still running on the server (an owner killed mid-insert) have ended;
+ *   - the DLQ: the envelopes produced since T whose source is that partition at ≥ C.
+ * A partition whose commit carries no metadata (its first owner, or one of a release without it)
+ * gets a commit with metadata at its current position first: from then on every owner leaves
+ * what the next one needs, before it delivers anything.
+ *
+ * The answer is a set of facts ("offset o was delivered"), so skipping it is never wrong; what it
+ * cannot see is an insert that a worker cut off from Kafka, but not from ClickHouse, makes after
+ * the check (README "Exactly-once").
+ */
+import type { TopicPartition } from "../kafka/partition-list.ts";
+import { commitMetadata, readCommitMetadata } from "./commit-metadata.ts";
+
+/** A partition to check: its committed offset and when the first record at or past it was consumed. */
+export interface Owned {
+  partition: number;
+  from: number;
+  since: number;
+}
+
+/** Offsets delivered, by partition. */
+export type DeliveredOffsets = Map<number, number[]>;
+
+export interface ReplayCheckDeps {
+  topic: string;
+  committed(partitions: readonly TopicPartition[]): TopicPartition[];
+  commit(offsets: readonly TopicPartition[]): Promise<unknown>;
+  /** The partition's first offset, for a partition nothing was ever committed for. */
+  lowWatermark(partition: number): number;
+  /** Resolves once the inserts running on the server when it was called have ended. */
+  insertsEnded(): Promise<void>;
+  stored(owned: readonly Owned[]): Promise<DeliveredOffsets>;
+  deadLettered(owned: readonly Owned[]): Promise<DeliveredOffsets>;
+  now?: () => number;
+}
+
+/** The offsets past each partition's committed offset that were already delivered (possibly none). */
+export async function findDelivered(partitions: readonly number[], d: ReplayCheckDeps): Promise<Map<number, Set<number>>> {
+  const now = d.now ?? Date.now;
+  const committed = d.committed(partitions.map((partition) => ({ topic: d.topic, partition })));
+  const owned: Owned[] = [];
+  const unmarked: TopicPartition[] = [];
+  for (const c of committed) {
+    const meta = readCommitMetadata(c.metadata);
+    const offset = c.offset !== undefined && c.offset >= 0n ? Number(c.offset) : null;
+    if (offset !== null && meta) owned.push({ partition: c.partition, from: offset, since: meta.since });
+    else {
+      const position = offset ?? d.lowWatermark(c.partition);
+      unmarked.push({ topic: d.topic, partition: c.partition, offset: BigInt(position), metadata: commitMetadata(now()) });
+    }
+  }
+  if (unmarked.length) await d.commit(unmarked);
+  const delivered = new Map<number, Set<number>>(partitions.map((p) => [p, new Set<number>()]));
+  if (owned.length === 0) return delivered;
+  await d.insertsEnded();
+  const [stored, deadLettered] = await Promise.all([d.stored(owned), d.deadLettered(owned)]);
+  for (const found of [stored, deadLettered])
+    for (const [p, offsets] of found) {
+      const set = delivered.get(p);
+      if (set) for (const o of offsets) set.add(o);
+    }
+  return delivered;
+}

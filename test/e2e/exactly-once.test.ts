@@ -1,0 +1,115 @@
+// Exactly-once across a crash, on ClickHouse 18.16 and on the 26.9 engine: a partition's new owner
+// skips what its last owner stored or dead-lettered past the committed offset. The last owner's
+// state is made as a worker killed with kill -9 leaves it (rows and envelopes delivered, the commit
+// behind them, with the metadata every commit carries), so the replay is certain, not left to the
+// moment of a kill; at-least-once on the same state stores the replay again (the control).
+// scripts/chaos/kill-loop.ts does the same with real kills at random moments.
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { decode } from "../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
+import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
+import { DlqPublisher } from "../../src/dlq/publisher.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { commitMetadata } from "../../src/offsets/commit-metadata.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { committedOffsets, props, topicLength } from "../support/kafka.ts";
+import { CLICKHOUSE_SERVERS } from "../support/services.ts";
+import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
+
+const N = 100;
+const INVALID = new Set([15, 40, 45, 70]);
+const COMMITTED = 20; // the last owner's commit: 0…19 done
+const DELIVERED_UP_TO = 60; // …and 20…59 delivered after it, not committed when it died
+const values = Array.from({ length: N }, (_, i) => (INVALID.has(i) ? `{"broken": ${i}` : toJson(withFields({ raw_id: `eo-${i}` }))));
+const validBelow = (k: number) => [...Array(k).keys()].filter((i) => !INVALID.has(i)).length;
+const invalidBelow = (k: number) => [...INVALID].filter((i) => i < k).length;
+
+/** Offsets 0…59 delivered as the last owner delivered them, 0…19 committed: then it was killed. */
+async function lastOwnerKilled(n: Names, ch: ReturnType<typeof e2eScope>["ch"]): Promise<void> {
+  const producer = new Producer(props);
+  try {
+    await Promise.all(values.map((v) => producer.produce(n.raw, v, { partition: 0 })));
+    const since = Date.now(); // when offset 20 was consumed
+    const ctx = { phone: new PhoneNormalizer() };
+    const body = new RowBinaryBuffer();
+    const dlq = new DlqPublisher(producer, { topic: n.dlq, workerInstance: "killed", storageFailureReason: "normalization_error" });
+    let rows = 0;
+    for (let i = 0; i < DELIVERED_UP_TO; i++) {
+      const d = decode(new TextEncoder().encode(values[i]!), ctx);
+      if (d.ok) {
+        body.add(d.row, Math.floor(since / 1000), 0, i);
+        rows++;
+      } else await dlq.publishRejection(d.rejection, { topic: n.raw, partition: 0, offset: i });
+    }
+    await new ClickHouseWriter(ch, n.database, n.table).insert(body.bytes(), rows);
+    const group = new Consumer({ props: { ...props, "group.id": n.group }, topics: [] });
+    try {
+      await group.commit([{ topic: n.raw, partition: 0, offset: BigInt(COMMITTED), metadata: commitMetadata(since) }]);
+    } finally {
+      await group.close();
+    }
+  } finally {
+    producer.close();
+  }
+}
+
+describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))("Exactly-once on %s", (_name, { ch, names }) => {
+  const count = async (n: Names, q: string) =>
+    Number((await (await ch.query({ query: q.replaceAll("{t}", `${n.database}.${n.table}`), format: "JSONEachRow" })).json<{ c: string }>())[0]!.c);
+
+  for (const delivery of ["exactly-once", "at-least-once"] as const) {
+    const replayed = validBelow(DELIVERED_UP_TO) - validBelow(COMMITTED);
+    const replayedDlq = invalidBelow(DELIVERED_UP_TO) - invalidBelow(COMMITTED);
+    test(
+      delivery === "exactly-once"
+        ? "a new owner skips the rows and envelopes its killed predecessor delivered past its commit: every record once, counted without FINAL"
+        : "DELIVERY=at-least-once on the same state stores that replay again (the control: the skip is the check's doing)",
+      async () => {
+        const n = await names(delivery === "exactly-once" ? "eo" : "alo");
+        await ch.command({ query: `SYSTEM STOP MERGES ${n.database}.${n.table}` }); // no collapse behind the count's back
+        await lastOwnerKilled(n, ch);
+        const w = await startWorker(workerEnv(n, { DELIVERY: delivery }));
+        const s = await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === N, 30_000, "every offset committed");
+        expect(await w.stop()).toBe(0);
+        const rows = await count(n, "SELECT count() AS c FROM {t}");
+        const records = await count(n, "SELECT uniqExact(kafka_partition, kafka_offset) AS c FROM {t}");
+        expect(records).toBe(validBelow(N));
+        expect(s.delivery).toBe(delivery);
+        if (delivery === "exactly-once") {
+          expect(rows).toBe(validBelow(N));
+          expect(topicLength(n.dlq)).toBe(INVALID.size);
+          expect(s.replays_skipped).toBe(replayed + replayedDlq);
+          expect(s.replay_checks).toBe(1);
+          expect(s.total_consumed).toBe(N - COMMITTED - replayed - replayedDlq);
+          expect(w.logs.some((l) => l.includes("replay check done") && l.includes(`"delivered":${replayed + replayedDlq}`))).toBe(true);
+        } else {
+          expect(rows).toBe(validBelow(N) + replayed);
+          expect(topicLength(n.dlq)).toBe(INVALID.size + replayedDlq);
+          expect(s.replays_skipped).toBe(0);
+        }
+      },
+    );
+  }
+
+  test("a group's first owner marks each partition's start before it delivers anything, so that a kill before its first commit can be checked", async () => {
+    const n = await names("eofirst");
+    const w = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
+    await statsWhen(w, (s) => s.replay_checks === 1 && s.replay_checks_pending === 0, 20_000, "replay check done");
+    const metadata = (() => {
+      const c = new Consumer({ props: { ...props, "group.id": n.group }, topics: [] });
+      try {
+        return c.committed([0, 1, 2].map((partition) => ({ topic: n.raw, partition })));
+      } finally {
+        void c.close();
+      }
+    })();
+    expect(metadata.map((m) => [m.offset, JSON.parse(m.metadata!).cdr_worker])).toEqual([[0n, 1], [0n, 1], [0n, 1]]);
+    expect([...committedOffsets(n.group, n.raw, 3).values()]).toEqual([0n, 0n, 0n]);
+    expect(await w.stop()).toBe(0);
+  });
+});
