@@ -1,5 +1,6 @@
 #!/usr/bin/env bun
 /** cdr-worker: CLI and wiring only. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage. */
+import { AUDIT_HELP, auditCommand } from "./cli/audit.ts";
 import { DLQ_HELP, dlqCommand } from "./cli/dlq.ts";
 import { GENERATE_HELP, generateCommand } from "./cli/generate.ts";
 import { MIGRATE_HELP, TOPICS_HELP, migrateCommand, topicsCommand } from "./cli/admin-commands.ts";
@@ -22,6 +23,7 @@ Commands:
   topics ensure    create/repair the Kafka topics;  topics describe  show them
   generate         send synthetic CDRs to the raw topic
   dlq inspect      counts and samples of the DLQ;  dlq replay  send DLQ payloads back to the raw topic
+  audit            reconcile Kafka's records with ClickHouse's rows and the DLQ: missing, twice, both
   probe URL        exit 0 when URL answers 200 (container health checks: distroless has no curl)
   version          print the version and librdkafka's
 
@@ -37,6 +39,7 @@ const HELP: Record<string, string> = {
   topics: TOPICS_HELP,
   generate: GENERATE_HELP,
   dlq: DLQ_HELP,
+  audit: AUDIT_HELP,
   version: "cdr-worker version: print the version and the librdkafka version it loads.",
   probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout).",
 };
@@ -101,6 +104,8 @@ async function main(argv: string[]): Promise<number> {
       return generateCommand(cfg, args);
     case "dlq":
       return dlqCommand(cfg, args.positionals[1], args);
+    case "audit":
+      return auditCommand(cfg, args);
   }
   return 2;
 }

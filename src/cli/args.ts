@@ -53,6 +53,7 @@ export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
     limit: value,
     "dry-run": toggle,
   },
+  audit: { partitions: value, "from-offset": value, "to-offset": value, since: value, until: value },
   version: {},
   probe: {},
   help: {},

@@ -1,0 +1,134 @@
+/**
+ * What the audit reads, each as ascending offsets of one partition at a time (reconcile.ts):
+ *   - the raw topic's records, read_committed, from a handle assigned one partition at a time;
+ *   - ClickHouse's rows by kafka_offset: one query over every audited partition, ordered by
+ *     partition and offset and streamed (the server sorts on disk past 1 GiB), so the table is
+ *     scanned once and the client holds one line at a time;
+ *   - the DLQ's envelopes by source offset: the DLQ is keyed by nothing the audit can seek, so it
+ *     is read whole once and its source offsets kept, 8 bytes each, for the audited partitions.
+ */
+import type { ClickHouseClient } from "@clickhouse/client";
+import { HEADERS } from "../dlq/envelope.ts";
+import { readDlq } from "../dlq/reader.ts";
+import type { Consumer } from "../kafka/consumer.ts";
+import type { Message } from "../kafka/message.ts";
+
+export interface Range {
+  partition: number;
+  from: number;
+  to: number;
+}
+
+/** A partition's end is taken as reached after this long without a record below `to`. */
+const IDLE_END_MS = 2_000;
+
+/** Offsets of the records in [from, to) of one partition, ascending. */
+export async function* recordOffsets(
+  consumer: Consumer,
+  topic: string,
+  r: Range,
+  onRead: (m: Message) => void = () => {},
+): AsyncGenerator<number> {
+  if (r.to <= r.from) return;
+  consumer.assign([{ topic, partition: r.partition, offset: BigInt(r.from) }]);
+  let lastAt = Date.now();
+  for (;;) {
+    const batch = consumer.poll();
+    if (batch.length === 0) {
+      // Offsets up to `to` that never arrive hold no record (a transaction's marker, an aborted record).
+      if (Date.now() - lastAt > IDLE_END_MS) return;
+      await consumer.waitForMessages(100);
+      continue;
+    }
+    lastAt = Date.now();
+    for (const m of batch) {
+      if (m.partition !== r.partition || m.offset < r.from) continue;
+      if (m.offset >= r.to) return;
+      onRead(m); // before the yield: the caller may look at its value while it handles the offset
+      yield m.offset;
+      if (m.offset + 1 >= r.to) return;
+    }
+  }
+}
+
+/** The rows' offsets of every range, one query; `of(p)` streams partition p's (ascending p, please). */
+export function storedOffsets(ch: ClickHouseClient, table: string, ranges: readonly Range[]) {
+  const where = ranges
+    .map((r) => `(kafka_partition = ${r.partition} AND kafka_offset >= ${r.from} AND kafka_offset < ${r.to})`)
+    .join(" OR ");
+  let lines: AsyncIterator<string> | null = null;
+  let pending: [number, number] | null = null;
+  const nextRow = async (): Promise<[number, number] | null> => {
+    if (pending) {
+      const p = pending;
+      pending = null;
+      return p;
+    }
+    lines ??= streamLines(ch, `SELECT kafka_partition, kafka_offset FROM ${table} WHERE ${where || "0"} ORDER BY kafka_partition, kafka_offset`);
+    const r = await lines.next();
+    if (r.done) return null;
+    const [p, o] = r.value.split("\t").map(Number) as [number, number];
+    return [p, o];
+  };
+  return {
+    async *of(partition: number): AsyncGenerator<number> {
+      for (;;) {
+        const row = await nextRow();
+        if (row === null) return;
+        if (row[0] < partition) continue;
+        if (row[0] > partition) {
+          pending = row;
+          return;
+        }
+        yield row[1];
+      }
+    },
+  };
+}
+
+async function* streamLines(ch: ClickHouseClient, query: string): AsyncGenerator<string> {
+  const rs = await ch.query({
+    query,
+    format: "TabSeparated",
+    clickhouse_settings: { max_bytes_before_external_sort: String(1 << 30) },
+  });
+  for await (const rows of rs.stream() as AsyncIterable<Array<{ text: string }>>) for (const row of rows) yield row.text;
+}
+
+/** The DLQ's source offsets for the audited ranges, sorted, by partition. */
+export async function deadLetteredOffsets(
+  consumer: Consumer,
+  dlqTopic: string,
+  dlqPartitions: number,
+  rawTopic: string,
+  ranges: readonly Range[],
+  onProgress: (read: number, total: number) => void = () => {},
+): Promise<Map<number, Float64Array>> {
+  const byPartition = new Map(ranges.map((r) => [r.partition, r]));
+  const found = new Map<number, number[]>();
+  const text = new TextDecoder();
+  const source = (headers: Record<string, string>) => {
+    if (headers[HEADERS.sourceTopic] !== rawTopic) return;
+    const p = Number(headers[HEADERS.sourcePartition]);
+    const o = Number(headers[HEADERS.sourceOffset]);
+    const r = byPartition.get(p);
+    if (!r || !(o >= r.from && o < r.to)) return;
+    let list = found.get(p);
+    if (!list) found.set(p, (list = []));
+    list.push(o);
+  };
+  await readDlq(
+    consumer,
+    dlqTopic,
+    dlqPartitions,
+    {},
+    (e) => source(e.headers),
+    (m) => source(Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, text.decode(v)]))),
+    (p) => onProgress(p.read, p.total),
+  );
+  return new Map([...found].map(([p, list]) => [p, Float64Array.from(list).sort()]));
+}
+
+export async function* ascending(values: ArrayLike<number> | undefined): AsyncGenerator<number> {
+  if (values) for (let i = 0; i < values.length; i++) yield values[i]!;
+}

@@ -1,0 +1,167 @@
+/**
+ * `cdr-worker audit`: proves what the workers say is done. For each partition of the raw topic it
+ * reconciles Kafka's records with ClickHouse's rows and the DLQ's envelopes (audit/) and prints a
+ * JSON line; then a summary line. Exit 1 on any finding (audit/reconcile.ts lists them).
+ */
+import { collapsedReplays, reconcile, failures, FINDINGS, type PartitionFindings } from "../audit/reconcile.ts";
+import { decode } from "../cdr/decode.ts";
+import { PhoneNormalizer } from "../cdr/phone.ts";
+import type { ClickHouseClient } from "@clickhouse/client";
+import type { Message } from "../kafka/message.ts";
+import { ascending, deadLetteredOffsets, recordOffsets, storedOffsets, type Range } from "../audit/sources.ts";
+import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
+import { kafkaProps, type Config } from "../config.ts";
+import { CdrWorkerError } from "../errors.ts";
+import { Admin } from "../kafka/admin.ts";
+import { Consumer } from "../kafka/consumer.ts";
+import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
+
+export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N] [--to-offset M] [--since ISO] [--until ISO]
+  Reconciles each partition of KAFKA_TOPIC_RAW: its records (read_committed) against ClickHouse's rows by
+  kafka_offset and the DLQ's envelopes by source offset, counted without FINAL. Prints a JSON line per
+  partition (missing, stored_twice, dead_lettered_twice, stored_and_dead_lettered, not_a_record, with the
+  first offsets of each) and a summary, which also counts rows written before the provenance columns
+  existed and cdr_ids stored at two offsets (a producer's replay: reported, not a failure).
+  Exit 1 on any finding. Default range: from the low watermark to the group's committed offset
+  (KAFKA_GROUP_ID): what the workers say is done. --since/--until select records by timestamp
+  ([since, until)); --from-offset/--to-offset by offset. Commits nothing. Progress goes to stderr on a
+  terminal.`;
+
+export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+  const raw = cfg.kafka.topicRaw;
+  const admin = new Admin(kafkaProps(cfg));
+  let counts: Map<string, number | null>;
+  try {
+    counts = admin.partitionCounts([raw, cfg.kafka.topicDlq]);
+  } finally {
+    admin.close();
+  }
+  const rawPartitions = counts.get(raw);
+  const dlqPartitions = counts.get(cfg.kafka.topicDlq);
+  if (rawPartitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${raw} missing`);
+  if (dlqPartitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
+  const reader = (what: string) =>
+    new Consumer({
+      props: kafkaProps(cfg, { "group.id": `cdr-worker-audit-${what}-${process.pid}-${Date.now()}`, "isolation.level": "read_committed" }),
+      topics: [],
+      readHeaders: what === "dlq",
+    });
+  const group = new Consumer({ props: kafkaProps(cfg, { "group.id": cfg.kafka.groupId }), topics: [] });
+  const records = reader("raw");
+  const dlq = reader("dlq");
+  const ch = createClickHouse(cfg.clickhouse, undefined, clickhouseUrls(cfg.clickhouse.url)[0]);
+  const table = `${cfg.clickhouse.database}.${cfg.clickhouse.table}`;
+  const tty = process.stderr.isTTY;
+  try {
+    const ranges = auditRanges(args, rawPartitions, raw, group, records);
+    const dead = await deadLetteredOffsets(dlq, cfg.kafka.topicDlq, dlqPartitions, raw, ranges, (read, total) => {
+      if (tty) process.stderr.write(`\raudit: DLQ ${read} of ${total}`);
+    });
+    const stored = storedOffsets(ch, table, ranges);
+    const totals: Record<string, number> = Object.fromEntries(FINDINGS.map((k) => [k, 0]));
+    let recordsRead = 0;
+    let replaysCollapsed = 0;
+    const ctx = { phone: new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion }) };
+    for (const r of ranges) {
+      let current: Message | null = null;
+      // Missing offsets whose record decodes: its cdr_id may be stored at a replay's offset.
+      const candidates = new Map<string, number>();
+      const f: PartitionFindings = await reconcile(
+        r.partition,
+        r,
+        recordOffsets(records, raw, r, (m) => {
+          current = m;
+          if (tty && ++recordsRead % 10_000 === 0)
+            process.stderr.write(`\raudit: partition ${r.partition}: offset ${m.offset} of ${r.from}…${r.to}`);
+        }),
+        stored.of(r.partition),
+        ascending(dead.get(r.partition)),
+        (o) => {
+          const m = current as Message | null;
+          if (m?.offset !== o || candidates.size >= MAX_REPLAY_CANDIDATES) return;
+          const d = decode(m.value, ctx);
+          if (d.ok) candidates.set(d.row.cdr_id, o);
+        },
+      );
+      if (candidates.size) collapsedReplays(f, await storedIds(ch, table, candidates));
+      replaysCollapsed += f.replays_collapsed;
+      for (const k of FINDINGS) totals[k]! += f[k];
+      console.log(JSON.stringify(f));
+    }
+    if (tty) process.stderr.write("\n");
+    const inRange = ranges
+      .map((r) => `(kafka_partition = ${r.partition} AND kafka_offset >= ${r.from} AND kafka_offset < ${r.to})`)
+      .join(" OR ") || "0";
+    const scalar = async (query: string) =>
+      Number((await (await ch.query({ query, format: "TabSeparated", clickhouse_settings: { max_bytes_before_external_group_by: String(1 << 30) } })).text()).trim());
+    const beforeProvenance = await scalar(`SELECT count() FROM ${table} WHERE kafka_offset < 0`);
+    const producerReplays = await scalar(
+      `SELECT count() FROM (SELECT cdr_id FROM ${table} WHERE ${inRange} GROUP BY cdr_id HAVING uniqExact(kafka_partition, kafka_offset) > 1)`,
+    );
+    const failed = failures(totals as Record<(typeof FINDINGS)[number], number>);
+    console.log(
+      JSON.stringify({
+        audit: failed === 0 ? "clean" : "failed",
+        partitions: ranges.length,
+        ...totals,
+        rows_before_provenance: beforeProvenance,
+        producer_replays: producerReplays,
+        producer_replays_collapsed: replaysCollapsed,
+      }),
+    );
+    return failed === 0 ? 0 : 1;
+  } finally {
+    await Promise.all([records.close(), dlq.close(), group.close(), ch.close()]);
+  }
+}
+
+/** Missing offsets of one partition looked up by cdr_id; past this many, the rest stay missing. */
+const MAX_REPLAY_CANDIDATES = 100_000;
+
+/** The offsets among `candidates` (cdr_id → offset) whose cdr_id has a row. */
+async function storedIds(ch: ClickHouseClient, table: string, candidates: Map<string, number>): Promise<Set<number>> {
+  const found = new Set<number>();
+  const ids = [...candidates.keys()];
+  for (let i = 0; i < ids.length; i += 1000) {
+    const list = ids.slice(i, i + 1000).map((id) => `toUUID('${id}')`).join(", ");
+    const rs = await ch.query({ query: `SELECT DISTINCT toString(cdr_id) FROM ${table} WHERE cdr_id IN (${list})`, format: "TabSeparated" });
+    for (const id of (await rs.text()).split("\n")) if (id) found.add(candidates.get(id)!);
+  }
+  return found;
+}
+
+/** Each audited partition's [from, to): the selection, within the watermarks, up to what is committed. */
+function auditRanges(args: ParsedArgs, partitions: number, topic: string, group: Consumer, records: Consumer): Range[] {
+  const list = stringFlag(args, "partitions");
+  const chosen = list
+    ? list.split(",").map((p) => {
+        const n = Number(p.trim());
+        if (!Number.isInteger(n) || n < 0 || n >= partitions)
+          throw new CdrWorkerError("CONFIG_INVALID", `--partitions: ${JSON.stringify(p)} is not a partition of ${topic} (0…${partitions - 1})`);
+        return n;
+      })
+    : Array.from({ length: partitions }, (_, p) => p);
+  const offset = (name: string) => (args.flags.has(name) ? numberFlag(args, name, 0, 0, Number.MAX_SAFE_INTEGER) : null);
+  const time = (name: string) => {
+    const v = stringFlag(args, name);
+    if (v === undefined) return null;
+    const t = Date.parse(v);
+    if (Number.isNaN(t)) throw new CdrWorkerError("CONFIG_INVALID", `--${name}=${v}: expected an ISO 8601 time`);
+    return t;
+  };
+  const [fromOffset, toOffset, since, until] = [offset("from-offset"), offset("to-offset"), time("since"), time("until")];
+  const committed = new Map(group.committed(chosen.map((partition) => ({ topic, partition }))).map((c) => [c.partition, Number(c.offset)]));
+  const bySince = since === null ? null : records.offsetsForTimes(topic, chosen, since);
+  const byUntil = until === null ? null : records.offsetsForTimes(topic, chosen, until);
+  return chosen.map((partition) => {
+    const w = records.queryWatermarks(topic, partition);
+    const done = committed.get(partition)!;
+    let from = Math.max(w.low, fromOffset ?? w.low);
+    let to = Math.min(w.high, toOffset ?? (done >= 0 ? done : w.low));
+    const s = bySince?.get(partition);
+    if (s !== undefined) from = Math.max(from, s < 0 ? w.high : s);
+    const u = byUntil?.get(partition);
+    if (u !== undefined && u >= 0) to = Math.min(to, u);
+    return { partition, from, to: Math.max(from, to) };
+  });
+}
