@@ -308,7 +308,8 @@ export class Worker {
         delivered,
         ms: Math.round(performance.now() - started),
       });
-      if (!this.#breaker.tripped && this.#waitingBatches === 0) consumer.resume(tps.filter((t) => ready.includes(t.partition)));
+      if (!this.#breaker.tripped && this.#waitingBatches === 0)
+        consumer.resume(tps.filter((t) => ready.includes(t.partition)));
       this.#waker.wake();
     };
     void attempt(0);

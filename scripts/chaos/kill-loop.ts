@@ -10,6 +10,7 @@
  * Usage: bun scripts/chaos/kill-loop.ts [--records 500000] [--kills 20]   (services running)
  */
 import { numberFlag, parseFlags, FLAG } from "../../src/cli/args.ts";
+import { ddlStatements } from "../../src/clickhouse/migrate.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { dlqSources, prepareRun } from "../lib/harness.ts";
@@ -20,7 +21,11 @@ const KILLS = numberFlag(args, "kills", 20, 0, 1000);
 const run = await prepareRun("chaos", "chaos");
 const { brokers, raw, dlq, table, ch } = run;
 const exactlyOnce = (process.env.DELIVERY ?? "exactly-once") === "exactly-once";
-// Replays must stay visible: a merge would collapse them behind the count's back.
+// Replays must stay visible: a merge would collapse them behind the count's back. Without merges
+// the parts of every small insert after a restart pile up; the table is made again with room for them.
+await ch.command({ query: `DROP TABLE ${run.database}.${table}` });
+for (const q of ddlStatements(run.database, table))
+  await ch.command({ query: q.startsWith("CREATE TABLE") ? `${q} SETTINGS parts_to_throw_insert = 100000, parts_to_delay_insert = 100000` : q });
 await ch.command({ query: `SYSTEM STOP MERGES ${run.database}.${table}` });
 const stamp = table;
 

@@ -43,6 +43,9 @@ export interface FaultReport {
   valid_on_replicas_distinct: number[];
   rows_inserted: number;
   duplicate_rate: number;
+  /** Rows beyond one per Kafka offset, and envelopes beyond one per source offset: 0 with exactly-once. */
+  rows_twice: number;
+  envelopes_twice: number;
   invalid_in_dlq_distinct: number;
   dlq_messages: number;
   /** The longest time ClickHouse acknowledged no insert while valid records were still to be stored. */
@@ -195,9 +198,9 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
   for (const url of REPLICAS) sh(["curl", "-fsS", url, "--data-binary", `SYSTEM STOP MERGES ${database}.cdr_local`]);
   const survivor = createClient({ url: REPLICAS[1], request_timeout: 30_000 });
   const rows = async (table = "cdr", client = survivor) => {
-    const rs = await client.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u FROM ${database}.${table}`, format: "JSONEachRow" });
-    const [r] = await rs.json<{ c: string; u: string }>();
-    return { count: Number(r!.c), distinct: Number(r!.u) };
+    const rs = await client.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u, uniqExact(kafka_partition, kafka_offset) AS o FROM ${database}.${table}`, format: "JSONEachRow" });
+    const [r] = await rs.json<{ c: string; u: string; o: string }>();
+    return { count: Number(r!.c), distinct: Number(r!.u), offsets: Number(r!.o) };
   };
 
   const workers = new Workers(env, logDir);
@@ -335,6 +338,8 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
       valid_on_replicas_distinct: onReplicas,
       rows_inserted: final.count,
       duplicate_rate: +((final.count - final.distinct) / valid).toFixed(5),
+      rows_twice: final.count - final.offsets,
+      envelopes_twice: dlqRead.messages - dlqRead.sources.size,
       invalid_in_dlq_distinct: dlqRead.sources.size,
       dlq_messages: dlqRead.messages,
       longest_stall_seconds: +longestStall.toFixed(1),

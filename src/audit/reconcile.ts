@@ -28,7 +28,7 @@ export interface PartitionFindings {
   dead_lettered_twice: number;
   stored_and_dead_lettered: number;
   not_a_record: number;
-  /** Missing offsets whose record's cdr_id is stored at another offset (a producer's replay, collapsed): not a finding. */
+  /** Missing offsets whose record's cdr_id is stored at another offset: a producer's replay, collapsed. */
   replays_collapsed: number;
   /** The first offsets of each finding (at most SAMPLES each). */
   samples: Record<Finding, number[]>;

@@ -64,7 +64,10 @@ export function storedOffsets(ch: ClickHouseClient, table: string, ranges: reado
       pending = null;
       return p;
     }
-    lines ??= streamLines(ch, `SELECT kafka_partition, kafka_offset FROM ${table} WHERE ${where || "0"} ORDER BY kafka_partition, kafka_offset`);
+    lines ??= streamLines(
+      ch,
+      `SELECT kafka_partition, kafka_offset FROM ${table} WHERE ${where || "0"} ORDER BY kafka_partition, kafka_offset`,
+    );
     const r = await lines.next();
     if (r.done) return null;
     const [p, o] = r.value.split("\t").map(Number) as [number, number];
@@ -92,7 +95,8 @@ async function* streamLines(ch: ClickHouseClient, query: string): AsyncGenerator
     format: "TabSeparated",
     clickhouse_settings: { max_bytes_before_external_sort: String(1 << 30) },
   });
-  for await (const rows of rs.stream() as AsyncIterable<Array<{ text: string }>>) for (const row of rows) yield row.text;
+  for await (const rows of rs.stream() as AsyncIterable<Array<{ text: string }>>)
+    for (const row of rows) yield row.text;
 }
 
 /** The DLQ's source offsets for the audited ranges, sorted, by partition. */

@@ -8,7 +8,8 @@ import { ensureTopics, topologySpec } from "../topics/topology.ts";
 
 export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the database and table of sql/ if missing
   (idempotent), and add the columns a table made by an older release lacks (the Kafka provenance
-  kafka_partition, kafka_offset; -1 in rows written before). With --cluster, ON CLUSTER NAME: <table>_local as ReplicatedReplacingMergeTree on every node and
+  kafka_partition, kafka_offset; -1 in rows written before). With --cluster, ON CLUSTER NAME:
+  <table>_local as ReplicatedReplacingMergeTree on every node and
   <table> as the Distributed table the worker writes to (sql/cluster.sql).`;
 export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]:
   create missing topics with the spec's settings, repair drifted configs, report (never change) a partition

@@ -16,7 +16,8 @@ import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
-export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N] [--to-offset M] [--since ISO] [--until ISO]
+export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N] [--to-offset M]
+                 [--since ISO] [--until ISO]
   Reconciles each partition of KAFKA_TOPIC_RAW: its records (read_committed) against ClickHouse's rows by
   kafka_offset and the DLQ's envelopes by source offset, counted without FINAL. Prints a JSON line per
   partition (missing, stored_twice, dead_lettered_twice, stored_and_dead_lettered, not_a_record, with the
@@ -42,7 +43,10 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
   if (dlqPartitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const reader = (what: string) =>
     new Consumer({
-      props: kafkaProps(cfg, { "group.id": `cdr-worker-audit-${what}-${process.pid}-${Date.now()}`, "isolation.level": "read_committed" }),
+      props: kafkaProps(cfg, {
+        "group.id": `cdr-worker-audit-${what}-${process.pid}-${Date.now()}`,
+        "isolation.level": "read_committed",
+      }),
       topics: [],
       readHeaders: what === "dlq",
     });
@@ -89,14 +93,26 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
       console.log(JSON.stringify(f));
     }
     if (tty) process.stderr.write("\n");
-    const inRange = ranges
-      .map((r) => `(kafka_partition = ${r.partition} AND kafka_offset >= ${r.from} AND kafka_offset < ${r.to})`)
-      .join(" OR ") || "0";
+    const inRange =
+      ranges
+        .map((r) => `(kafka_partition = ${r.partition} AND kafka_offset >= ${r.from} AND kafka_offset < ${r.to})`)
+        .join(" OR ") || "0";
     const scalar = async (query: string) =>
-      Number((await (await ch.query({ query, format: "TabSeparated", clickhouse_settings: { max_bytes_before_external_group_by: String(1 << 30) } })).text()).trim());
+      Number(
+        (
+          await (
+            await ch.query({
+              query,
+              format: "TabSeparated",
+              clickhouse_settings: { max_bytes_before_external_group_by: String(1 << 30) },
+            })
+          ).text()
+        ).trim(),
+      );
     const beforeProvenance = await scalar(`SELECT count() FROM ${table} WHERE kafka_offset < 0`);
     const producerReplays = await scalar(
-      `SELECT count() FROM (SELECT cdr_id FROM ${table} WHERE ${inRange} GROUP BY cdr_id HAVING uniqExact(kafka_partition, kafka_offset) > 1)`,
+      `SELECT count() FROM (SELECT cdr_id FROM ${table} WHERE ${inRange} ` +
+        "GROUP BY cdr_id HAVING uniqExact(kafka_partition, kafka_offset) > 1)",
     );
     const failed = failures(totals as Record<(typeof FINDINGS)[number], number>);
     console.log(
@@ -123,8 +139,14 @@ async function storedIds(ch: ClickHouseClient, table: string, candidates: Map<st
   const found = new Set<number>();
   const ids = [...candidates.keys()];
   for (let i = 0; i < ids.length; i += 1000) {
-    const list = ids.slice(i, i + 1000).map((id) => `toUUID('${id}')`).join(", ");
-    const rs = await ch.query({ query: `SELECT DISTINCT toString(cdr_id) FROM ${table} WHERE cdr_id IN (${list})`, format: "TabSeparated" });
+    const list = ids
+      .slice(i, i + 1000)
+      .map((id) => `toUUID('${id}')`)
+      .join(", ");
+    const rs = await ch.query({
+      query: `SELECT DISTINCT toString(cdr_id) FROM ${table} WHERE cdr_id IN (${list})`,
+      format: "TabSeparated",
+    });
     for (const id of (await rs.text()).split("\n")) if (id) found.add(candidates.get(id)!);
   }
   return found;
@@ -137,11 +159,15 @@ function auditRanges(args: ParsedArgs, partitions: number, topic: string, group:
     ? list.split(",").map((p) => {
         const n = Number(p.trim());
         if (!Number.isInteger(n) || n < 0 || n >= partitions)
-          throw new CdrWorkerError("CONFIG_INVALID", `--partitions: ${JSON.stringify(p)} is not a partition of ${topic} (0…${partitions - 1})`);
+          throw new CdrWorkerError(
+            "CONFIG_INVALID",
+            `--partitions: ${JSON.stringify(p)} is not a partition of ${topic} (0…${partitions - 1})`,
+          );
         return n;
       })
     : Array.from({ length: partitions }, (_, p) => p);
-  const offset = (name: string) => (args.flags.has(name) ? numberFlag(args, name, 0, 0, Number.MAX_SAFE_INTEGER) : null);
+  const offset = (name: string) =>
+    args.flags.has(name) ? numberFlag(args, name, 0, 0, Number.MAX_SAFE_INTEGER) : null;
   const time = (name: string) => {
     const v = stringFlag(args, name);
     if (v === undefined) return null;
@@ -149,8 +175,15 @@ function auditRanges(args: ParsedArgs, partitions: number, topic: string, group:
     if (Number.isNaN(t)) throw new CdrWorkerError("CONFIG_INVALID", `--${name}=${v}: expected an ISO 8601 time`);
     return t;
   };
-  const [fromOffset, toOffset, since, until] = [offset("from-offset"), offset("to-offset"), time("since"), time("until")];
-  const committed = new Map(group.committed(chosen.map((partition) => ({ topic, partition }))).map((c) => [c.partition, Number(c.offset)]));
+  const [fromOffset, toOffset, since, until] = [
+    offset("from-offset"),
+    offset("to-offset"),
+    time("since"),
+    time("until"),
+  ];
+  const committed = new Map(
+    group.committed(chosen.map((partition) => ({ topic, partition }))).map((c) => [c.partition, Number(c.offset)]),
+  );
   const bySince = since === null ? null : records.offsetsForTimes(topic, chosen, since);
   const byUntil = until === null ? null : records.offsetsForTimes(topic, chosen, until);
   return chosen.map((partition) => {

@@ -104,7 +104,10 @@ async function dlqOffsets(cfg: Config, owned: readonly Owned[]) {
   }
   if (partitions == null) throw new Error(`topic ${cfg.kafka.topicDlq} missing`);
   const reader = new Consumer({
-    props: kafkaProps(cfg, { "group.id": `${cfg.kafka.groupId}-replay-check`, "client.id": `${cfg.workerInstance}-replay-check` }),
+    props: kafkaProps(cfg, {
+      "group.id": `${cfg.kafka.groupId}-replay-check`,
+      "client.id": `${cfg.workerInstance}-replay-check`,
+    }),
     topics: [],
     readHeaders: true,
   });

@@ -82,7 +82,9 @@ export async function migrate(
     } else {
       const onCluster = cluster ? ` ON CLUSTER ${cluster}` : "";
       for (const c of missing)
-        await ch.command({ query: `ALTER TABLE ${database}.${target}${onCluster} ADD COLUMN ${c.name} ${c.definition}` });
+        await ch.command({
+          query: `ALTER TABLE ${database}.${target}${onCluster} ADD COLUMN ${c.name} ${c.definition}`,
+        });
     }
     added.push(...missing.map((c) => `${database}.${target}.${c.name}`));
   }

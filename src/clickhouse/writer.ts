@@ -217,8 +217,13 @@ export class ClickHouseWriter {
    */
   async insertsEnded(): Promise<void> {
     const running = async (c: ClickHouseClient, ids?: readonly string[]) => {
-      const which = ids ? `query_id IN (${ids.map((i) => `'${i.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`).join(", ")})` : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`;
-      const rs = await c.query({ query: `SELECT query_id FROM system.processes WHERE ${which}`, format: "TabSeparated" });
+      const which = ids
+        ? `query_id IN (${ids.map((i) => `'${i.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`).join(", ")})`
+        : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`;
+      const rs = await c.query({
+        query: `SELECT query_id FROM system.processes WHERE ${which}`,
+        format: "TabSeparated",
+      });
       return (await rs.text()).split("\n").filter(Boolean);
     };
     await Promise.all(
@@ -232,7 +237,10 @@ export class ClickHouseWriter {
         const deadline = Date.now() + RUNNING_WAIT_MS;
         while (ids.length > 0) {
           if (Date.now() > deadline)
-            throw new Error(`${ids.length} inserts still run at ${e.name} after ${RUNNING_WAIT_MS / 1000} s: ${ids.slice(0, 3).join(", ")}`);
+            throw new Error(
+              `${ids.length} inserts still run at ${e.name} after ${RUNNING_WAIT_MS / 1000} s: ` +
+                ids.slice(0, 3).join(", "),
+            );
           await Bun.sleep(RUNNING_POLL_MS);
           ids = await running(e.client, ids);
         }

@@ -38,8 +38,13 @@ export async function deadLetteredOffsets(
   };
   // The source is in the headers: an envelope whose body is not JSON still counts.
   const text = new TextDecoder();
-  await readDlq(consumer, dlqTopic, dlqPartitions, { starts }, (e) => source(e.headers), (m) =>
-    source(Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, text.decode(v)]))),
+  await readDlq(
+    consumer,
+    dlqTopic,
+    dlqPartitions,
+    { starts },
+    (e) => source(e.headers),
+    (m) => source(Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, text.decode(v)]))),
   );
   return out;
 }

@@ -371,7 +371,12 @@ export class Consumer {
    * For each partition, the first offset whose record's timestamp is at least `timestampMs`, or
    * -1 when none is (blocking up to timeoutMs: for the replay check at assignment and for tools).
    */
-  offsetsForTimes(topic: string, partitions: readonly number[], timestampMs: number, timeoutMs = 10_000): Map<number, number> {
+  offsetsForTimes(
+    topic: string,
+    partitions: readonly number[],
+    timestampMs: number,
+    timeoutMs = 10_000,
+  ): Map<number, number> {
     if (this.#closed) throw closedError("offsetsForTimes");
     const items = partitions.map((partition) => ({ topic, partition, offset: BigInt(Math.floor(timestampMs)) }));
     return withNativeList(items, (list) => {

@@ -20,7 +20,9 @@ export function readCommitMetadata(text: string | undefined): CommitMetadata | n
   if (!text) return null;
   try {
     const m = JSON.parse(text) as { cdr_worker?: unknown; since?: unknown };
-    return m.cdr_worker === VERSION && typeof m.since === "number" && Number.isFinite(m.since) ? { since: m.since } : null;
+    return m.cdr_worker === VERSION && typeof m.since === "number" && Number.isFinite(m.since)
+      ? { since: m.since }
+      : null;
   } catch {
     return null;
   }

@@ -43,7 +43,10 @@ export interface ReplayCheckDeps {
 }
 
 /** The offsets past each partition's committed offset that were already delivered (possibly none). */
-export async function findDelivered(partitions: readonly number[], d: ReplayCheckDeps): Promise<Map<number, Set<number>>> {
+export async function findDelivered(
+  partitions: readonly number[],
+  d: ReplayCheckDeps,
+): Promise<Map<number, Set<number>>> {
   const now = d.now ?? Date.now;
   const committed = d.committed(partitions.map((partition) => ({ topic: d.topic, partition })));
   const owned: Owned[] = [];
@@ -54,7 +57,12 @@ export async function findDelivered(partitions: readonly number[], d: ReplayChec
     if (offset !== null && meta) owned.push({ partition: c.partition, from: offset, since: meta.since });
     else {
       const position = offset ?? d.lowWatermark(c.partition);
-      unmarked.push({ topic: d.topic, partition: c.partition, offset: BigInt(position), metadata: commitMetadata(now()) });
+      unmarked.push({
+        topic: d.topic,
+        partition: c.partition,
+        offset: BigInt(position),
+        metadata: commitMetadata(now()),
+      });
     }
   }
   if (unmarked.length) await d.commit(unmarked);

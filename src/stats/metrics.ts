@@ -167,12 +167,9 @@ const offsets: Section = (s, c, { metric }) => {
     "Replay checks that failed (ClickHouse or Kafka not answering); each is tried again, its partitions paused.",
     [[{}, c.replayCheckFailures]],
   );
-  metric(
-    "cdr_worker_replay_checks_pending",
-    "gauge",
-    "Partitions paused until their replay check answers.",
-    [[{}, s.replayChecksPending?.() ?? 0]],
-  );
+  metric("cdr_worker_replay_checks_pending", "gauge", "Partitions paused until their replay check answers.", [
+    [{}, s.replayChecksPending?.() ?? 0],
+  ]);
   const positions = s.positions();
   const committed = [...positions].filter(([, v]) => v.committed >= 0).sort((a, b) => a[0] - b[0]);
   metric(
