@@ -150,6 +150,13 @@ export const VARIABLES = {
     default: "",
     help: "worker identity in DLQ envelopes (default: host name and pid)",
   },
+  AUDIT_INTERVAL_SECONDS: {
+    schema: int(0, 604_800),
+    default: "0",
+    help:
+      "run `cdr-worker audit` over the records of the last two intervals every this many seconds and export " +
+      "the result as metrics (0: never)",
+  },
   SHUTDOWN_TIMEOUT_SECONDS: {
     schema: num(1, 3600),
     default: "30",
@@ -186,6 +193,7 @@ export interface Config {
   stats: { host: string; port: number };
   workerInstance: string;
   shutdownTimeoutMs: number;
+  auditIntervalMs: number;
   logLevel: "debug" | "info" | "warn" | "error";
   librdkafkaPath: string;
 }
@@ -340,6 +348,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     stats: { host: p.STATS_HOST, port: p.STATS_PORT },
     workerInstance: p.WORKER_INSTANCE || `${hostname()}-${process.pid}`,
     shutdownTimeoutMs: Math.round(p.SHUTDOWN_TIMEOUT_SECONDS * 1000),
+    auditIntervalMs: p.AUDIT_INTERVAL_SECONDS * 1000,
     logLevel: p.LOG_LEVEL,
     librdkafkaPath: p.LIBRDKAFKA_PATH,
   };

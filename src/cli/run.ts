@@ -2,6 +2,7 @@
  * `cdr-worker run`: checks that the topics and the table are there, builds the pipeline, serves
  * its stats, runs it until a signal or a fatal error, and closes what it opened.
  */
+import { AuditSchedule } from "../audit/schedule.ts";
 import { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { checkSchemaOnAny } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
@@ -50,7 +51,8 @@ export async function runCommand(cfg: Config): Promise<number> {
   const endpoints = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints);
   const { worker, producer, counters } = pipeline;
-  const stats = await serveStats(cfg, pipeline);
+  const audits = cfg.auditIntervalMs > 0 ? new AuditSchedule(cfg.auditIntervalMs) : null;
+  const stats = await serveStats(cfg, pipeline, audits);
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
   // graceful stop, not the default action (seen: exit 143 in the image test).
   onShutdownSignals(() => worker.stop(), cfg.shutdownTimeoutMs);
@@ -69,6 +71,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     log.error("worker failed", { err: e as Error });
     return 1;
   } finally {
+    audits?.stop();
     stats.stop();
     producer.close();
     await Promise.all(endpoints.map((e) => e.client.close()));

@@ -3,6 +3,7 @@
  * pipeline's memory, plus the two things readiness needs that nothing else measures: a periodic
  * ClickHouse ping and the event-loop lag.
  */
+import type { AuditSchedule } from "../audit/schedule.ts";
 import type { Config } from "../config.ts";
 import { createStatsApp } from "../stats/app.ts";
 import { LoopLagMonitor } from "../stats/loop-lag.ts";
@@ -22,7 +23,7 @@ export interface StatsServer {
   stop(): void;
 }
 
-export async function serveStats(cfg: Config, p: Pipeline): Promise<StatsServer> {
+export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule | null = null): Promise<StatsServer> {
   const { counters, consumer, worker, writer, phone } = p;
   const topic = cfg.kafka.topicRaw;
   const loopLag = new LoopLagMonitor();
@@ -59,6 +60,7 @@ export async function serveStats(cfg: Config, p: Pipeline): Promise<StatsServer>
     memoryBoundBytes: memoryBoundBytes(cfg.batch),
     delivery: cfg.delivery,
     replayChecksPending: () => worker.replayChecksPending,
+    audit: () => audits,
     ready: () =>
       readiness({
         assigned: worker.assigned,

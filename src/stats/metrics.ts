@@ -233,4 +233,27 @@ const histograms: Section = (s, c, { histogram }) => {
   );
 };
 
-const SECTIONS: Section[] = [records, clickhouse, offsets, runtime, histograms];
+/** The scheduled audit (AUDIT_INTERVAL_SECONDS), when it runs: its runs and its last findings. */
+const audit: Section = (s, _c, { metric }) => {
+  const a = s.audit?.();
+  if (!a) return;
+  metric(
+    "cdr_worker_audit_runs_total",
+    "counter",
+    "Scheduled audits by result: clean, failed (findings), error (it could not run).",
+    (["clean", "failed", "error"] as const).map((r) => [{ result: r }, a.runs[r]]),
+  );
+  if (!a.last) return;
+  metric("cdr_worker_audit_last_run_timestamp_seconds", "gauge", "When the last scheduled audit ended.", [
+    [{}, a.last.at / 1000],
+  ]);
+  if (a.last.findings)
+    metric(
+      "cdr_worker_audit_findings",
+      "gauge",
+      "Offsets the last scheduled audit found missing, stored twice, dead-lettered twice, both, or not a record.",
+      Object.entries(a.last.findings).map(([finding, n]) => [{ finding }, n]),
+    );
+};
+
+const SECTIONS: Section[] = [records, clickhouse, offsets, runtime, audit, histograms];

@@ -1,4 +1,5 @@
 /** The JSON of GET /internal/stats, computed from the counters without touching Kafka or ClickHouse. */
+import type { AuditSchedule } from "../audit/schedule.ts";
 import { inFlightOf, type Counters } from "./counters.ts";
 
 export interface StatsSource {
@@ -32,6 +33,8 @@ export interface StatsSource {
   delivery?: string;
   /** Partitions paused until their replay check answers. */
   replayChecksPending?: () => number;
+  /** The scheduled audit, when AUDIT_INTERVAL_SECONDS runs it. */
+  audit?: () => Pick<AuditSchedule, "last" | "runs"> | null;
 }
 
 const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
@@ -93,6 +96,7 @@ export function statsSnapshot(s: StatsSource) {
     replay_checks: c.replayChecks,
     replay_check_failures: c.replayCheckFailures,
     replay_checks_pending: s.replayChecksPending?.() ?? 0,
+    last_audit: lastAudit(s),
     by_service_type: Object.fromEntries(c.byService),
     by_rat: { ...c.byRat },
     by_dlq_reason: { ...c.byDlqReason },
@@ -108,4 +112,10 @@ export function statsSnapshot(s: StatsSource) {
     partitions,
     ready: s.ready(),
   };
+}
+
+function lastAudit(s: StatsSource) {
+  const last = s.audit?.()?.last;
+  if (!last) return null;
+  return { at: iso(last.at), seconds: Math.round(last.seconds * 10) / 10, result: last.result, findings: last.findings };
 }

@@ -101,3 +101,26 @@ test("a chunked insert cut off mid-stream stores nothing, and the endpoint goes 
   expect((await post(`SELECT count() FROM ${table}`)).text).toBe(before);
   expect((await post("SELECT 1")).text).toBe("1\n");
 });
+
+test("binary insert data is stored byte for byte, newline bytes and all, as the server stores its body; a refusal's text names no file", async () => {
+  const t = `e2e.${uniqueName("chdbbin").replace(/\W/g, "_")}`;
+  await post(`CREATE TABLE ${t} (a UInt32, b UInt32) ENGINE = MergeTree ORDER BY a`);
+  try {
+    // 0x0a0a0000 is 00 00 0a 0a little-endian: the engine's query text path lost those two bytes.
+    const values = [[0x0a0a0000, 5], [0x0a0a, 0x0a], [0x0d0a0d0a, 0x20202020]];
+    const body = new Uint8Array(values.length * 8);
+    const view = new DataView(body.buffer);
+    values.forEach(([a, b], i) => (view.setUint32(i * 8, a!, true), view.setUint32(i * 8 + 4, b!, true)));
+    const u = new URL(url);
+    u.searchParams.set("query", `INSERT INTO ${t} (a, b) FORMAT RowBinary`);
+    expect((await fetch(u, { method: "POST", body })).status).toBe(200);
+    expect((await post(`SELECT a, b FROM ${t} ORDER BY a`)).text).toBe(values.map(([a, b]) => `${a}\t${b}\n`).sort((x, y) => Number(x.split("\t")[0]) - Number(y.split("\t")[0])).join(""));
+    const short = await fetch(u, { method: "POST", body: body.subarray(0, 6) });
+    const text = await short.text();
+    expect([short.status, short.headers.get("x-clickhouse-exception-code")]).toEqual([500, "33"]);
+    expect(text).toContain("Cannot read all data");
+    expect(text).not.toContain("file/uri");
+  } finally {
+    await post(`DROP TABLE IF EXISTS ${t}`);
+  }
+});

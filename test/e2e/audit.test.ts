@@ -73,4 +73,26 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
     expect(narrow.code).toBe(0);
     expect(narrow.partitions.map((p) => [p.partition, p.from, p.to, p.records])).toEqual([[0, 20, 100, 80]]);
   });
+
+  test("scheduled by the worker (AUDIT_INTERVAL_SECONDS): clean, then a row stored twice shows in stats and metrics", async () => {
+    const n = await names("auditsched");
+    const w = await startWorker(workerEnv(n, { AUDIT_INTERVAL_SECONDS: "5" }));
+    try {
+      const producer = new Producer(props);
+      for (let i = 0; i < 20; i++) await producer.produce(n.raw, value(i), { partition: 1 });
+      producer.close();
+      const first = await statsWhen(w, (s) => s.partitions["1"]?.committed_offset === 20 && s.last_audit !== null && Date.parse(s.last_commit_at) < Date.parse(s.last_audit.at), 30_000, "audited after the commit");
+      expect(first.last_audit).toMatchObject({ result: "clean", findings: { missing: 0, stored_twice: 0 } });
+      const t = `${n.database}.${n.table}`;
+      await ch.command({ query: `INSERT INTO ${t} SELECT * FROM ${t} WHERE kafka_partition = 1 AND kafka_offset = 3` });
+      const s = await statsWhen(w, (s) => s.last_audit?.result === "failed", 30_000, "the duplicate found");
+      expect(s.last_audit.findings).toEqual({ missing: 0, stored_twice: 1, dead_lettered_twice: 0, stored_and_dead_lettered: 0, not_a_record: 0 });
+      const metrics = await (await fetch(`${w.statsUrl}/metrics`)).text();
+      expect(metrics).toContain('cdr_worker_audit_findings{finding="stored_twice"} 1');
+      expect(metrics).toMatch(/cdr_worker_audit_runs_total\{result="failed"\} [1-9]/);
+      expect(w.logs.some((l) => l.includes("scheduled audit found records missing or delivered twice"))).toBe(true);
+    } finally {
+      expect(await w.stop()).toBe(0);
+    }
+  });
 });

@@ -76,8 +76,9 @@ function leaves(v: unknown, path = "", out = new Map<string, string>()): Map<str
 test("docs/stats.md names every field /internal/stats returns, and nothing else, each with its JSON type", async () => {
   const n = await names("statsdoc");
   await produceSynthetic(n.raw, 500, 0.1, 78);
-  const w = await startWorker(workerEnv(n));
-  const s = await statsWhen(w, (s) => s.total_processed === 500 && s.last_commit_at !== null, 30_000, "records durable");
+  // With the audit scheduled every second, so that its last result is in the answer too.
+  const w = await startWorker(workerEnv(n, { AUDIT_INTERVAL_SECONDS: "1" }));
+  const s = await statsWhen(w, (s) => s.total_processed === 500 && s.last_commit_at !== null && s.last_audit?.result === "clean", 30_000, "records durable, audited");
   expect(await w.stop()).toBe(0);
   const returned = leaves(s);
   const doc = await Bun.file(`${ROOT}/docs/stats.md`).text();
