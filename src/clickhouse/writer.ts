@@ -190,8 +190,9 @@ export class ClickHouseWriter {
    */
   async storedOffsets(owned: readonly Owned[]): Promise<DeliveredOffsets> {
     const from = Math.min(...owned.map((o) => o.from));
-    // ingested_at is whole seconds, taken just before the record's hold was stamped: one second back.
-    const since = Math.floor(Math.min(...owned.map((o) => o.since)) / 1000) - 1;
+    // ingested_at is whole seconds taken for a poll before its records' holds are stamped (a pause
+    // can fall between): a minute back. The bound only keeps rows of an older incarnation out.
+    const since = Math.floor(Math.min(...owned.map((o) => o.since)) / 1000) - 60;
     const query =
       `SELECT kafka_partition, kafka_offset FROM ${this.#table} ` +
       `WHERE kafka_partition IN (${owned.map((o) => o.partition).join(", ")}) ` +
