@@ -12,8 +12,7 @@ export type ErrorCode =
   | "KAFKA_ADMIN"
   | "TOPOLOGY"
   | "CLICKHOUSE_INSERT"
-  | "CLICKHOUSE_SCHEMA"
-  | "SHUTDOWN_TIMEOUT";
+  | "CLICKHOUSE_SCHEMA";
 
 export class CdrWorkerError extends Error {
   override name = "CdrWorkerError";
@@ -27,7 +26,11 @@ export class CdrWorkerError extends Error {
   }
 }
 
-/** A librdkafka failure; `kafkaCode` is librdkafka's numeric error and `kafkaName` its name (e.g. `_MSG_TIMED_OUT`). */
+/**
+ * A librdkafka failure; `kafkaCode` is librdkafka's numeric error and `kafkaName` its name (e.g.
+ * `_MSG_TIMED_OUT`). `retryable` follows librdkafka's own verdict where it gives one
+ * (rd_kafka_error_is_retriable) and the transient codes otherwise (kafka/handle.ts).
+ */
 export class KafkaError extends CdrWorkerError {
   override name = "KafkaError";
   constructor(
@@ -36,8 +39,9 @@ export class KafkaError extends CdrWorkerError {
     readonly kafkaCode?: number,
     readonly kafkaName?: string,
     retryable = false,
+    options?: { cause?: unknown },
   ) {
-    super(code, message, retryable);
+    super(code, message, retryable, options);
   }
 }
 

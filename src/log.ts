@@ -18,10 +18,29 @@ function redact(ctx: Record<string, unknown>): Record<string, unknown> {
   return ctx;
 }
 
+/** Causes followed at most this deep (a cycle, or a chain of wrappers, ends there). */
+const MAX_CAUSES = 5;
+
+/**
+ * An error as a log field: its name, message, code, whether a retry can help, its stack, and its
+ * cause the same way, so a wrapped failure keeps what caused it.
+ */
+export function errorFields(e: unknown, depth = 0): unknown {
+  if (!(e instanceof Error)) return e === undefined ? undefined : String(e);
+  const { code, retryable } = e as { code?: unknown; retryable?: unknown };
+  return {
+    name: e.name,
+    message: e.message,
+    ...(code !== undefined ? { code } : {}),
+    ...(typeof retryable === "boolean" ? { retryable } : {}),
+    ...(e.stack ? { stack: e.stack } : {}),
+    ...(e.cause !== undefined && depth < MAX_CAUSES ? { cause: errorFields(e.cause, depth + 1) } : {}),
+  };
+}
+
 function emit(level: LogLevel, msg: string, ctx?: Record<string, unknown>): void {
   if (RANK[level] < threshold) return;
-  const err = ctx?.err;
-  if (err instanceof Error) ctx!.err = { name: err.name, message: err.message, code: (err as { code?: string }).code };
+  if (ctx?.err instanceof Error) ctx.err = errorFields(ctx.err);
   sink(JSON.stringify({ time: new Date().toISOString(), level, msg, ...(ctx ? redact(ctx) : {}) }));
 }
 

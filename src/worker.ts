@@ -16,6 +16,7 @@ import { Delivery } from "./delivery.ts";
 import type { DlqPublisher } from "./dlq/publisher.ts";
 import type { Consumer } from "./kafka/consumer.ts";
 import type { Message } from "./kafka/message.ts";
+import { CdrWorkerError } from "./errors.ts";
 import { log } from "./log.ts";
 import type { TopicPartition } from "./kafka/partition-list.ts";
 import { OffsetTracker } from "./offsets/tracker.ts";
@@ -280,6 +281,8 @@ export class Worker {
       try {
         found = await this.#deps.replays!.findDelivered(mine());
       } catch (e) {
+        // A refusal no retry gets past (a topic gone, a grant missing) stops the worker, as at start.
+        if (e instanceof CdrWorkerError && !e.retryable) return this.#fail(e);
         const delay = Math.min(REPLAY_CHECK_RETRY_MS[1], REPLAY_CHECK_RETRY_MS[0] * 2 ** n);
         counters.replayCheckFailures++;
         log.warn("replay check failed; its partitions stay paused and it is tried again", {

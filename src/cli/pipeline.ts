@@ -4,6 +4,7 @@ import type { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
+import { CdrWorkerError } from "../errors.ts";
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
 import { Admin } from "../kafka/admin.ts";
@@ -102,7 +103,7 @@ async function dlqOffsets(cfg: Config, owned: readonly Owned[]) {
   } finally {
     admin.close();
   }
-  if (partitions == null) throw new Error(`topic ${cfg.kafka.topicDlq} missing`);
+  if (partitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const reader = new Consumer({
     props: kafkaProps(cfg, {
       "group.id": `${cfg.kafka.groupId}-replay-check`,

@@ -28,7 +28,8 @@ async function withTlsCause(e: unknown, cfg: Config): Promise<unknown> {
   const props = kafkaProps(cfg);
   if (!(e instanceof KafkaError) || !/ssl/i.test(props["security.protocol"] ?? "")) return e;
   const cause = await diagnoseBrokerTls(cfg.kafka.brokers, props["ssl.ca.location"]);
-  return cause ? new KafkaError("KAFKA_CLIENT", `cannot reach Kafka: ${cause}`, e.kafkaCode, e.kafkaName) : e;
+  if (!cause) return e;
+  return new KafkaError("KAFKA_CLIENT", `cannot reach Kafka: ${cause}`, e.kafkaCode, e.kafkaName, false, { cause: e });
 }
 
 /** Refuses to start without the topics or the table (the operator runs `topics ensure` / `migrate`). */

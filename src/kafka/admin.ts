@@ -7,6 +7,7 @@ import { CString, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import {
   closedError,
+  ErrorText,
   createHandle,
   destroyHandle,
   errName,
@@ -40,7 +41,6 @@ export interface TopicResult {
   message: string;
 }
 
-const ERRSTR = 512;
 
 export class Admin {
   readonly #h: Handle;
@@ -84,10 +84,10 @@ export class Admin {
 
   async createTopics(specs: readonly TopicSpec[]): Promise<TopicResult[]> {
     const lib = rdk();
-    const errstr = Buffer.alloc(ERRSTR);
+    const errstr = new ErrorText();
     const handles = specs.map((s) => {
-      const t = lib.rd_kafka_NewTopic_new(cstr(s.name), s.partitions, s.replicationFactor, errstr, ERRSTR);
-      if (!t) throw new KafkaError("KAFKA_ADMIN", `topic ${s.name}: ${errstr.toString("utf8").replace(/\0.*$/s, "")}`);
+      const t = lib.rd_kafka_NewTopic_new(cstr(s.name), s.partitions, s.replicationFactor, errstr.buf, errstr.size);
+      if (!t) throw new KafkaError("KAFKA_ADMIN", `topic ${s.name}: ${errstr.toString()}`);
       for (const [k, v] of Object.entries(s.configs)) lib.rd_kafka_NewTopic_set_config(t, cstr(k), cstr(v));
       return t;
     });
@@ -244,9 +244,9 @@ export class Admin {
   #options(): Pointer {
     const lib = rdk();
     const opts = lib.rd_kafka_AdminOptions_new(this.#h.rk, RD.ADMIN_OP_ANY)!;
-    const errstr = Buffer.alloc(ERRSTR);
-    lib.rd_kafka_AdminOptions_set_request_timeout(opts, this.#timeoutMs, errstr, ERRSTR);
-    lib.rd_kafka_AdminOptions_set_operation_timeout(opts, this.#timeoutMs, errstr, ERRSTR);
+    const errstr = new ErrorText();
+    lib.rd_kafka_AdminOptions_set_request_timeout(opts, this.#timeoutMs, errstr.buf, errstr.size);
+    lib.rd_kafka_AdminOptions_set_operation_timeout(opts, this.#timeoutMs, errstr.buf, errstr.size);
     return opts;
   }
 

@@ -18,8 +18,38 @@ export function errName(code: number): string {
   return String(rdk().rd_kafka_err2name(code));
 }
 
-export function kafkaError(code: ErrorCode, what: string, err: number, retryable = false): KafkaError {
-  return new KafkaError(code, `${what}: ${errName(err)}: ${rdk().rd_kafka_err2str(err)}`, err, errName(err), retryable);
+/**
+ * Codes a later attempt can get past: the broker or coordinator not answering or moving, a leader
+ * election, a rebalance. librdkafka says so itself only for rd_kafka_error_t (takeError).
+ */
+const TRANSIENT = new Set([
+  -195, // _TRANSPORT
+  -192, // _MSG_TIMED_OUT
+  -187, // _ALL_BROKERS_DOWN
+  -185, // _TIMED_OUT
+  -180, // _WAIT_COORD
+  -193, // _RESOLVE
+  5, // LEADER_NOT_AVAILABLE
+  6, // NOT_LEADER_OR_FOLLOWER
+  7, // REQUEST_TIMED_OUT
+  13, // NETWORK_EXCEPTION
+  14, // COORDINATOR_LOAD_IN_PROGRESS
+  15, // COORDINATOR_NOT_AVAILABLE
+  16, // NOT_COORDINATOR
+  19, // NOT_ENOUGH_REPLICAS
+  20, // NOT_ENOUGH_REPLICAS_AFTER_APPEND
+  27, // REBALANCE_IN_PROGRESS
+]);
+
+export function kafkaError(
+  code: ErrorCode,
+  what: string,
+  err: number,
+  retryable = TRANSIENT.has(err),
+  options?: { cause?: unknown },
+): KafkaError {
+  const text = `${what}: ${errName(err)}: ${rdk().rd_kafka_err2str(err)}`;
+  return new KafkaError(code, text, err, errName(err), retryable, options);
 }
 
 /** Reads an rd_kafka_error_t*, destroys it, and returns it as a KafkaError (null pointer → null). */
@@ -27,12 +57,27 @@ export function takeError(code: ErrorCode, what: string, error: Pointer | null):
   if (!error) return null;
   const lib = rdk();
   const num = lib.rd_kafka_error_code(error);
-  const e = new KafkaError(code, `${what}: ${errName(num)}: ${lib.rd_kafka_error_string(error)}`, num, errName(num));
+  const text = `${what}: ${errName(num)}: ${lib.rd_kafka_error_string(error)}`;
+  const e = new KafkaError(code, text, num, errName(num), lib.rd_kafka_error_is_retriable(error) !== 0);
   lib.rd_kafka_error_destroy(error);
   return e;
 }
 
-const ERRSTR_SIZE = 512;
+/**
+ * The buffer librdkafka writes a refusal's text into (conf_set, rd_kafka_new, NewTopic_new,
+ * AdminOptions), and its reader: the one place that knows its size and that the text ends at NUL.
+ */
+export class ErrorText {
+  static readonly SIZE = 512;
+  readonly buf = Buffer.alloc(ErrorText.SIZE);
+  get size(): number {
+    return ErrorText.SIZE;
+  }
+  toString(): string {
+    const end = this.buf.indexOf(0);
+    return this.buf.toString("utf8", 0, end < 0 ? this.buf.length : end);
+  }
+}
 
 // Out-parameters of rd_kafka_event_log, reused: const char **fac, const char **str, int *level.
 const logOut = new BigUint64Array(2);
@@ -77,12 +122,12 @@ function logAt(level: number, msg: string, ctx: Record<string, unknown>): void {
 export function refusedProps(props: KafkaProps): Array<{ name: string; reason: string }> {
   const lib = rdk();
   const conf = lib.rd_kafka_conf_new()!;
-  const errstr = Buffer.alloc(ERRSTR_SIZE);
+  const errstr = new ErrorText();
   const refused: Array<{ name: string; reason: string }> = [];
   try {
     for (const [name, value] of Object.entries(props))
-      if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr, ERRSTR_SIZE) !== RD.CONF_OK)
-        refused.push({ name, reason: cString(errstr) });
+      if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr.buf, errstr.size) !== RD.CONF_OK)
+        refused.push({ name, reason: errstr.toString() });
   } finally {
     lib.rd_kafka_conf_destroy(conf);
   }
@@ -106,13 +151,13 @@ export function createHandle(
 ): Handle {
   const lib = rdk();
   const conf = lib.rd_kafka_conf_new()!;
-  const errstr = Buffer.alloc(ERRSTR_SIZE);
+  const errstr = new ErrorText();
   // Last: with log.queue=false librdkafka would run the JS log callback on its own threads.
   const all: KafkaProps = { ...props, "log.queue": "true" };
   for (const [name, value] of Object.entries(all)) {
-    if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr, ERRSTR_SIZE) !== RD.CONF_OK) {
+    if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr.buf, errstr.size) !== RD.CONF_OK) {
       lib.rd_kafka_conf_destroy(conf);
-      throw new KafkaError("KAFKA_CONFIG", `librdkafka property ${name}: ${cString(errstr)}`);
+      throw new KafkaError("KAFKA_CONFIG", `librdkafka property ${name}: ${errstr.toString()}`);
     }
   }
   const callbacks: JSCallback[] = [];
@@ -136,12 +181,12 @@ export function createHandle(
   lib.rd_kafka_conf_set_log_cb(conf, logCb.ptr);
   lib.rd_kafka_conf_set_error_cb(conf, errorCb.ptr);
   extend?.(conf, callbacks);
-  const rk = lib.rd_kafka_new(type, conf, errstr, ERRSTR_SIZE);
+  const rk = lib.rd_kafka_new(type, conf, errstr.buf, errstr.size);
   if (!rk) {
     // rd_kafka_new frees conf only on success.
     lib.rd_kafka_conf_destroy(conf);
     for (const cb of callbacks) cb.close();
-    throw new KafkaError("KAFKA_CONFIG", `cannot create Kafka client: ${cString(errstr)}`);
+    throw new KafkaError("KAFKA_CONFIG", `cannot create Kafka client: ${errstr.toString()}`);
   }
   lib.rd_kafka_set_log_queue(rk, null);
   return { rk, callbacks };
@@ -154,10 +199,6 @@ export function destroyHandle(h: Handle, flags = 0): void {
   h.callbacks.length = 0;
 }
 
-function cString(buf: Buffer): string {
-  const end = buf.indexOf(0);
-  return buf.subarray(0, end < 0 ? buf.length : end).toString("utf8");
-}
 
 /** The error of a call on a client that was closed: thrown before any native code runs. */
 export function closedError(what: string): KafkaError {

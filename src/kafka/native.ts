@@ -20,6 +20,7 @@ const symbols = {
   rd_kafka_version_str: { args: [], returns: "cstring" },
   rd_kafka_err2name: { args: ["i32"], returns: "cstring" },
   rd_kafka_err2str: { args: ["i32"], returns: "cstring" },
+  rd_kafka_error_is_retriable: { args: ["ptr"], returns: "i32" },
   rd_kafka_mem_free: { args: ["ptr", "ptr"], returns: "void" },
 
   // rd_kafka_conf_t

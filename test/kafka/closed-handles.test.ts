@@ -96,3 +96,11 @@ test("Producer: a send waiting out QUEUE_FULL when the producer closes is reject
     outstanding: 0,
   });
 });
+
+test("a librdkafka error says whether a retry can help: transport and coordinator trouble can, a missing topic cannot", async () => {
+  const { kafkaError } = await import("../../src/kafka/handle.ts");
+  expect(kafkaError("KAFKA_CLIENT", "committed", -185).retryable).toBe(true); // _TIMED_OUT
+  expect(kafkaError("KAFKA_CLIENT", "committed", 16).retryable).toBe(true); // NOT_COORDINATOR
+  expect(kafkaError("KAFKA_CLIENT", "watermarks", 3).retryable).toBe(false); // UNKNOWN_TOPIC_OR_PART
+  expect(kafkaError("KAFKA_ADMIN", "metadata", 3, true).retryable).toBe(true); // the caller knows better
+});

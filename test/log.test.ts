@@ -1,0 +1,35 @@
+// A log line keeps an error whole: name, message, code, whether a retry can help, its stack, and
+// its causes, so a wrapped failure still says what caused it.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { KafkaError } from "../src/errors.ts";
+import { errorFields, log } from "../src/log.ts";
+
+setDefaultTimeout(60_000);
+
+test("an error in a log line carries its cause chain and stack", () => {
+  const root = new KafkaError("KAFKA_CLIENT", "metadata: _TRANSPORT: Broker transport failure", -195, "_TRANSPORT", true);
+  const wrapped = new KafkaError("KAFKA_CLIENT", "cannot reach Kafka: certificate expired", -195, "_TRANSPORT", false, { cause: root });
+  const lines: string[] = [];
+  const write = process.stderr.write;
+  process.stderr.write = ((l: string) => (lines.push(l), true)) as typeof process.stderr.write;
+  try {
+    log.error("failed", { err: wrapped });
+  } finally {
+    process.stderr.write = write;
+  }
+  const err = JSON.parse(lines[0]!).err;
+  expect(err).toMatchObject({ name: "KafkaError", message: "cannot reach Kafka: certificate expired", code: "KAFKA_CLIENT", retryable: false });
+  expect(err.stack).toContain("log.test.ts");
+  expect(err.cause).toMatchObject({ name: "KafkaError", message: "metadata: _TRANSPORT: Broker transport failure", retryable: true });
+  expect(err.cause.stack).toContain("log.test.ts");
+});
+
+test("a cycle of causes ends after five; a cause that is no Error is its text", () => {
+  const a = new Error("a");
+  const b = new Error("b", { cause: a });
+  (a as { cause?: unknown }).cause = b;
+  let depth = 0;
+  for (let f = errorFields(a) as { cause?: unknown }; f?.cause; f = f.cause as { cause?: unknown }) depth++;
+  expect(depth).toBe(5);
+  expect((errorFields(new Error("x", { cause: 42 })) as { cause: unknown }).cause).toBe("42");
+});
