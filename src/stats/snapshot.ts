@@ -117,5 +117,6 @@ export function statsSnapshot(s: StatsSource) {
 function lastAudit(s: StatsSource) {
   const last = s.audit?.()?.last;
   if (!last) return null;
-  return { at: iso(last.at), seconds: Math.round(last.seconds * 10) / 10, result: last.result, findings: last.findings };
+  const seconds = Math.round(last.seconds * 10) / 10;
+  return { at: iso(last.at), seconds, result: last.result, findings: last.findings };
 }
