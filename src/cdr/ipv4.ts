@@ -26,6 +26,3 @@ export function parseIPv4(s: string): number {
   return value * 256 + octet;
 }
 
-export function formatIPv4(n: number): string {
-  return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
-}

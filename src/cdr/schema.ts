@@ -46,7 +46,6 @@ export const FIELD_SCHEMAS = {
 
 /** The whole raw record; abortEarly stops at the first field in precedence order. */
 export const RawCdrSchema = v.looseObject(FIELD_SCHEMAS);
-export type RawCdr = v.InferOutput<typeof RawCdrSchema>;
 
 export interface FieldIssue {
   field: RawField;

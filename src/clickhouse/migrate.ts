@@ -34,14 +34,7 @@ export const ADDED_COLUMNS: ReadonlyArray<{ name: string; definition: string }> 
  * With a cluster: sql/cluster.sql, ON CLUSTER (the {shard}/{replica} macros stay for the server).
  */
 export function ddlStatements(database: string, table: string, cluster?: string): string[] {
-  for (const [what, name] of [
-    ["database", database],
-    ["table", table],
-    ["cluster", cluster ?? "none"],
-  ] as const) {
-    if (!IDENT.test(name))
-      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
-  }
+  plainIdentifiers({ database, table, ...(cluster !== undefined ? { cluster } : {}) });
   // Comments first: they may hold ';' and the placeholders' names.
   return (cluster ? clusterDdl : ddl)
     .split("\n")
@@ -63,6 +56,13 @@ export function ddlStatements(database: string, table: string, cluster?: string)
  * replicated"), so it is made anew on every node from the local table's columns (README "Upgrade":
  * workers stopped first). Idempotent; returns the columns added, for the log.
  */
+/** Names go into statements as text (18.16 has no identifier parameters): plain ones only. */
+function plainIdentifiers(names: Record<string, string>): void {
+  for (const [what, name] of Object.entries(names))
+    if (!IDENT.test(name))
+      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
+}
+
 export async function migrate(
   ch: ClickHouseClient,
   database: string,
@@ -134,7 +134,7 @@ export async function checkSchemaOnAny(
  * zone is the one freedom: it changes how the column is shown, not the UInt32 stored.
  */
 export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
-  ddlStatements(database, table); // validates both names as plain identifiers
+  plainIdentifiers({ database, table });
   let columns: Array<{ name: string; type: string; default_kind: string }>;
   try {
     columns = await readColumns(ch, database, table);

@@ -123,19 +123,6 @@ export class OffsetTracker {
     }
   }
 
-  /** Records consumed and not yet durable on a partition. */
-  pending(partition: number): number {
-    const p = this.#parts.get(partition);
-    if (!p) return 0;
-    return p.consumed - (p.position >= 0 ? p.position : p.first);
-  }
-
-  /** True when every tracked record is durable and its position handed out. */
-  get settled(): boolean {
-    for (const p of this.#parts.values()) if (p.head < p.holds.length || p.position > p.reported) return false;
-    return true;
-  }
-
   positions(): Map<number, { committed: number; consumed: number }> {
     const m = new Map<number, { committed: number; consumed: number }>();
     for (const [partition, p] of this.#parts) m.set(partition, { committed: p.committed, consumed: p.consumed });

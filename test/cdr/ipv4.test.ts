@@ -1,5 +1,5 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { formatIPv4, parseIPv4 } from "../../src/cdr/ipv4.ts";
+import { parseIPv4 } from "../../src/cdr/ipv4.ts";
 
 setDefaultTimeout(60_000);
 
@@ -10,7 +10,6 @@ test.each([
   ["192.168.0.1", 3232235521],
 ])("parses %s", (text, n) => {
   expect(parseIPv4(text)).toBe(n);
-  expect(formatIPv4(n)).toBe(text);
 });
 
 test.each(["", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1..2.3", "01.2.3.4", "1.2.3.4 ", "a.b.c.d", "1.2.3.-4", "1234.1.1.1", "::1", "1.2.3."])(
