@@ -251,13 +251,11 @@ export class Worker {
   }
 
   #takeAssignments(): void {
-    for (const ev of this.#deps.consumer.takeRebalanceEvents()) {
-      if (ev.kind === "assign") {
-        this.#assigned = true;
-        this.#tracker.reset(ev.partitions.map((p) => p.partition));
-        if (this.#breaker.tripped || this.#waitingBatches > 0) this.#deps.consumer.pause(ev.partitions);
-        if (this.#deps.replays && ev.partitions.length > 0) this.#checkReplays(ev.partitions);
-      }
+    for (const partitions of this.#deps.consumer.takeAssigned()) {
+      this.#assigned = true;
+      this.#tracker.reset(partitions.map((p) => p.partition));
+      if (this.#breaker.tripped || this.#waitingBatches > 0) this.#deps.consumer.pause(partitions);
+      if (this.#deps.replays && partitions.length > 0) this.#checkReplays(partitions);
     }
   }
 

@@ -27,7 +27,7 @@ function harness(messages: Message[], dlqDelayMs = 0) {
   let assigned = false;
   const consumer = {
     pendingRevoke: null,
-    takeRebalanceEvents: () => (assigned ? [] : ((assigned = true), [{ kind: "assign", partitions: [{ topic: "cdr.raw", partition: 0 }] }])),
+    takeAssigned: () => (assigned ? [] : ((assigned = true), [[{ topic: "cdr.raw", partition: 0 }]])),
     poll: (max: number) => queued.splice(0, max),
     waitForMessages: (ms: number) => Bun.sleep(ms),
     commit: async (offsets: Array<{ partition: number; offset: bigint }>) => { events.push(`commit ${offsets.map((o) => o.offset).join(",")}`); },

@@ -6,6 +6,7 @@
 import type { AuditSchedule } from "../audit/schedule.ts";
 import type { Config } from "../config.ts";
 import { createStatsApp } from "../stats/app.ts";
+import { partitionLag } from "../stats/lag.ts";
 import { LoopLagMonitor } from "../stats/loop-lag.ts";
 import { memoryBoundBytes } from "../stats/memory-bound.ts";
 import { readiness } from "../stats/readiness.ts";
@@ -32,14 +33,14 @@ export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule
   // after an outage makes the worker ready at once, not at the next ping.
   await writer.ping();
   const pinger = setInterval(() => void writer.ping(), CH_PING_INTERVAL_MS);
-  /** Known lag of the owned partitions: high watermark minus committed, where both are known. */
+  /** Known lag of the owned partitions (stats/lag.ts). */
   const ownedLag = () => {
     let lag = 0;
     const positions = worker.positions();
     for (const { partition } of consumer.assignment) {
       const high = consumer.watermarks(topic, partition)?.high ?? null;
       const committed = positions.get(partition)?.committed ?? -1;
-      if (high !== null && committed >= 0) lag += Math.max(0, high - committed);
+      lag += partitionLag(high, committed) ?? 0;
     }
     return lag;
   };

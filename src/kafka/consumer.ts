@@ -27,7 +27,7 @@ import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.t
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
-import { Rebalance, type RebalanceEvent } from "./rebalance.ts";
+import { Rebalance } from "./rebalance.ts";
 import { MESSAGE, RD } from "./structs.ts";
 
 export interface ConsumerOptions {
@@ -47,7 +47,6 @@ export interface ConsumerOptions {
   nativeCopy?: boolean;
 }
 
-export type { RebalanceEvent } from "./rebalance.ts";
 
 export class Consumer {
   readonly #h: Handle;
@@ -127,9 +126,9 @@ export class Consumer {
     return this.#rebalance.pendingRevoke;
   }
 
-  /** Rebalance events since the last call, oldest first. */
-  takeRebalanceEvents(): RebalanceEvent[] {
-    return this.#rebalance.takeEvents();
+  /** The partitions each assignment since the last call added, oldest first (revocations: pendingRevoke). */
+  takeAssigned(): TopicPartition[][] {
+    return this.#rebalance.takeAssigned();
   }
 
   /**

@@ -25,7 +25,7 @@ import { readExactI64 } from "./message.ts";
 import { cstr, rdk } from "./native.ts";
 import { MESSAGE, RD, VTYPE, VU } from "./structs.ts";
 
-export interface Delivery {
+export interface DeliveryReport {
   partition: number;
   offset: number;
 }
@@ -42,7 +42,7 @@ interface Pending {
   /** Partition and offset of the last report (numbers, not an object: one report per message). */
   lastPartition: number;
   lastOffset: number;
-  resolve: (d: Delivery) => void;
+  resolve: (d: DeliveryReport) => void;
   reject: (e: KafkaError) => void;
 }
 
@@ -101,7 +101,7 @@ export class Producer {
   }
 
   /** Sends one message; resolves on its delivery report, rejects with librdkafka's error. */
-  async produce(topic: string, value: string | Uint8Array | null, opts: ProduceOptions = {}): Promise<Delivery> {
+  async produce(topic: string, value: string | Uint8Array | null, opts: ProduceOptions = {}): Promise<DeliveryReport> {
     if (this.#fatal) throw this.#fatal;
     if (this.#closed) throw closedError(`produce to ${topic}`);
     const { id, promise } = this.#track(1);
@@ -293,9 +293,9 @@ export class Producer {
     return rkt;
   }
 
-  #track(count: number): { id: number; promise: Promise<Delivery> } {
+  #track(count: number): { id: number; promise: Promise<DeliveryReport> } {
     const id = this.#nextId++;
-    const { promise, resolve, reject } = Promise.withResolvers<Delivery>();
+    const { promise, resolve, reject } = Promise.withResolvers<DeliveryReport>();
     this.#pending.set(id, { remaining: count, failed: null, lastPartition: -1, lastOffset: -1, resolve, reject });
     // close() may reject it while the send still waits for queue room, before the caller holds it:
     // handled here so that is no unhandled rejection; the caller still gets the rejection.

@@ -2,7 +2,8 @@
  * A group member's side of a rebalance. librdkafka calls rebalance_cb inside
  * consume_batch_queue on the JS thread. An assignment is applied at once; a revocation is only
  * recorded and the call yields, so the caller can flush and commit the revoked partitions (async
- * work) before `completeRevoke()` gives them up. Eager protocols replace the whole assignment,
+ * work) before `completeRevoke()` gives them up. The caller hears of them on one channel each:
+ * `takeAssigned()` for what was added, `pendingRevoke` for what must be given up. Eager protocols replace the whole assignment,
  * incremental ones (cooperative-sticky, KIP-848's `group.protocol=consumer`) add and remove.
  */
 import type { Pointer } from "bun:ffi";
@@ -13,13 +14,11 @@ import { rdk } from "./native.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
 import { RD } from "./structs.ts";
 
-export type RebalanceEvent = { kind: "assign" | "revoke"; partitions: TopicPartition[] };
-
 export class Rebalance {
   readonly #rk: () => Pointer;
   #assignment: TopicPartition[] = [];
   #pendingRevoke: TopicPartition[] | null = null;
-  #events: RebalanceEvent[] = [];
+  #assigned: TopicPartition[][] = [];
   /** While the consumer closes, revocations are given up at once: nothing is left to commit. */
   closing = false;
 
@@ -35,11 +34,11 @@ export class Rebalance {
     return this.#pendingRevoke;
   }
 
-  /** Events since the last call, oldest first. */
-  takeEvents(): RebalanceEvent[] {
-    const e = this.#events;
-    this.#events = [];
-    return e;
+  /** The partitions each assignment since the last call added, oldest first. */
+  takeAssigned(): TopicPartition[][] {
+    const a = this.#assigned;
+    this.#assigned = [];
+    return a;
   }
 
   /** Gives up the pending revoked partitions; call after their offsets are committed. */
@@ -62,13 +61,12 @@ export class Rebalance {
         : codeError(lib.rd_kafka_assign(rk, list));
       if (e) log.error("assign failed", { err: e });
       this.#assignment = cooperative ? [...this.#assignment, ...partitions] : partitions;
-      this.#events.push({ kind: "assign", partitions });
+      this.#assigned.push(partitions);
       log.info("partitions assigned", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });
       return;
     }
     if (err === RD.ERR__REVOKE_PARTITIONS && !this.closing) {
       this.#pendingRevoke = partitions;
-      this.#events.push({ kind: "revoke", partitions });
       log.info("partitions revoked; committing before release", {
         partitions: partitions.map((p) => `${p.topic}[${p.partition}]`),
       });

@@ -1,6 +1,7 @@
 /** Prometheus text exposition (format 0.0.4) of the same counters. */
 import { inFlightOf, type Histogram } from "./counters.ts";
 import type { StatsSource } from "./snapshot.ts";
+import { partitionLag } from "./lag.ts";
 
 const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 
@@ -191,7 +192,7 @@ const offsets: Section = (s, c, { metric }) => {
     "cdr_worker_partition_lag",
     "gauge",
     "Records of a partition not yet committed: high watermark minus committed offset.",
-    highs.map(([p, c, h]) => [{ partition: p }, Math.max(0, h - c)]),
+    highs.map(([p, c, h]) => [{ partition: p }, partitionLag(h, c)!]),
   );
   metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [
     [{}, s.assignment().length],

@@ -1,6 +1,7 @@
 /** The JSON of GET /internal/stats, computed from the counters without touching Kafka or ClickHouse. */
 import type { AuditSchedule } from "../audit/schedule.ts";
 import { inFlightOf, type Counters } from "./counters.ts";
+import { partitionLag } from "./lag.ts";
 
 export interface StatsSource {
   counters: Counters;
@@ -57,7 +58,7 @@ export function statsSnapshot(s: StatsSource) {
       in_flight: inFlightOf(pc),
       committed_offset: committed,
       high_watermark: high,
-      lag: high !== null && committed !== null ? Math.max(0, high - committed) : null,
+      lag: partitionLag(high, committed),
     };
   }
   const phone = s.phoneCache();
