@@ -44,8 +44,6 @@ export interface DeliveryEvents {
   onFatal: (e: unknown) => void;
   /** Some hand-over settled: a batch slot, DLQ room or a commit position may have come free. */
   onSettled: () => void;
-  /** Whether ClickHouse takes inserts (false while retries are under way). */
-  onHealth: (healthy: boolean) => void;
   /** A batch starts (true) or stops (false) waiting for an unreachable ClickHouse. */
   onWaiting: (waiting: boolean) => void;
 }
@@ -65,7 +63,7 @@ export class Delivery {
     this.#inFlight = new InFlight(events.onFatal, events.onSettled);
     this.#commits = new CommitScheduler(deps.tracker, (positions) => this.#commit(positions), events.onFatal);
     const { writer, dlq, counters } = deps;
-    this.#flushDeps = { writer, dlq, counters, topic, retry, onHealth: events.onHealth, onWaiting: events.onWaiting };
+    this.#flushDeps = { writer, dlq, counters, topic, retry, onWaiting: events.onWaiting };
   }
 
   /** DLQ sends not yet acknowledged. */

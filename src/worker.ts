@@ -70,7 +70,6 @@ export class Worker {
   #assigned = false;
   #stopRequested = false;
   #fatal: Error | null = null;
-  #clickhouseHealthy = true;
   /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait): consumption is paused while > 0. */
   #waitingBatches = 0;
   /**
@@ -99,19 +98,15 @@ export class Worker {
       {
         onFatal: (e) => this.#fail(e),
         onSettled: () => this.#waker.wake(),
-        onHealth: (ok) => {
-          this.#clickhouseHealthy = ok;
-        },
         onWaiting: (waiting) => this.#onWaiting(waiting),
       },
     );
   }
 
   // Read-only views for stats and readiness. `assigned`: joined the group and got an assignment
-  // (possibly empty); `clickhouseHealthy`: false while inserts fail (retries under way).
+  // (possibly empty). ClickHouse's health is the writer's (ClickHouseWriter.health).
   get state(): WorkerState { return this.#state; } // prettier-ignore
   get assigned(): boolean { return this.#assigned; } // prettier-ignore
-  get clickhouseHealthy(): boolean { return this.#clickhouseHealthy; } // prettier-ignore
   get bufferedRows(): number { return this.#batcher.bufferedRows; } // prettier-ignore
   get breakerRatio(): number { return this.#breaker.ratio; } // prettier-ignore
   /** Partitions waiting for their replay check (exactly-once). */

@@ -65,8 +65,7 @@ export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule
     ready: () =>
       readiness({
         assigned: worker.assigned,
-        clickhouseReachable: writer.endpoints.some((e) => e.up),
-        clickhouseHealthy: worker.clickhouseHealthy,
+        clickhouse: writer.health,
         state: worker.state,
         waiting: counters.inFlight + ownedLag(),
         lastProgressAt: counters.lastCommitAt ?? startedAt,

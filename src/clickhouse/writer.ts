@@ -57,6 +57,7 @@ export class ClickHouseWriter {
   readonly #syncDistributed: boolean;
   #current = 0;
   #inserts = 0;
+  #failing = false;
 
   constructor(
     ch: ClickHouseClient | ReadonlyArray<{ name: string; client: ClickHouseClient }>,
@@ -87,6 +88,16 @@ export class ClickHouseWriter {
   }
 
   /**
+   * ClickHouse's health as the worker sees it, the one source readiness and stats read:
+   * `reachable`, an endpoint took the last insert or ping sent to it; `inserting`, false from an
+   * insert no endpoint took (it is being retried, or waited for) until one takes an insert again.
+   * A refused row or a split is the data's doing, not ClickHouse's: it changes neither.
+   */
+  get health(): { reachable: boolean; inserting: boolean } {
+    return { reachable: this.#endpoints.some((e) => e.up), inserting: !this.#failing };
+  }
+
+  /**
    * Resolves once ClickHouse acknowledged every row of `body` (RowBinary rows); throws a
    * ClickHouseInsertError that says whether a resend, a split or neither can help.
    */
@@ -103,6 +114,7 @@ export class ClickHouseWriter {
         e.up = true;
         e.inserts++;
         this.#current = i;
+        this.#failing = false;
         return;
       } catch (err) {
         const failure = err as ClickHouseInsertError;
@@ -119,6 +131,7 @@ export class ClickHouseWriter {
       }
     }
     // An endpoint that did not answer may take the batch later; one that refused will not.
+    this.#failing = true;
     const last = (transient ?? permanent)!;
     if (answered) throw last;
     throw new ClickHouseInsertError(last.message, last.kind, { code: null }, { cause: last.cause, unreachable: true });

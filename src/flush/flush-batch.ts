@@ -18,8 +18,6 @@ export interface FlushDeps {
   /** The raw topic, for the DLQ's provenance headers. */
   topic: string;
   retry: RetryPolicy;
-  /** Hears whether ClickHouse takes inserts: false on a failure, true once rows land. */
-  onHealth: (healthy: boolean) => void;
   /** Hears when this batch starts and stops waiting for an unreachable ClickHouse. */
   onWaiting: (waiting: boolean) => void;
 }
@@ -28,7 +26,6 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
   const started = performance.now();
   const outcome = await storeBatch(batch.count, (lo, hi) => d.writer.insert(batch.rows(lo, hi), hi - lo), d.retry, {
     onRetry: (attempt, error, delayMs) => {
-      d.onHealth(false);
       d.counters.chRetries++;
       log.warn("ClickHouse insert failed; retrying", {
         attempt,
@@ -37,10 +34,7 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
         err: error as Error,
       });
     },
-    onWaiting: (waiting) => {
-      if (waiting) d.onHealth(false);
-      d.onWaiting(waiting);
-    },
+    onWaiting: (waiting) => d.onWaiting(waiting),
   });
   const sends: Promise<void>[] = [];
   const notInserted: number[] = [];
@@ -63,7 +57,6 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
         records.push(sourceRecord(batch, i));
       }
     }
-    d.onHealth(false);
     log.error("ClickHouse insert failed; routing the batch's records to the DLQ", {
       attempts: failed.attempts,
       rows: records.length,
@@ -72,7 +65,6 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
     sends.push(d.dlq.publishStorageFailure(records, d.topic, failed.attempts, failed.error));
   }
   notInserted.sort((a, b) => a - b);
-  if (outcome.inserted > 0) d.onHealth(true);
   d.counters.recordFlush(batch, outcome, notInserted, (performance.now() - started) / 1000);
   await Promise.all(sends);
   d.counters.recordStoredInDlq(batch, notInserted, outcome.refused.length, d.dlq.storageFailureReason);

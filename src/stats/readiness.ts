@@ -11,8 +11,8 @@ export const COMMIT_STALL_MS = 120_000;
 
 export interface ReadinessInput {
   assigned: boolean;
-  clickhouseReachable: boolean;
-  clickhouseHealthy: boolean;
+  /** ClickHouseWriter.health: an endpoint answers; inserts are not failing. */
+  clickhouse: { reachable: boolean; inserting: boolean };
   state: string;
   /** Records consumed and not yet durable, plus known lag of the owned partitions. */
   waiting: number;
@@ -24,8 +24,8 @@ export interface ReadinessInput {
 export function readiness(i: ReadinessInput): { ready: boolean; reasons: string[] } {
   const reasons: string[] = [];
   if (!i.assigned) reasons.push("no Kafka partition assignment yet");
-  if (!i.clickhouseReachable) reasons.push("ClickHouse does not answer ping");
-  if (!i.clickhouseHealthy) reasons.push("ClickHouse inserts failing (retrying)");
+  if (!i.clickhouse.reachable) reasons.push("ClickHouse does not answer ping");
+  if (!i.clickhouse.inserting) reasons.push("ClickHouse inserts failing (retrying)");
   if (i.state === "tripped") reasons.push("DLQ circuit breaker tripped");
   if (i.state !== "running" && i.state !== "tripped") reasons.push(`worker ${i.state}`);
   const stalled = i.now - i.lastProgressAt;

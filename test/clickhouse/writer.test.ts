@@ -13,6 +13,7 @@ import { migrate } from "../../src/clickhouse/migrate.ts";
 import { insertSettings } from "../../src/clickhouse/server-version.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { CLICKHOUSE_SERVERS, uniqueName } from "../support/services.ts";
+import { TcpProxy } from "../support/tcp-proxy.ts";
 
 setDefaultTimeout(60_000);
 
@@ -90,6 +91,25 @@ test("a socket reset is classified as transient (retryable)", async () => {
     expect([(e as ClickHouseInsertError).kind, (e as ClickHouseInsertError).retryable, (e as ClickHouseInsertError).serverCode]).toEqual(["transient", true, null]);
   } finally {
     listener.stop(true);
+    await client.close();
+  }
+});
+
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: health is the writer's: inserts failing from an insert no endpoint took until one is taken", async (_n, server, i) => {
+  await migrate(clients[i]!, "e2e", table);
+  const proxy = TcpProxy.inFrontOf(server.url);
+  const client = createClickHouse(cfg(proxy.url), "default");
+  try {
+    const w = new ClickHouseWriter(client, "e2e", table);
+    expect(w.health).toEqual({ reachable: true, inserting: true });
+    proxy.down();
+    await expect(w.insert(body("voice"), 1)).rejects.toBeInstanceOf(ClickHouseInsertError);
+    expect(w.health).toEqual({ reachable: false, inserting: false });
+    proxy.up();
+    await w.insert(body("voice"), 1);
+    expect(w.health).toEqual({ reachable: true, inserting: true });
+  } finally {
+    proxy.down();
     await client.close();
   }
 });

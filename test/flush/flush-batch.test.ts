@@ -48,12 +48,10 @@ test("a refused row goes to the DLQ alone; the rest are stored and counted, part
   const batch = batchOf(10);
   const f = fakes((l) => l.includes("\tr7\t"));
   const counters = new Counters();
-  const health: boolean[] = [];
-  await flushBatch(batch, { writer: f.writer, dlq: f.dlq, counters, topic: "cdr.raw", retry: { maxAttempts: 3, initialDelayMs: 0, backoffFactor: 1 }, onHealth: (h) => health.push(h), onWaiting: () => {} });
+  await flushBatch(batch, { writer: f.writer, dlq: f.dlq, counters, topic: "cdr.raw", retry: { maxAttempts: 3, initialDelayMs: 0, backoffFactor: 1 }, onWaiting: () => {} });
   expect(f.stored.length).toBe(9);
   expect(f.refused.map((x) => [x.r.offset, x.r.partition, x.column])).toEqual([[107, 1, "raw_id"]]);
   expect([counters.durableClickhouse, counters.durableDlq, counters.chRefusedRows, counters.byDlqReason.normalization_error]).toEqual([9, 1, 1, 1]);
   expect(Object.fromEntries(counters.byService)).toEqual({ voice: 5, data: 4 });
   expect(counters.endToEndSeconds.count).toBe(9);
-  expect(health).toEqual([true]);
 });
