@@ -9,10 +9,11 @@ import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
-import { findDelivered, type Owned } from "../offsets/replay-check.ts";
+import { findDelivered, type Owned } from "../delivery/offsets/replay-check.ts";
 import { Producer } from "../kafka/producer.ts";
 import { Counters } from "../stats/counters.ts";
-import { Worker } from "../worker.ts";
+import { Delivery } from "../delivery/delivery.ts";
+import { Worker } from "../worker/worker.ts";
 
 export interface Pipeline {
   counters: Counters;
@@ -20,6 +21,7 @@ export interface Pipeline {
   producer: Producer;
   consumer: Consumer;
   writer: ClickHouseWriter;
+  delivery: Delivery;
   worker: Worker;
 }
 
@@ -61,7 +63,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     workerInstance: cfg.workerInstance,
     storageFailureReason: cfg.dlq.storageFailureReason,
   });
-  const worker = new Worker(
+  const delivery = new Delivery(
     {
       topic: cfg.kafka.topicRaw,
       batchSize: cfg.batch.size,
@@ -72,9 +74,10 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       dlqMaxRatio: cfg.dlq.maxRatio,
       dlqRatioWindow: cfg.dlq.ratioWindow,
     },
-    { consumer, writer, dlq, phone, counters, ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer) } : {}) },
+    { consumer, writer, dlq, counters, ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer) } : {}) },
   );
-  return { counters, phone, producer, consumer, writer, worker };
+  const worker = new Worker({ consumer, phone, delivery });
+  return { counters, phone, producer, consumer, writer, delivery, worker };
 }
 
 /** The replay check's parts: the group's commits, ClickHouse's provenance columns, the DLQ's headers. */

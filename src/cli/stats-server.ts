@@ -25,7 +25,7 @@ export interface StatsServer {
 }
 
 export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule | null = null): Promise<StatsServer> {
-  const { counters, consumer, worker, writer, phone } = p;
+  const { counters, consumer, worker, writer, phone, delivery } = p;
   const topic = cfg.kafka.topicRaw;
   const loopLag = new LoopLagMonitor();
   const startedAt = Date.now();
@@ -36,7 +36,7 @@ export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule
   /** Known lag of the owned partitions (stats/lag.ts). */
   const ownedLag = () => {
     let lag = 0;
-    const positions = worker.positions();
+    const positions = delivery.positions();
     for (const { partition } of consumer.assignment) {
       const high = consumer.watermarks(topic, partition)?.high ?? null;
       const committed = positions.get(partition)?.committed ?? -1;
@@ -50,17 +50,17 @@ export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule
     workerInstance: cfg.workerInstance,
     topic,
     state: () => worker.state,
-    bufferedRows: () => worker.bufferedRows,
-    positions: () => worker.positions(),
+    bufferedRows: () => delivery.bufferedRows,
+    positions: () => delivery.positions(),
     assignment: () => consumer.assignment.map((a) => a.partition),
     clickhouseEndpoints: () => writer.endpoints,
     highWatermark: (partition) => consumer.watermarks(topic, partition)?.high ?? null,
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
-    breakerRatio: () => worker.breakerRatio,
+    breakerRatio: () => delivery.breakerRatio,
     eventLoopLagMs: () => loopLag.worstMs,
     memoryBoundBytes: memoryBoundBytes(cfg.batch),
     delivery: cfg.delivery,
-    replayChecksPending: () => worker.replayChecksPending,
+    replayChecksPending: () => delivery.replayChecksPending,
     audit: () => audits,
     ready: () =>
       readiness({

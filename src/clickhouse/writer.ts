@@ -21,7 +21,7 @@ import { Readable } from "node:stream";
 import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
-import type { DeliveredOffsets, Owned } from "../offsets/replay-check.ts";
+import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
 import { insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 
 /** The start of every insert's query id (system.processes). */

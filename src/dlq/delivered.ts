@@ -7,7 +7,7 @@
  * thread stamped) to its end.
  */
 import type { Consumer } from "../kafka/consumer.ts";
-import type { DeliveredOffsets, Owned } from "../offsets/replay-check.ts";
+import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
 import { HEADERS } from "./envelope.ts";
 import { readDlq } from "./reader.ts";
 

@@ -4,7 +4,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { commitMetadata } from "../../src/offsets/commit-metadata.ts";
+import { commitMetadata } from "../../src/delivery/offsets/commit-metadata.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";

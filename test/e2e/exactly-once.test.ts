@@ -12,7 +12,7 @@ import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { commitMetadata } from "../../src/offsets/commit-metadata.ts";
+import { commitMetadata } from "../../src/delivery/offsets/commit-metadata.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, props, topicLength } from "../support/kafka.ts";

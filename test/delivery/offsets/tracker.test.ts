@@ -1,5 +1,5 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { OffsetTracker } from "../../src/offsets/tracker.ts";
+import { OffsetTracker } from "../../../src/delivery/offsets/tracker.ts";
 
 setDefaultTimeout(60_000);
 

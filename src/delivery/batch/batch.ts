@@ -4,7 +4,7 @@
  * any run of rows can be inserted alone), what the DLQ needs if ClickHouse refuses it (original
  * payload, source partition and offset), and its rat code and service for the stats breakdowns.
  */
-import type { CdrRow } from "../cdr/decode.ts";
+import type { CdrRow } from "../../cdr/decode.ts";
 
 /**
  * Where a batch writes each row as it arrives: the insert body, encoded once, at add time (the
@@ -33,8 +33,6 @@ export class Batch {
   /** Each record's Kafka timestamp (ms since the epoch; -1 when absent). */
   readonly timestamps: Float64Array;
   readonly services: string[];
-  /** The offset tracker's holds on these rows (offsets/tracker.ts), marked done when the batch is durable. */
-  readonly holds: Array<{ done: boolean }> = [];
   count = 0;
   /** Characters of the payloads held (each also encoded into the body). */
   #payloadChars = 0;
@@ -87,6 +85,5 @@ export class Batch {
     this.services.fill(undefined as unknown as string, 0, this.count);
     this.count = 0;
     this.#payloadChars = 0;
-    this.holds.length = 0;
   }
 }

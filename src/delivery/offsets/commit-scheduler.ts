@@ -36,6 +36,10 @@ export class CommitScheduler {
     while (this.#running) await this.#running;
   }
 
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
   /** No commit after this (a fatal error: nothing further may be made to look durable). */
   stop(): void {
     this.#stopped = true;

@@ -4,12 +4,12 @@
  * counters updated. Resolves when both destinations acknowledged; a DLQ failure rejects (fatal).
  */
 import type { Batch } from "../batch/batch.ts";
-import type { RetryPolicy } from "../clickhouse/retry.ts";
-import { storeBatch } from "../clickhouse/store.ts";
-import type { ClickHouseWriter } from "../clickhouse/writer.ts";
-import type { DlqPublisher, SourceRecord } from "../dlq/publisher.ts";
-import { log } from "../log.ts";
-import type { Counters } from "../stats/counters.ts";
+import type { RetryPolicy } from "../../clickhouse/retry.ts";
+import { storeBatch } from "../../clickhouse/store.ts";
+import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
+import type { DlqPublisher, SourceRecord } from "../../dlq/publisher.ts";
+import { log } from "../../log.ts";
+import type { Counters } from "../../stats/counters.ts";
 
 export interface FlushDeps {
   writer: ClickHouseWriter;

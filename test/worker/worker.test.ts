@@ -1,17 +1,18 @@
 // The worker's stage order without services: a consumer, a ClickHouse writer and a DLQ that only
-// record what they are asked (a unit test of worker.ts; test/e2e/ runs the same against Kafka and
+// record what they are asked (a unit test of worker.ts and the delivery stage behind it; test/e2e/ runs the same against Kafka and
 // ClickHouse). What is checked is the order: nothing is committed before it is durable.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { PhoneNormalizer } from "../src/cdr/phone.ts";
-import type { ClickHouseWriter } from "../src/clickhouse/writer.ts";
-import type { DlqPublisher } from "../src/dlq/publisher.ts";
-import type { Consumer } from "../src/kafka/consumer.ts";
-import type { Message } from "../src/kafka/message.ts";
-import { Counters } from "../src/stats/counters.ts";
-import { Worker } from "../src/worker.ts";
-import { toJson, withFields } from "./fixtures/records.ts";
-import { rowBinaryToTsv } from "./support/row-binary.ts";
-import { waitFor } from "./support/services.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
+import type { DlqPublisher } from "../../src/dlq/publisher.ts";
+import type { Consumer } from "../../src/kafka/consumer.ts";
+import type { Message } from "../../src/kafka/message.ts";
+import { Counters } from "../../src/stats/counters.ts";
+import { Delivery } from "../../src/delivery/delivery.ts";
+import { Worker } from "../../src/worker/worker.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { rowBinaryToTsv } from "../support/row-binary.ts";
+import { waitFor } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
 
@@ -51,11 +52,12 @@ function harness(messages: Message[], dlqDelayMs = 0) {
     },
   } as unknown as DlqPublisher;
   const counters = new Counters();
-  const worker = new Worker(
+  const delivery = new Delivery(
     { topic: "cdr.raw", batchSize: 2, flushIntervalMs: 20, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: 1, dlqRatioWindow: 100 },
-    { consumer, writer, dlq, phone: new PhoneNormalizer(), counters },
+    { consumer, writer, dlq, counters },
   );
-  return { worker, events, rejections, counters, push: (m: Message[]) => { queued = queued.concat(m); } };
+  const worker = new Worker({ consumer, phone: new PhoneNormalizer(), delivery });
+  return { worker, delivery, events, rejections, counters, push: (m: Message[]) => { queued = queued.concat(m); } };
 }
 
 const valid = (i: number) => toJson(withFields({ raw_id: `r${i}` }));
@@ -93,7 +95,7 @@ test("an invalid record with nothing uncommitted before it is committed as soon 
 test("SIGTERM received during operation: stop() flushes the buffered rows, commits them, then closes", async () => {
   const h = harness([msg(0, valid(0))]);
   const running = h.worker.run();
-  await waitFor(() => (h.worker.bufferedRows === 1 || h.events.length > 0 ? true : undefined), 5000, "a row buffered");
+  await waitFor(() => (h.delivery.bufferedRows === 1 || h.events.length > 0 ? true : undefined), 5000, "a row buffered");
   h.worker.stop();
   await running;
   expect(h.events).toEqual(["insert r0", "commit 1", "close"]);

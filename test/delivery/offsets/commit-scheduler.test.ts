@@ -1,7 +1,7 @@
 // The commit scheduler on the pure tracker, with a commit function standing in for the consumer.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { CommitScheduler } from "../../src/offsets/commit-scheduler.ts";
-import { OffsetTracker } from "../../src/offsets/tracker.ts";
+import { CommitScheduler } from "../../../src/delivery/offsets/commit-scheduler.ts";
+import { OffsetTracker } from "../../../src/delivery/offsets/tracker.ts";
 
 setDefaultTimeout(60_000);
 

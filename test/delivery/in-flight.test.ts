@@ -1,5 +1,5 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { InFlight } from "../src/in-flight.ts";
+import { InFlight } from "../../src/delivery/in-flight.ts";
 
 setDefaultTimeout(60_000);
 

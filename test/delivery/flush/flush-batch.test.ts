@@ -1,16 +1,16 @@
 // The flush stage with a fake writer and DLQ (a pure unit test of flush-batch.ts; the e2e tests
 // run it against the real ClickHouse and Kafka).
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { Batch } from "../../src/batch/batch.ts";
-import { decode } from "../../src/cdr/decode.ts";
-import { PhoneNormalizer } from "../../src/cdr/phone.ts";
-import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
-import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
-import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
-import type { DlqPublisher, SourceRecord } from "../../src/dlq/publisher.ts";
-import { flushBatch } from "../../src/flush/flush-batch.ts";
-import { Counters } from "../../src/stats/counters.ts";
-import { toJson, withFields } from "../fixtures/records.ts";
+import { Batch } from "../../../src/delivery/batch/batch.ts";
+import { decode } from "../../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../../src/cdr/phone.ts";
+import { ClickHouseInsertError } from "../../../src/clickhouse/insert-error.ts";
+import { RowBuffer } from "../../../src/clickhouse/row-encoder.ts";
+import type { ClickHouseWriter } from "../../../src/clickhouse/writer.ts";
+import type { DlqPublisher, SourceRecord } from "../../../src/dlq/publisher.ts";
+import { flushBatch } from "../../../src/delivery/flush/flush-batch.ts";
+import { Counters } from "../../../src/stats/counters.ts";
+import { toJson, withFields } from "../../fixtures/records.ts";
 
 setDefaultTimeout(60_000);
 

@@ -16,7 +16,7 @@
  * cannot see is an insert that a worker cut off from Kafka, but not from ClickHouse, makes after
  * the check (README "Exactly-once").
  */
-import type { TopicPartition } from "../kafka/partition-list.ts";
+import type { TopicPartition } from "../../kafka/partition-list.ts";
 import { commitMetadata, readCommitMetadata } from "./commit-metadata.ts";
 
 /** A partition to check: its committed offset and when the first record at or past it was consumed. */

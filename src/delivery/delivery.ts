@@ -1,0 +1,343 @@
+/**
+ * Everything after the hand-over, owned here: a decoded record becomes a row in the filling batch
+ * (batch/), a rejection a DLQ send, a record the partition's last owner delivered nothing at all
+ * (replays.ts). Each record gets its offset hold here (offsets/tracker.ts), and the hold is marked
+ * done here when its destination acknowledged; a sealed batch goes through the flush stage
+ * (flush/flush-batch.ts) and what is durable is committed (offsets/). A DLQ or commit failure is
+ * fatal: `onFatal`, and nothing is committed after it. The DLQ breaker (breaker.ts), ClickHouse
+ * waits and replay checks pause consumption through one gate (gate.ts).
+ */
+import type { Decoded, Rejection } from "../cdr/decode.ts";
+import type { RetryPolicy } from "../clickhouse/retry.ts";
+import { RowBinaryBuffer } from "../clickhouse/row-binary.ts";
+import type { ClickHouseWriter } from "../clickhouse/writer.ts";
+import type { DlqPublisher } from "../dlq/publisher.ts";
+import { KafkaError } from "../errors.ts";
+import type { Consumer } from "../kafka/consumer.ts";
+import type { Message } from "../kafka/message.ts";
+import type { TopicPartition } from "../kafka/partition-list.ts";
+import { log } from "../log.ts";
+import type { Counters } from "../stats/counters.ts";
+import type { Batch } from "./batch/batch.ts";
+import { Batcher } from "./batch/batcher.ts";
+import { DlqBreaker } from "./breaker.ts";
+import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
+import { Gate } from "./gate.ts";
+import { InFlight } from "./in-flight.ts";
+import { commitMetadata } from "./offsets/commit-metadata.ts";
+import { CommitScheduler } from "./offsets/commit-scheduler.ts";
+import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
+import { Replays, type ReplayFinder } from "./replays.ts";
+
+/** Kafka's answers to a commit while the group rebalances (DECISIONS "Commits and rebalances"). */
+const REBALANCE_REFUSALS = new Set([
+  "REBALANCE_IN_PROGRESS",
+  "UNKNOWN_MEMBER_ID",
+  "ILLEGAL_GENERATION",
+  "STALE_MEMBER_EPOCH",
+  "FENCED_MEMBER_EPOCH",
+]);
+/** Pause before a refused commit is sent again: the rebalance needs the poll loop meanwhile. */
+const COMMIT_RETRY_MS = 500;
+/** Most DLQ deliveries awaited at once before polling pauses. */
+const MAX_DLQ_IN_FLIGHT = 10_000;
+/** Most bytes of DLQ payloads awaited at once before polling pauses. */
+const MAX_DLQ_IN_FLIGHT_BYTES = 32 << 20;
+/** Most records handed over between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
+const MAX_POLL = 300;
+
+export interface DeliveryOptions {
+  topic: string;
+  batchSize: number;
+  /** Bytes of body plus payloads at which a batch seals (BATCH_MAX_BYTES); default 16 MiB. */
+  batchMaxBytes?: number;
+  flushIntervalMs: number;
+  concurrency: number;
+  retry: RetryPolicy;
+  dlqMaxRatio: number;
+  dlqRatioWindow: number;
+}
+
+export interface DeliveryDeps {
+  consumer: Consumer;
+  writer: ClickHouseWriter;
+  dlq: DlqPublisher;
+  counters: Counters;
+  /** Exactly-once (DELIVERY): what the last owners of newly assigned partitions delivered. */
+  replays?: ReplayFinder;
+}
+
+export interface DeliveryEvents {
+  onFatal: (e: unknown) => void;
+  /** Something settled: a batch slot, DLQ room, a commit position or a replay check may have come free. */
+  onSettled: () => void;
+}
+
+export class Delivery {
+  readonly #opts: DeliveryOptions;
+  readonly #deps: DeliveryDeps;
+  readonly #batcher: Batcher;
+  readonly #tracker = new OffsetTracker();
+  readonly #breaker: DlqBreaker;
+  readonly #gate: Gate;
+  readonly #holds = new Map<Batch, Hold[]>();
+  readonly #flushDeps: FlushDeps;
+  #events: DeliveryEvents = { onFatal: () => {}, onSettled: () => {} };
+  readonly #inFlight: InFlight;
+  readonly #commits: CommitScheduler;
+  #replays: Replays | null = null;
+  #dlqInFlight = 0;
+  #dlqInFlightBytes = 0;
+  /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait). */
+  #waitingBatches = 0;
+  /**
+   * Recent bytes a record holds in a batch (row plus payload: twice its size), for pollMax. It
+   * starts at what the largest record the raw topic admits (1 MiB) holds, so the first poll cannot
+   * take hundreds of them.
+   */
+  #recordBytes = 2 << 20;
+
+  constructor(opts: DeliveryOptions, deps: DeliveryDeps) {
+    this.#opts = opts;
+    this.#deps = deps;
+    this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBinaryBuffer(), {
+      maxBytes: opts.batchMaxBytes ?? 16 << 20,
+    });
+    this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
+    this.#gate = new Gate(deps.consumer);
+    const { writer, dlq, counters } = deps;
+    const onWaiting = (waiting: boolean) => this.#onWaiting(waiting);
+    this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting };
+    this.#inFlight = new InFlight(
+      (e) => this.#events.onFatal(e),
+      () => this.#events.onSettled(),
+    );
+    this.#commits = new CommitScheduler(
+      this.#tracker,
+      (positions) => this.#commit(positions),
+      (e) => this.#events.onFatal(e),
+    );
+  }
+
+  /** The worker's ears: called back on a fatal failure and whenever something settles. */
+  listen(events: DeliveryEvents): void {
+    this.#events = events;
+    if (this.#deps.replays)
+      this.#replays = new Replays(this.#deps.replays, this.#gate, this.#deps.counters, {
+        onFatal: (e) => events.onFatal(e),
+        onReady: () => events.onSettled(),
+      });
+  }
+
+  // Read-only views for stats and readiness.
+  get bufferedRows(): number { return this.#batcher.bufferedRows; } // prettier-ignore
+  get breakerRatio(): number { return this.#breaker.ratio; } // prettier-ignore
+  get tripped(): boolean { return this.#breaker.tripped; } // prettier-ignore
+  /** Partitions paused until their replay check answers (exactly-once). */
+  get replayChecksPending(): number { return this.#replays?.pending ?? 0; } // prettier-ignore
+  positions(): Map<number, { committed: number; consumed: number }> {
+    return this.#tracker.positions();
+  }
+
+  /** No room for another record: every batch slot is busy, or the DLQ sends awaited are at their bound. */
+  get full(): boolean {
+    return (
+      this.#batcher.room === 0 ||
+      this.#dlqInFlight >= MAX_DLQ_IN_FLIGHT ||
+      this.#dlqInFlightBytes >= MAX_DLQ_IN_FLIGHT_BYTES
+    );
+  }
+
+  /**
+   * How many records to take from the consumer: the rows that fit, and the records of the recent
+   * average size that fit in the bytes left. librdkafka's queue can hold far more than its
+   * prefetch bound (one fetch response may be 50 MiB), so a poll of BATCH_SIZE large records could
+   * otherwise overshoot BATCH_MAX_BYTES many times over while no batch slot is free.
+   */
+  pollMax(): number {
+    const rows = Math.min(this.#batcher.room, MAX_POLL);
+    const bySize = Math.floor(this.#batcher.bytesRoom / this.#recordBytes);
+    return Math.max(1, Math.min(rows, bySize));
+  }
+
+  /** A poll's records arrive: their sizes steer pollMax, their count the counters. */
+  received(messages: readonly Message[]): void {
+    let bytes = 0;
+    for (const m of messages) bytes += m.value?.length ?? 0;
+    // Twice the record's bytes: its encoded row and its payload string are both held. Up at once
+    // when records grow, down by half a poll when they shrink.
+    this.#recordBytes = Math.max(64, (2 * bytes) / messages.length, this.#recordBytes / 2);
+    this.#deps.counters.consumed += messages.length;
+  }
+
+  /** One decoded record handed over: a row to buffer, a rejection to dead-letter, or a replay to skip. */
+  handOver(m: Message, result: Decoded, ingestedAt: number): void {
+    const { counters } = this.#deps;
+    if (this.#replays?.delivered(m.partition, m.offset)) {
+      // The last owner's: durable already, counted by replays_skipped, never in flight here.
+      counters.consumed--;
+      counters.replaysSkipped++;
+      this.#tracker.trackAlone(m.partition, m.offset).done = true;
+      this.#commits.schedule();
+      return;
+    }
+    counters.partition(m.partition).consumed++;
+    if (result.ok) {
+      // A batch full by bytes with no free slot takes the rest of this poll (at most the 4 MiB
+      // prefetch queue, README "Memory"); the loop polls nothing more until a slot frees.
+      if (this.#batcher.current.full && this.#batcher.canSeal) this.#flush(this.#batcher.seal());
+      const batch = this.#batcher.current;
+      const hold = this.#tracker.track(m.partition, m.offset, batch);
+      if (hold) this.#holdsOf(batch).push(hold);
+      batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset, m.timestamp);
+    } else {
+      this.#deadLetter(m, result.rejection);
+    }
+    if (this.#breaker.record(!result.ok)) {
+      // Paused, not stopped: the loop goes on polling (the group keeps the member), flushing and
+      // committing what was consumed before the trip.
+      this.#gate.closeAll("breaker");
+      log.error(
+        "DLQ circuit breaker tripped: consumption paused; fix the producer or raise DLQ_MAX_RATIO, then restart",
+        { ratio: this.#breaker.ratio, max_ratio: this.#opts.dlqMaxRatio },
+      );
+    }
+  }
+
+  /** Seals and flushes the filling batch when it is full or its interval passed. */
+  flushIfDue(): void {
+    if (this.#batcher.due(this.#opts.flushIntervalMs)) this.#flush(this.#batcher.seal());
+  }
+
+  /** Newly assigned partitions: tracked afresh, paused while a reason holds, checked for replays. */
+  assigned(partitions: readonly TopicPartition[]): void {
+    this.#tracker.reset(partitions.map((p) => p.partition));
+    this.#gate.assigned(partitions);
+    this.#replays?.check(partitions);
+  }
+
+  /** Flushes what is buffered and waits until every record is durable and its offset committed. */
+  async settle(): Promise<void> {
+    for (;;) {
+      if (this.#batcher.current.count > 0 && this.#batcher.inFlight < this.#batcher.concurrency)
+        this.#flush(this.#batcher.seal());
+      if (this.#inFlight.size === 0 && this.#batcher.current.count === 0) break;
+      await this.#inFlight.any();
+      if (this.#commits.stopped) return;
+    }
+    this.#commits.schedule();
+    await this.#commits.settled();
+  }
+
+  /** Revoked partitions, settled first: forgotten, so their positions are never handed out again. */
+  release(partitions: readonly TopicPartition[]): void {
+    this.#tracker.reset(partitions.map((p) => p.partition));
+    this.#gate.forget(partitions);
+    this.#replays?.forget(partitions);
+    this.#batcher.touch();
+  }
+
+  /** No commit after a fatal error: nothing further may be made to look durable. */
+  stop(): void {
+    this.#commits.stop();
+    this.#replays?.stop();
+  }
+
+  #holdsOf(batch: Batch): Hold[] {
+    let holds = this.#holds.get(batch);
+    if (!holds) this.#holds.set(batch, (holds = []));
+    return holds;
+  }
+
+  /** A sealed batch into ClickHouse; its rows' offsets become committable once it is durable. */
+  #flush(batch: Batch): void {
+    this.#inFlight.add(
+      flushBatch(batch, this.#flushDeps).then(() => {
+        for (const h of this.#holds.get(batch) ?? []) h.done = true;
+        this.#holds.delete(batch);
+        // A batch sealed by bytes held records of megabytes each: their poll copies, texts and rows
+        // are garbage now. The collector is paced by the heap, not by these buffers outside it, and
+        // would let many such batches pile up before reclaiming them: collected now.
+        const large = batch.bytes >= batch.maxBytes / 2;
+        this.#batcher.release(batch);
+        if (large) Bun.gc(true);
+        this.#commits.schedule();
+      }),
+    );
+  }
+
+  /** An invalid record to the DLQ; its offset becomes committable once the DLQ acknowledged it. */
+  #deadLetter(m: Message, rejection: Rejection): void {
+    // Fields, not the message: its value is a view into the whole poll's slab, which the pending
+    // send would otherwise keep alive until the DLQ acknowledges.
+    const { topic, partition, offset } = m;
+    const hold = this.#tracker.trackAlone(partition, offset);
+    const bytes = rejection.payload.length;
+    this.#dlqInFlight++;
+    this.#dlqInFlightBytes += bytes;
+    this.#inFlight.add(
+      this.#deps.dlq.publishRejection(rejection, { topic, partition, offset }).then(() => {
+        this.#dlqInFlight--;
+        this.#dlqInFlightBytes -= bytes;
+        hold.done = true;
+        this.#deps.counters.recordRejected(partition, rejection.reason);
+        this.#commits.schedule();
+      }),
+    );
+  }
+
+  /**
+   * No ClickHouse endpoint answers and the policy is to wait: the assignment is paused, so records
+   * wait in Kafka rather than fill memory or the DLQ, and the loop goes on polling (the group keeps
+   * the member) and committing. Resumed once no batch waits (and no other reason holds).
+   */
+  #onWaiting(waiting: boolean): void {
+    this.#waitingBatches += waiting ? 1 : -1;
+    if (waiting && this.#waitingBatches === 1) {
+      this.#gate.closeAll("clickhouse");
+      log.warn("no ClickHouse endpoint answers; consumption paused until one does (CH_UNREACHABLE_POLICY=wait)");
+    } else if (!waiting && this.#waitingBatches === 0) {
+      this.#gate.openAll("clickhouse");
+      log.info("ClickHouse answers again; consumption resumed");
+    }
+  }
+
+  /**
+   * A commit the group refuses because it is rebalancing (REBALANCE_IN_PROGRESS; after a session or
+   * coordinator loss UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION; under KIP-848 STALE_MEMBER_EPOCH or
+   * FENCED_MEMBER_EPOCH) advanced nothing and is no commit failure: the partitions may have moved.
+   * Its positions are handed out again after COMMIT_RETRY_MS for the partitions still owned; a
+   * partition revoked meanwhile is reset on release, so its records replay at the next owner.
+   * Every other failure is fatal (the scheduler's onError).
+   */
+  async #commit(positions: Advanced[]): Promise<void> {
+    const { consumer, counters } = this.#deps;
+    try {
+      // Each position carries what the partition's next owner needs to skip what was delivered
+      // past it (offsets/commit-metadata.ts), whichever delivery mode runs now or next.
+      await consumer.commit(
+        positions.map(({ partition, offset, since }) => ({
+          topic: this.#opts.topic,
+          partition,
+          offset: BigInt(offset),
+          metadata: commitMetadata(since),
+        })),
+      );
+    } catch (e) {
+      if (!(e instanceof KafkaError) || !REBALANCE_REFUSALS.has(e.kafkaName ?? "")) throw e;
+      counters.commitsRefused++;
+      log.warn("commit refused while the group rebalances; sent again for the partitions still owned", {
+        code: e.kafkaName,
+        partitions: positions.map((p) => p.partition),
+      });
+      setTimeout(() => {
+        this.#tracker.refused(positions);
+        this.#commits.schedule();
+      }, COMMIT_RETRY_MS).unref();
+      return;
+    }
+    this.#tracker.confirm(positions);
+    counters.commits++;
+    counters.lastCommitAt = Date.now();
+  }
+}

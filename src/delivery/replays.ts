@@ -1,0 +1,129 @@
+/**
+ * Exactly-once at the hand-over: newly assigned partitions stay paused (gate.ts) until the replay
+ * check (offsets/replay-check.ts) says which of their records the last owner delivered past its
+ * commit; those are skipped when read again, and the partition resumes. The other partitions flow
+ * meanwhile. A check that fails is tried again with backoff, 0.5 s doubling to 30 s, unless no
+ * retry can help (a topic gone, a grant missing): that stops the worker, as it would at start. A
+ * check whose partitions were revoked meanwhile is dropped: its generation no longer matches.
+ */
+import { CdrWorkerError } from "../errors.ts";
+import type { TopicPartition } from "../kafka/partition-list.ts";
+import { log } from "../log.ts";
+import type { Counters } from "../stats/counters.ts";
+import type { Gate } from "./gate.ts";
+
+export interface ReplayFinder {
+  findDelivered(partitions: number[]): Promise<Map<number, Set<number>>>;
+}
+
+const RETRY_MS = [500, 30_000] as const;
+
+export class Replays {
+  readonly #finder: ReplayFinder;
+  readonly #gate: Gate;
+  readonly #counters: Counters;
+  readonly #onFatal: (e: unknown) => void;
+  readonly #onReady: () => void;
+  /** Partitions under check, with the check's generation. */
+  readonly #checking = new Map<number, number>();
+  #checks = 0;
+  #stopped = false;
+  /** Offsets the last owner delivered, per partition; forgotten past `max`. */
+  readonly #delivered = new Map<number, { offsets: Set<number>; max: number }>();
+
+  constructor(
+    finder: ReplayFinder,
+    gate: Gate,
+    counters: Counters,
+    events: { onFatal: (e: unknown) => void; onReady: () => void },
+  ) {
+    this.#finder = finder;
+    this.#gate = gate;
+    this.#counters = counters;
+    this.#onFatal = events.onFatal;
+    this.#onReady = events.onReady;
+  }
+
+  /** Partitions paused until their check answers. */
+  get pending(): number {
+    return this.#checking.size;
+  }
+
+  /** True once for each offset the last owner delivered: the caller marks it durable and sends it nowhere. */
+  delivered(partition: number, offset: number): boolean {
+    if (this.#delivered.size === 0) return false;
+    const d = this.#delivered.get(partition);
+    if (!d) return false;
+    if (offset > d.max) {
+      this.#delivered.delete(partition); // past everything found: records gone meanwhile (retention) left it
+      return false;
+    }
+    if (!d.offsets.delete(offset)) return false;
+    if (d.offsets.size === 0) this.#delivered.delete(partition);
+    return true;
+  }
+
+  check(tps: readonly TopicPartition[]): void {
+    if (tps.length === 0) return;
+    this.#gate.close(tps, "replay-check");
+    const gen = ++this.#checks;
+    const partitions = tps.map((t) => t.partition);
+    for (const p of partitions) this.#checking.set(p, gen);
+    void this.#attempt(tps, gen, 0);
+  }
+
+  forget(partitions: readonly TopicPartition[]): void {
+    for (const { partition } of partitions) {
+      this.#checking.delete(partition);
+      this.#delivered.delete(partition);
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  async #attempt(tps: readonly TopicPartition[], gen: number, n: number): Promise<void> {
+    const mine = () => tps.map((t) => t.partition).filter((p) => this.#checking.get(p) === gen);
+    if (mine().length === 0 || this.#stopped) return;
+    const started = performance.now();
+    let found: Map<number, Set<number>>;
+    try {
+      found = await this.#finder.findDelivered(mine());
+    } catch (e) {
+      if (e instanceof CdrWorkerError && !e.retryable) return this.#onFatal(e);
+      const delay = Math.min(RETRY_MS[1], RETRY_MS[0] * 2 ** n);
+      this.#counters.replayCheckFailures++;
+      log.warn("replay check failed; its partitions stay paused and it is tried again", {
+        partitions: mine(),
+        attempt: n + 1,
+        delay_ms: delay,
+        err: e as Error,
+      });
+      setTimeout(() => void this.#attempt(tps, gen, n + 1), delay);
+      return;
+    }
+    const ready = mine();
+    let delivered = 0;
+    for (const p of ready) {
+      this.#checking.delete(p);
+      const offsets = found.get(p);
+      if (!offsets || offsets.size === 0) continue;
+      let max = -1;
+      for (const o of offsets) if (o > max) max = o;
+      this.#delivered.set(p, { offsets, max });
+      delivered += offsets.size;
+    }
+    this.#counters.replayChecks++;
+    log.info("replay check done: what the last owner delivered past its commit is skipped", {
+      partitions: ready,
+      delivered,
+      ms: Math.round(performance.now() - started),
+    });
+    this.#gate.open(
+      tps.filter((t) => ready.includes(t.partition)),
+      "replay-check",
+    );
+    this.#onReady();
+  }
+}

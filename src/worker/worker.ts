@@ -1,0 +1,121 @@
+/**
+ * The stage order, and nothing else:
+ *   poll → decode (parse, validate, normalize) → hand over a row or a rejection → flush when due
+ *   → settle on revoke or stop.
+ * Everything after the hand-over (batches, the DLQ, offsets and commits, pauses) is delivery's
+ * (src/delivery/). A DLQ or commit failure is fatal: the worker stops without flushing or
+ * committing further.
+ */
+import { decode, undecodable } from "../cdr/decode.ts";
+import type { PhoneNormalizer } from "../cdr/phone.ts";
+import type { Delivery } from "../delivery/delivery.ts";
+import type { Consumer } from "../kafka/consumer.ts";
+import type { Message } from "../kafka/message.ts";
+import { log } from "../log.ts";
+import { Waker } from "./wake.ts";
+
+export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
+
+/** Longest idle wait between polls of an empty queue (arrivals wake the worker at once). */
+const IDLE_WAIT_MS = 20;
+/** Longest wait for room while every batch slot or the DLQ's bound is taken (a settle wakes it first). */
+const FULL_WAIT_MS = 50;
+
+export class Worker {
+  readonly #consumer: Consumer;
+  readonly #phone: PhoneNormalizer;
+  readonly #delivery: Delivery;
+  readonly #waker = new Waker();
+  #state: WorkerState = "starting";
+  #assigned = false;
+  #stopRequested = false;
+  #fatal: Error | null = null;
+
+  constructor(deps: { consumer: Consumer; phone: PhoneNormalizer; delivery: Delivery }) {
+    this.#consumer = deps.consumer;
+    this.#phone = deps.phone;
+    this.#delivery = deps.delivery;
+    this.#delivery.listen({ onFatal: (e) => this.#fail(e), onSettled: () => this.#waker.wake() });
+  }
+
+  /** "tripped" while running with the DLQ breaker tripped (consumption paused, the loop goes on). */
+  get state(): WorkerState {
+    return this.#state === "running" && this.#delivery.tripped ? "tripped" : this.#state;
+  }
+
+  /** Joined the group and got an assignment (possibly empty). */
+  get assigned(): boolean {
+    return this.#assigned;
+  }
+
+  /** Asks for a graceful stop: stop polling, flush, commit, leave the group. */
+  stop(): void {
+    this.#stopRequested = true;
+    this.#waker.wake();
+  }
+
+  /** Runs until stopped (resolves) or a fatal error (rejects). */
+  async run(): Promise<void> {
+    this.#state = "running";
+    while (!this.#stopRequested && !this.#fatal) {
+      for (const partitions of this.#consumer.takeAssigned()) {
+        this.#assigned = true;
+        this.#delivery.assigned(partitions);
+      }
+      if (this.#consumer.pendingRevoke) {
+        await this.#releaseRevoked();
+        continue;
+      }
+      this.#delivery.flushIfDue();
+      if (this.#delivery.full) {
+        await this.#waker.sleep(FULL_WAIT_MS); // backpressure: poll nothing until something settles
+        continue;
+      }
+      const messages = this.#consumer.poll(this.#delivery.pollMax());
+      if (messages.length === 0) {
+        await this.#waker.race(this.#consumer.waitForMessages(IDLE_WAIT_MS));
+        continue;
+      }
+      this.#handOver(messages);
+      this.#delivery.flushIfDue();
+      await new Promise<void>((r) => setImmediate(r)); // timers, HTTP and delivery reports between polls
+    }
+    if (!this.#fatal) {
+      this.#state = "draining";
+      await this.#delivery.settle();
+    }
+    if (this.#fatal) {
+      this.#state = "failed";
+      throw this.#fatal;
+    }
+    await this.#consumer.close();
+    this.#state = "stopped";
+  }
+
+  #handOver(messages: Message[]): void {
+    const ctx = { phone: this.#phone };
+    const ingestedAt = Math.floor(Date.now() / 1000);
+    this.#delivery.received(messages);
+    for (const m of messages) {
+      const result = m.error === undefined ? decode(m.value, ctx) : undecodable(m.error);
+      this.#delivery.handOver(m, result, ingestedAt);
+    }
+  }
+
+  /** Commits everything of the revoked partitions before librdkafka gives them away. */
+  async #releaseRevoked(): Promise<void> {
+    const revoked = this.#consumer.pendingRevoke!;
+    await this.#delivery.settle();
+    if (this.#fatal) return;
+    this.#delivery.release(revoked);
+    this.#consumer.completeRevoke();
+  }
+
+  #fail(e: unknown): void {
+    if (this.#fatal) return;
+    this.#fatal = e instanceof Error ? e : new Error(String(e));
+    this.#delivery.stop();
+    log.error("fatal: stopping without flushing or committing further", { err: this.#fatal });
+    this.#waker.wake();
+  }
+}

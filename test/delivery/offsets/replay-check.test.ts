@@ -1,0 +1,45 @@
+// The replay check's order without services: what the last owner left is read, the partitions it
+// left nothing for get their start marked first, and ClickHouse is asked only after the inserts
+// still running there have ended.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { commitMetadata } from "../../../src/delivery/offsets/commit-metadata.ts";
+import { findDelivered, type Owned } from "../../../src/delivery/offsets/replay-check.ts";
+
+setDefaultTimeout(60_000);
+
+test("marked partitions are checked from their commit; unmarked ones get their start committed with metadata", async () => {
+  const calls: string[] = [];
+  const found = await findDelivered([0, 1, 2], {
+    topic: "cdr.raw",
+    now: () => 5000,
+    committed: () => [
+      { topic: "cdr.raw", partition: 0, offset: 100n, metadata: commitMetadata(1000) },
+      { topic: "cdr.raw", partition: 1, offset: -1001n }, // never committed
+      { topic: "cdr.raw", partition: 2, offset: 7n }, // committed by a release without metadata
+    ],
+    lowWatermark: (p) => (p === 1 ? 40 : 0),
+    commit: async (offsets) => void calls.push(`commit ${offsets.map((o) => `${o.partition}@${o.offset}:${o.metadata}`).join(" ")}`),
+    insertsEnded: async () => void calls.push("inserts ended"),
+    stored: async (owned: readonly Owned[]) => (calls.push(`stored ${JSON.stringify(owned)}`), new Map([[0, [100, 101]]])),
+    deadLettered: async () => (calls.push("dead-lettered"), new Map([[0, [102]], [9, [1]]])),
+  });
+  expect(calls[0]).toBe(`commit 1@40:${commitMetadata(5000)} 2@7:${commitMetadata(5000)}`);
+  expect(calls[1]).toBe("inserts ended");
+  expect(calls.slice(2).sort()).toEqual(["dead-lettered", `stored ${JSON.stringify([{ partition: 0, from: 100, since: 1000 }])}`]);
+  expect([...found].map(([p, s]) => [p, [...s].sort()])).toEqual([[0, [100, 101, 102]], [1, []], [2, []]]);
+});
+
+test("nothing to check: no query at all", async () => {
+  const calls: string[] = [];
+  const found = await findDelivered([0], {
+    topic: "cdr.raw",
+    committed: () => [{ topic: "cdr.raw", partition: 0, offset: -1001n }],
+    lowWatermark: () => 0,
+    commit: async () => void calls.push("commit"),
+    insertsEnded: async () => void calls.push("inserts ended"),
+    stored: async () => (calls.push("stored"), new Map()),
+    deadLettered: async () => (calls.push("dead-lettered"), new Map()),
+  });
+  expect(calls).toEqual(["commit"]);
+  expect(found.get(0)!.size).toBe(0);
+});

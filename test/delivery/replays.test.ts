@@ -1,0 +1,66 @@
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { Gate } from "../../src/delivery/gate.ts";
+import { Replays } from "../../src/delivery/replays.ts";
+import { CdrWorkerError } from "../../src/errors.ts";
+import { Counters } from "../../src/stats/counters.ts";
+import { waitFor } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
+
+const tp = (partition: number) => ({ topic: "cdr.raw", partition });
+
+function setup(find: (partitions: number[]) => Promise<Map<number, Set<number>>>) {
+  const paused = new Set<number>();
+  const gate = new Gate({
+    assignment: [tp(0), tp(1)],
+    pause: (ps) => ps.forEach((p) => paused.add(p.partition)),
+    resume: (ps) => ps.forEach((p) => paused.delete(p.partition)),
+  });
+  const counters = new Counters();
+  const fatal: unknown[] = [];
+  let ready = 0;
+  const r = new Replays({ findDelivered: find }, gate, counters, { onFatal: (e) => fatal.push(e), onReady: () => ready++ });
+  return { r, paused, counters, fatal, ready: () => ready };
+}
+
+test("partitions stay paused until the check answers; each delivered offset is skipped once, and nothing past the last", async () => {
+  let answer!: (m: Map<number, Set<number>>) => void;
+  const s = setup(() => new Promise((resolve) => (answer = resolve)));
+  s.r.check([tp(0), tp(1)]);
+  expect([...s.paused].sort()).toEqual([0, 1]);
+  expect(s.r.pending).toBe(2);
+  answer(new Map([[0, new Set([5, 7])]]));
+  await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "check done");
+  expect([...s.paused]).toEqual([]);
+  expect([5, 6, 7, 7, 8].map((o) => s.r.delivered(0, o))).toEqual([true, false, true, false, false]);
+  expect(s.r.delivered(1, 5)).toBe(false);
+  expect(s.counters.replayChecks).toBe(1);
+});
+
+test("a failed check is tried again, its partitions paused meanwhile; a refusal no retry helps is fatal", async () => {
+  let calls = 0;
+  const s = setup(async () => {
+    if (++calls === 1) throw new Error("ClickHouse does not answer");
+    return new Map();
+  });
+  s.r.check([tp(0)]);
+  await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "retried");
+  expect([calls, s.counters.replayCheckFailures, s.paused.size]).toEqual([2, 1, 0]);
+  const f = setup(async () => {
+    throw new CdrWorkerError("TOPOLOGY", "topic cdr.raw.dlq missing");
+  });
+  f.r.check([tp(0)]);
+  await waitFor(() => (f.fatal.length === 1 ? true : undefined), 5000, "fatal");
+  expect(f.paused.has(0)).toBe(true);
+});
+
+test("a check whose partitions were revoked meanwhile is dropped", async () => {
+  let answer!: (m: Map<number, Set<number>>) => void;
+  const s = setup(() => new Promise((resolve) => (answer = resolve)));
+  s.r.check([tp(0)]);
+  s.r.forget([tp(0)]);
+  answer(new Map([[0, new Set([1])]]));
+  await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "the answer arrived");
+  expect(s.r.delivered(0, 1)).toBe(false);
+  expect(s.r.pending).toBe(0);
+});
