@@ -3,8 +3,9 @@
  * consume_batch_queue on the JS thread. An assignment is applied at once; a revocation is only
  * recorded and the call yields, so the caller can flush and commit the revoked partitions (async
  * work) before `completeRevoke()` gives them up. The caller hears of them on one channel each:
- * `takeAssigned()` for what was added, `pendingRevoke` for what must be given up. Eager protocols replace the whole assignment,
- * incremental ones (cooperative-sticky, KIP-848's `group.protocol=consumer`) add and remove.
+ * `takeAssigned()` for what was added, `pendingRevoke` for what must be given up. Eager protocols
+ * replace the whole assignment, incremental ones (cooperative-sticky, KIP-848's
+ * `group.protocol=consumer`) add and remove.
  */
 import type { Pointer } from "bun:ffi";
 import type { KafkaError } from "../errors.ts";
