@@ -180,6 +180,8 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
     LOG_LEVEL: process.env.FAULTS_LOG_LEVEL ?? "warn",
     BATCH_FLUSH_INTERVAL_SECONDS: "0.5",
     BUN_JSC_forceRAMSize: "1073741824",
+    // DELIVERY=at-least-once compares a scenario without the replay check (exactly-once by default).
+    ...(process.env.DELIVERY ? { DELIVERY: process.env.DELIVERY } : {}),
     // A member killed with -9 holds its partitions until its session ends: 6 s (the broker's
     // minimum) instead of 45 s keeps that run short. The other scenarios keep the default, which
     // is what rides out a group coordinator moving to another broker.
