@@ -55,7 +55,10 @@ stop() {
     [[ $1 =~ ^r[12]$ ]] || die "no replica $1 (r1, r2)"
     pidfiles=("$HOME_DIR/$1/clickhouse.pid")
   fi
-  for pidfile in "${pidfiles[@]}"; do stop_pidfile "$pidfile" 10 || true; done
+  # 30 s for a replica's graceful stop: 18.16 serves inserts on open keep-alive connections while
+  # it shuts down, and a kill -9 in the middle left a replica that never fetched every part again
+  # (seen in the fault scenario with 10 s). systemd waits 90 s by default.
+  for pidfile in "${pidfiles[@]}"; do stop_pidfile "$pidfile" 30 || true; done
 }
 
 case "${1:-}" in

@@ -278,7 +278,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
           break;
         }
         case "replica": {
-          // A graceful stop (SIGTERM, kill -9 after 10 s, as a service manager does).
+          // A graceful stop (SIGTERM, kill -9 after 30 s, as a service manager does).
           const script = "scripts/cluster/clickhouse-replicas.sh";
           await outage("stopping replica r1", ["bash", script, "stop", "r1"], "replica r1 stopped",
             ["bash", script, "start"], "replica r1 answering again"); // prettier-ignore
@@ -317,12 +317,20 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
     for (const url of REPLICAS) {
       const ch = createClient({ url, request_timeout: 60_000 });
       try {
+        // Polled, not SYSTEM SYNC REPLICA: that waits for merges too, which are stopped.
+        const caughtUp = until(async () => {
+          const d = (await rows("cdr_local", ch)).distinct;
+          return d >= valid ? d : undefined;
+        }, 120_000, `every row on ${url}`, 250);
         onReplicas.push(
-          // Polled, not SYSTEM SYNC REPLICA: that waits for merges too, which are stopped.
-          await until(async () => {
-            const d = (await rows("cdr_local", ch)).distinct;
-            return d >= valid ? d : undefined;
-          }, 120_000, `every row on ${url}`, 250),
+          await caughtUp.catch(async (e) => {
+            // What the replica still waits for, so that a replica that never catches up says why.
+            const rs = await ch.query({
+              query: `SELECT type, new_part_name, num_tries, last_exception FROM system.replication_queue WHERE database = '${database}' LIMIT 5`,
+              format: "JSONEachRow",
+            });
+            throw new Error(`${(e as Error).message}; its replication queue: ${JSON.stringify(await rs.json())}`);
+          }),
         );
       } finally {
         await ch.close();
