@@ -8,7 +8,7 @@
  *     is read whole once and its source offsets kept, 8 bytes each, for the audited partitions.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
-import { HEADERS } from "../dlq/envelope.ts";
+import { envelopeSource } from "../dlq/envelope.ts";
 import { readDlq } from "../dlq/reader.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
@@ -110,16 +110,13 @@ export async function deadLetteredOffsets(
 ): Promise<Map<number, Float64Array>> {
   const byPartition = new Map(ranges.map((r) => [r.partition, r]));
   const found = new Map<number, number[]>();
-  const text = new TextDecoder();
-  const source = (headers: Record<string, string>) => {
-    if (headers[HEADERS.sourceTopic] !== rawTopic) return;
-    const p = Number(headers[HEADERS.sourcePartition]);
-    const o = Number(headers[HEADERS.sourceOffset]);
-    const r = byPartition.get(p);
-    if (!r || !(o >= r.from && o < r.to)) return;
-    let list = found.get(p);
-    if (!list) found.set(p, (list = []));
-    list.push(o);
+  const source = (headers: Parameters<typeof envelopeSource>[0]) => {
+    const src = envelopeSource(headers);
+    const r = src && src.topic === rawTopic ? byPartition.get(src.partition) : undefined;
+    if (!r || src!.offset < r.from || src!.offset >= r.to) return;
+    let list = found.get(src!.partition);
+    if (!list) found.set(src!.partition, (list = []));
+    list.push(src!.offset);
   };
   await readDlq(
     consumer,
@@ -127,7 +124,7 @@ export async function deadLetteredOffsets(
     dlqPartitions,
     {},
     (e) => source(e.headers),
-    (m) => source(Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, text.decode(v)]))),
+    (m) => source(m.headers),
     (p) => onProgress(p.read, p.total),
   );
   return new Map([...found].map(([p, list]) => [p, Float64Array.from(list).sort()]));

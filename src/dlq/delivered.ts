@@ -8,7 +8,7 @@
  */
 import type { Consumer } from "../kafka/consumer.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
-import { HEADERS } from "./envelope.ts";
+import { envelopeSource } from "./envelope.ts";
 import { readDlq } from "./reader.ts";
 
 const SLACK_MS = 60_000;
@@ -26,25 +26,14 @@ export async function deadLetteredOffsets(
   const from = new Map(owned.map((o) => [o.partition, o.from]));
   const out: DeliveredOffsets = new Map();
   if (starts.size === 0) return out;
-  const source = (headers: Record<string, string>) => {
-    if (headers[HEADERS.sourceTopic] !== rawTopic) return;
-    const p = Number(headers[HEADERS.sourcePartition]);
-    const o = Number(headers[HEADERS.sourceOffset]);
-    const first = from.get(p);
-    if (first === undefined || !(o >= first)) return;
-    let list = out.get(p);
-    if (!list) out.set(p, (list = []));
-    list.push(o);
+  const source = (headers: Parameters<typeof envelopeSource>[0]) => {
+    const src = envelopeSource(headers);
+    const first = src && src.topic === rawTopic ? from.get(src.partition) : undefined;
+    if (first === undefined || src!.offset < first) return;
+    let list = out.get(src!.partition);
+    if (!list) out.set(src!.partition, (list = []));
+    list.push(src!.offset);
   };
-  // The source is in the headers: an envelope whose body is not JSON still counts.
-  const text = new TextDecoder();
-  await readDlq(
-    consumer,
-    dlqTopic,
-    dlqPartitions,
-    { starts },
-    (e) => source(e.headers),
-    (m) => source(Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, text.decode(v)]))),
-  );
+  await readDlq(consumer, dlqTopic, dlqPartitions, { starts }, (e) => source(e.headers), (m) => source(m.headers));
   return out;
 }

@@ -31,6 +31,25 @@ export const HEADERS = {
   stage: "dlq.error.stage",
 } as const;
 
+const headerText = new TextDecoder();
+
+/**
+ * The raw record an envelope stands for, from its headers (as text, or as a message's raw header
+ * bytes: an envelope whose body is not JSON still names its source); null without them.
+ */
+export function envelopeSource(
+  headers: Record<string, string> | ReadonlyArray<readonly [string, Uint8Array]> | undefined,
+): { topic: string; partition: number; offset: number } | null {
+  const h = Array.isArray(headers)
+    ? Object.fromEntries(headers.map(([k, v]) => [k, headerText.decode(v)]))
+    : ((headers ?? {}) as Record<string, string>);
+  const topic = h[HEADERS.sourceTopic];
+  const partition = Number(h[HEADERS.sourcePartition]);
+  const offset = Number(h[HEADERS.sourceOffset]);
+  if (topic === undefined || !Number.isInteger(partition) || !Number.isInteger(offset)) return null;
+  return { topic, partition, offset };
+}
+
 /**
  * Where a record was turned away, in the `dlq.error.stage` header: the decoder's rules, ClickHouse
  * refusing the row alone, or ClickHouse failing the whole batch past its retries. Under the spec's
