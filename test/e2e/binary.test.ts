@@ -35,7 +35,7 @@ afterAll(async () => {
 test("topics ensure, migrate, generate, run, SIGTERM: exit 0 with rows and DLQ counts as generated", async () => {
   const ensured = (await bin("topics", "ensure")).trim().split("\n").map((l) => JSON.parse(l));
   expect(ensured.map((r) => r.action)).toEqual(["created", "created"]);
-  expect(JSON.parse(await bin("migrate"))).toEqual({ migrated: `e2e.${n.table}` });
+  expect(JSON.parse(await bin("migrate"))).toEqual({ migrated: `e2e.${n.table}`, columns_added: [] });
   const summary = JSON.parse(await bin("generate", "--count", "5000", "--invalid-share", "0.1", "--seed", "7"));
   expect(summary.sent).toBe(5000);
   const invalid = Object.values(summary.invalid as Record<string, number>).reduce((a, b) => a + b, 0);

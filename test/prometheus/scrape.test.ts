@@ -11,7 +11,7 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";
 import { ROOT, uniqueName, waitFor } from "../support/services.ts";
-import { startWorker, workerEnv, type RunningWorker } from "../support/worker.ts";
+import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -51,7 +51,8 @@ function metricNames(text: string): string[] {
 
 beforeAll(async () => {
   const n = await names("prom");
-  worker = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "0.2" }));
+  // The audit scheduled too, so that its metrics are exported as well.
+  worker = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "0.2", AUDIT_INTERVAL_SECONDS: "2" }));
   const target = new URL(worker.statsUrl).host;
   mkdirSync(dir, { recursive: true });
   const config = readFileSync(`${ROOT}/deploy/prometheus/prometheus.yml`, "utf8")
@@ -131,6 +132,7 @@ test("the scrape passes promtool check metrics (Prometheus naming conventions)",
 });
 
 test("the README's metric list is exactly what the worker exports: names, types and labels", async () => {
+  await statsWhen(worker, (s) => s.last_audit !== null, 30_000, "a scheduled audit ran");
   const scrape = await (await fetch(`${worker.statsUrl}/metrics`)).text();
   const exported = new Map<string, { type: string; labels: Set<string> }>();
   for (const m of scrape.matchAll(/^# TYPE (\S+) (\S+)$/gm)) exported.set(m[1]!, { type: m[2]!, labels: new Set() });
