@@ -23,7 +23,7 @@ import { Batcher } from "./batch/batcher.ts";
 import { DlqBreaker } from "./breaker.ts";
 import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
 import { Gate } from "./gate.ts";
-import { InFlight } from "./in-flight.ts";
+import { Pending } from "./pending.ts";
 import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
 import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
@@ -40,9 +40,9 @@ const REBALANCE_REFUSALS = new Set([
 /** Pause before a refused commit is sent again: the rebalance needs the poll loop meanwhile. */
 const COMMIT_RETRY_MS = 500;
 /** Most DLQ deliveries awaited at once before polling pauses. */
-const MAX_DLQ_IN_FLIGHT = 10_000;
+const MAX_DLQ_AWAITED = 10_000;
 /** Most bytes of DLQ payloads awaited at once before polling pauses. */
-const MAX_DLQ_IN_FLIGHT_BYTES = 32 << 20;
+const MAX_DLQ_AWAITED_BYTES = 32 << 20;
 /** Most records handed over between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
 const MAX_POLL = 300;
 
@@ -83,11 +83,11 @@ export class Delivery {
   readonly #holds = new Map<Batch, Hold[]>();
   readonly #flushDeps: FlushDeps;
   #events: DeliveryEvents = { onFatal: () => {}, onSettled: () => {} };
-  readonly #inFlight: InFlight;
+  readonly #pending: Pending;
   readonly #commits: CommitScheduler;
   #replays: Replays | null = null;
-  #dlqInFlight = 0;
-  #dlqInFlightBytes = 0;
+  #dlqAwaited = 0;
+  #dlqAwaitedBytes = 0;
   /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait). */
   #waitingBatches = 0;
   /**
@@ -108,7 +108,7 @@ export class Delivery {
     const { writer, dlq, counters } = deps;
     const onWaiting = (waiting: boolean) => this.#onWaiting(waiting);
     this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting };
-    this.#inFlight = new InFlight(
+    this.#pending = new Pending(
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
     );
@@ -143,8 +143,8 @@ export class Delivery {
   get full(): boolean {
     return (
       this.#batcher.room === 0 ||
-      this.#dlqInFlight >= MAX_DLQ_IN_FLIGHT ||
-      this.#dlqInFlightBytes >= MAX_DLQ_IN_FLIGHT_BYTES
+      this.#dlqAwaited >= MAX_DLQ_AWAITED ||
+      this.#dlqAwaitedBytes >= MAX_DLQ_AWAITED_BYTES
     );
   }
 
@@ -219,10 +219,10 @@ export class Delivery {
   /** Flushes what is buffered and waits until every record is durable and its offset committed. */
   async settle(): Promise<void> {
     for (;;) {
-      if (this.#batcher.current.count > 0 && this.#batcher.inFlight < this.#batcher.concurrency)
+      if (this.#batcher.current.count > 0 && this.#batcher.sealed < this.#batcher.concurrency)
         this.#flush(this.#batcher.seal());
-      if (this.#inFlight.size === 0 && this.#batcher.current.count === 0) break;
-      await this.#inFlight.any();
+      if (this.#pending.size === 0 && this.#batcher.current.count === 0) break;
+      await this.#pending.any();
       if (this.#commits.stopped) return;
     }
     this.#commits.schedule();
@@ -251,7 +251,7 @@ export class Delivery {
 
   /** A sealed batch into ClickHouse; its rows' offsets become committable once it is durable. */
   #flush(batch: Batch): void {
-    this.#inFlight.add(
+    this.#pending.add(
       flushBatch(batch, this.#flushDeps).then(() => {
         for (const h of this.#holds.get(batch) ?? []) h.done = true;
         this.#holds.delete(batch);
@@ -273,12 +273,12 @@ export class Delivery {
     const { topic, partition, offset } = m;
     const hold = this.#tracker.trackAlone(partition, offset);
     const bytes = rejection.payload.length;
-    this.#dlqInFlight++;
-    this.#dlqInFlightBytes += bytes;
-    this.#inFlight.add(
+    this.#dlqAwaited++;
+    this.#dlqAwaitedBytes += bytes;
+    this.#pending.add(
       this.#deps.dlq.publishRejection(rejection, { topic, partition, offset }).then(() => {
-        this.#dlqInFlight--;
-        this.#dlqInFlightBytes -= bytes;
+        this.#dlqAwaited--;
+        this.#dlqAwaitedBytes -= bytes;
         hold.done = true;
         this.#deps.counters.recordRejected(partition, rejection.reason);
         this.#commits.schedule();

@@ -6,7 +6,7 @@
  *
  *   bound = 184 MiB + (FLUSH_CONCURRENCY + 1) × max(2 × BATCH_MAX_BYTES, 8 KiB × BATCH_SIZE)
  *
- * 184 MiB is the runtime, librdkafka's queues and the DLQ sends in flight (2 × 32 MiB); each batch
+ * 184 MiB is the runtime, librdkafka's queues and the DLQ sends awaited (2 × 32 MiB); each batch
  * slot holds at most its bytes twice (insert body and payloads, then the copy sent) or, for many
  * small records, about 8 KiB a row of heap: three times what measured RSS grows by per row of
  * BATCH_SIZE (≈170 MiB at 1000, ≈240 MiB at 10000 with three slots). 280 MiB at the defaults.

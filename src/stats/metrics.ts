@@ -88,7 +88,7 @@ const records: Section = (s, c, { metric }) => {
 
 /** Inserts: buffered rows, flushes, retries, each endpoint, refused rows. */
 const clickhouse: Section = (s, c, { metric }) => {
-  metric("cdr_worker_buffered_rows", "gauge", "Rows in memory (filling and in-flight batches).", [
+  metric("cdr_worker_buffered_rows", "gauge", "Rows in memory (the filling batch and the sealed ones).", [
     [{}, s.bufferedRows()],
   ]);
   metric("cdr_worker_flushes_total", "counter", "Successful ClickHouse inserts.", [[{}, c.flushes]]);

@@ -1,7 +1,7 @@
 /**
- * The bounded buffer: one batch filling plus at most `concurrency` sealed batches in flight, in a
+ * The bounded buffer: one batch filling plus at most `concurrency` sealed batches being inserted, in a
  * fixed pool of (concurrency + 1) batch slots. A batch is full at `size` rows or at `maxBytes`
- * (body plus payloads). When the filling batch is full and every slot is in flight, `room` is 0
+ * (body plus payloads). When the filling batch is full and every slot is sealed, `room` is 0
  * and the worker stops polling Kafka: memory stays bounded by bytes whatever the input rate.
  */
 import { Batch, type RowSink } from "./batch.ts";
@@ -11,7 +11,7 @@ export class Batcher {
   readonly concurrency: number;
   readonly #free: Batch[] = [];
   #current: Batch;
-  #inFlightRows = 0;
+  #sealedRows = 0;
   #lastFlushAt: number;
 
   /** `newBody` makes each slot's insert body (the row encoder's buffer). */
@@ -52,13 +52,13 @@ export class Batcher {
   }
 
   /** Sealed batches not yet released: the pool's slots that are not free. */
-  get inFlight(): number {
+  get sealed(): number {
     return this.concurrency - this.#free.length;
   }
 
-  /** Rows held in memory: filling plus in flight. */
+  /** Rows held in memory: the filling batch and the sealed ones. */
   get bufferedRows(): number {
-    return this.#current.count + this.#inFlightRows;
+    return this.#current.count + this.#sealedRows;
   }
 
   /** Whether the filling batch should be sealed now: full, or non-empty and the interval passed. */
@@ -73,14 +73,14 @@ export class Batcher {
     if (!next) throw new Error("seal() without a free batch slot");
     const sealed = this.#current;
     this.#current = next;
-    this.#inFlightRows += sealed.count;
+    this.#sealedRows += sealed.count;
     this.#lastFlushAt = now;
     return sealed;
   }
 
   /** Returns a flushed (or dead-lettered) batch's slot to the pool. */
   release(batch: Batch): void {
-    this.#inFlightRows -= batch.count;
+    this.#sealedRows -= batch.count;
     batch.reset();
     this.#free.push(batch);
   }

@@ -3,7 +3,7 @@
  * them is fatal (reported once to `onError`); each one settling wakes the loop, since a slot or a
  * commit position may have come free.
  */
-export class InFlight {
+export class Pending {
   readonly #pending = new Set<Promise<void>>();
   readonly #onError: (e: unknown) => void;
   readonly #onSettled: () => void;
