@@ -67,6 +67,9 @@ const seconds = (performance.now() - t0) / 1000;
 // The DLQ, distinct by source partition/offset.
 const { messages: high, sources } = await dlqSources(brokers, dlq, `chaos-reader-${stamp}`);
 const final = await rows();
+// The audit's own count over every partition up to the group's commits.
+const audited = Bun.spawnSync(["bun", `${import.meta.dir}/../../src/main.ts`, "audit"], { env: { ...run.env(), LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+const audit = JSON.parse(`${audited.stdout}`.trim().split("\n").at(-1) || "null") as Record<string, unknown> | null;
 const report = {
   records: N, kills: KILLS, seconds: Math.round(seconds), worker_exit_code: exitCode,
   delivery: exactlyOnce ? "exactly-once" : "at-least-once", clickhouse: process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123",
@@ -74,7 +77,8 @@ const report = {
   rows_twice: final.count - final.offsets, duplicate_rate: +((final.count - final.distinct) / valid).toFixed(4),
   invalid_produced: invalid, invalid_in_dlq_distinct: sources.size, dlq_messages: high, envelopes_twice: high - sources.size,
   lost: valid - final.distinct + (invalid - sources.size),
-  ok: final.distinct === valid && sources.size === invalid && (!exactlyOnce || (final.count === final.offsets && high === sources.size)),
+  audit: audit ? { exit_code: audited.exitCode, ...audit } : `exit ${audited.exitCode}: ${`${audited.stderr}`.slice(-300)}`,
+  ok: final.distinct === valid && sources.size === invalid && (!exactlyOnce || (final.count === final.offsets && high === sources.size && audited.exitCode === 0)),
 };
 console.log(JSON.stringify(report));
 await run.cleanup();

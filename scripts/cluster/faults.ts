@@ -46,6 +46,8 @@ export interface FaultReport {
   /** Rows beyond one per Kafka offset, and envelopes beyond one per source offset: 0 with exactly-once. */
   rows_twice: number;
   envelopes_twice: number;
+  /** `cdr-worker audit` over every partition up to the group's commits: "clean", or its summary. */
+  audit: string;
   invalid_in_dlq_distinct: number;
   dlq_messages: number;
   /** The longest time ClickHouse acknowledged no insert while valid records were still to be stored. */
@@ -56,6 +58,13 @@ export interface FaultReport {
   /** min.insync.replicas of the raw and DLQ topics as `topics ensure --replication-factor 3` set it. */
   topics_min_insync_replicas: string[];
   ok: boolean;
+}
+
+/** `cdr-worker audit` with the scenario's settings: "clean" on exit 0, else its last line (the summary or the error). */
+export function runAudit(env: Record<string, string | undefined>): string {
+  const p = Bun.spawnSync(["bun", MAIN, "audit"], { env: { ...env, LOG_LEVEL: "warn" }, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const last = `${p.stdout}`.trim().split("\n").at(-1) ?? "";
+  return p.exitCode === 0 && last.includes('"audit":"clean"') ? "clean" : `exit ${p.exitCode}: ${last} ${`${p.stderr}`.slice(-500)}`;
 }
 
 /** Runs a command of the project; throws with its output when it fails. */
@@ -338,6 +347,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
     }
     const final = await rows();
     const dlqRead = await dlqSources(BROKERS, dlq, `faults-reader-${stamp}`);
+    const audit = runAudit(env);
     const report: FaultReport = {
       scenario,
       records: opts.records,
@@ -350,6 +360,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
       duplicate_rate: +((final.count - final.distinct) / valid).toFixed(5),
       rows_twice: final.count - final.offsets,
       envelopes_twice: dlqRead.messages - dlqRead.sources.size,
+      audit,
       invalid_in_dlq_distinct: dlqRead.sources.size,
       dlq_messages: dlqRead.messages,
       longest_stall_seconds: +longestStall.toFixed(1),
@@ -363,6 +374,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
       final.distinct === valid &&
       onReplicas.every((d) => d === valid) &&
       dlqRead.sources.size === invalid &&
+      audit === "clean" &&
       sigtermCodes.every((c) => c === 0);
     return report;
   } catch (e) {

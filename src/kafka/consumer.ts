@@ -138,6 +138,11 @@ export class Consumer {
   waitForMessages(timeoutMs: number): Promise<void> {
     return this.#closed ? Promise.resolve() : this.#wakeup.wait(timeoutMs);
   }
+  /** Ends a waitForMessages() in progress: the caller has something else to see to. */
+  wake(): void {
+    if (!this.#closed) this.#wakeup.wake();
+  }
+
 
   /**
    * Returns at once with up to maxBatch messages (possibly none). Serves rebalance, log and error

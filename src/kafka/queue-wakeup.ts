@@ -11,6 +11,9 @@
  * Callers wait only after a poll came back empty: an enqueue after that poll finds the queue
  * empty, so its byte is on the way; a byte from before is a harmless early wake-up. Every wait
  * has a deadline as well, so a missed byte costs a delay, never a stall.
+ *
+ * It is the worker's one waiting point: `wake()` ends the wait in progress too, for what the loop
+ * waits on besides records (a flush or DLQ send settled, a replay check answered, a stop).
  */
 import { ptr, type Pointer } from "bun:ffi";
 import { log } from "../log.ts";
@@ -24,6 +27,7 @@ export class QueueWakeup {
   readonly #fds = new Int32Array([-1, -1]);
   #reader: { read(): Promise<unknown>; cancel(): Promise<void> } | null = null;
   #pending: Promise<void> | null = null;
+  #wake: (() => void) | null = null;
 
   constructor(queue: Pointer) {
     this.#queue = queue;
@@ -36,24 +40,39 @@ export class QueueWakeup {
     this.#reader = Bun.file(this.#fds[0]!).stream().getReader();
   }
 
-  /** Resolves when the queue may have something, or after `timeoutMs`, whichever comes first. */
+  /** Resolves when the queue may have something, at `wake()`, or after `timeoutMs`, whichever comes first. */
   wait(timeoutMs: number): Promise<void> {
     const reader = this.#reader;
-    if (reader === null) return Bun.sleep(timeoutMs);
-    // One read outstanding at a time; a wait that timed out leaves it for the next one.
-    this.#pending ??= reader.read().then(
-      () => {
-        this.#pending = null;
-      },
-      () => {
-        this.#pending = null;
-      },
-    );
     let timer: Timer | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, timeoutMs);
+    let wake!: () => void;
+    const ends = [
+      new Promise<void>((resolve) => (wake = resolve)),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      }),
+    ];
+    this.#wake = wake;
+    // One read outstanding at a time; a wait that ended otherwise leaves it for the next one.
+    if (reader !== null)
+      ends.push(
+        (this.#pending ??= reader.read().then(
+          () => {
+            this.#pending = null;
+          },
+          () => {
+            this.#pending = null;
+          },
+        )),
+      );
+    return Promise.race(ends).finally(() => {
+      clearTimeout(timer);
+      if (this.#wake === wake) this.#wake = null;
     });
-    return Promise.race([this.#pending, deadline]).finally(() => clearTimeout(timer));
+  }
+
+  /** Ends the wait in progress, if any. */
+  wake(): void {
+    this.#wake?.();
   }
 
   /** Stops the events and closes the pipe; call before the queue is destroyed. */

@@ -12,7 +12,6 @@ import type { Delivery } from "../delivery/delivery.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
-import { Waker } from "./wake.ts";
 
 export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
 
@@ -25,7 +24,6 @@ export class Worker {
   readonly #consumer: Consumer;
   readonly #phone: PhoneNormalizer;
   readonly #delivery: Delivery;
-  readonly #waker = new Waker();
   #state: WorkerState = "starting";
   #assigned = false;
   #stopRequested = false;
@@ -35,7 +33,8 @@ export class Worker {
     this.#consumer = deps.consumer;
     this.#phone = deps.phone;
     this.#delivery = deps.delivery;
-    this.#delivery.listen({ onFatal: (e) => this.#fail(e), onSettled: () => this.#waker.wake() });
+    // The consumer's wait for records is the loop's one waiting point: whatever else it waits for wakes it.
+    this.#delivery.listen({ onFatal: (e) => this.#fail(e), onSettled: () => this.#consumer.wake() });
   }
 
   /** "tripped" while running with the DLQ breaker tripped (consumption paused, the loop goes on). */
@@ -51,7 +50,7 @@ export class Worker {
   /** Asks for a graceful stop: stop polling, flush, commit, leave the group. */
   stop(): void {
     this.#stopRequested = true;
-    this.#waker.wake();
+    this.#consumer.wake();
   }
 
   /** Runs until stopped (resolves) or a fatal error (rejects). */
@@ -68,12 +67,12 @@ export class Worker {
       }
       this.#delivery.flushIfDue();
       if (this.#delivery.full) {
-        await this.#waker.sleep(FULL_WAIT_MS); // backpressure: poll nothing until something settles
+        await this.#consumer.waitForMessages(FULL_WAIT_MS); // backpressure: poll nothing until something settles
         continue;
       }
       const messages = this.#consumer.poll(this.#delivery.pollMax());
       if (messages.length === 0) {
-        await this.#waker.race(this.#consumer.waitForMessages(IDLE_WAIT_MS));
+        await this.#consumer.waitForMessages(IDLE_WAIT_MS);
         continue;
       }
       this.#handOver(messages);
@@ -116,6 +115,6 @@ export class Worker {
     this.#fatal = e instanceof Error ? e : new Error(String(e));
     this.#delivery.stop();
     log.error("fatal: stopping without flushing or committing further", { err: this.#fatal });
-    this.#waker.wake();
+    this.#consumer.wake();
   }
 }

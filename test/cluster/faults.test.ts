@@ -32,6 +32,7 @@ for (const [scenario, what] of scenarios) {
     expect(r.valid_in_clickhouse_distinct).toBe(r.valid_produced);
     expect(r.valid_on_replicas_distinct).toEqual([r.valid_produced, r.valid_produced]);
     expect(r.invalid_in_dlq_distinct).toBe(r.invalid_produced);
+    expect(r.audit).toBe("clean"); // every offset once in ClickHouse or the DLQ, by the audit's count
     expect(r.sigterm_exit_codes.every((c) => c === 0)).toBe(true);
     // The fault happened while records were still arriving, not after the stream.
     const fault = r.events.findIndex((e) => /killing|stopping| killed| stopped/.test(e.what));

@@ -55,7 +55,7 @@ describe("consumer", () => {
     await a.close();
     await b.close();
   });
-  test("an empty poll's wait ends when a message arrives (librdkafka's wake-up), not at its deadline; close frees the pipe", async () => {
+  test("an empty poll's wait ends when a message arrives (librdkafka's wake-up) or at wake(), not at its deadline; close frees the pipe", async () => {
     const topic = await createTopic("wake", 1);
     cleanup.push(topic);
     const c = new Consumer({ props: { ...props, "group.id": uniqueName("wake") }, topics: [topic] });
@@ -74,6 +74,16 @@ describe("consumer", () => {
       expect(performance.now() - t0).toBeLessThan(deadlineMs / 2);
       const got = await waitFor(() => { const m = c.poll(); return m.length ? m : undefined; });
       expect(got.map(text)).toEqual(["wake up"]);
+      // wake() ends a wait too (the worker's loop: a flush settled, a stop), and only the one in progress.
+      const t1 = performance.now();
+      const waiting = c.waitForMessages(deadlineMs);
+      c.wake();
+      await waiting;
+      expect(performance.now() - t1).toBeLessThan(deadlineMs / 2);
+      c.wake(); // nobody waits: nothing to end
+      const t2 = performance.now();
+      await c.waitForMessages(50);
+      expect(performance.now() - t2).toBeGreaterThanOrEqual(45);
     } finally {
       p.close();
       await c.close();

@@ -31,6 +31,7 @@ function harness(messages: Message[], dlqDelayMs = 0) {
     takeAssigned: () => (assigned ? [] : ((assigned = true), [[{ topic: "cdr.raw", partition: 0 }]])),
     poll: (max: number) => queued.splice(0, max),
     waitForMessages: (ms: number) => Bun.sleep(ms),
+    wake: () => {},
     commit: async (offsets: Array<{ partition: number; offset: bigint }>) => { events.push(`commit ${offsets.map((o) => o.offset).join(",")}`); },
     completeRevoke: () => {},
     close: () => events.push("close"),
