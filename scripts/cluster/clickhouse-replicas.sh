@@ -56,8 +56,8 @@ stop() {
     pidfiles=("$HOME_DIR/$1/clickhouse.pid")
   fi
   # 30 s for a replica's graceful stop: 18.16 serves inserts on open keep-alive connections while
-  # it shuts down, and a kill -9 in the middle left a replica that never fetched every part again
-  # (seen in the fault scenario with 10 s). systemd waits 90 s by default.
+  # it shuts down, and a replica kill -9'd in the middle may never fetch every part again.
+  # systemd waits 90 s by default.
   for pidfile in "${pidfiles[@]}"; do stop_pidfile "$pidfile" 30 || true; done
 }
 

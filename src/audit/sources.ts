@@ -8,8 +8,7 @@
  *     is read whole once and its source offsets kept, 8 bytes each, for the audited partitions.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
-import { envelopeSource } from "../dlq/envelope.ts";
-import { readDlq } from "../dlq/reader.ts";
+import { sourceOffsets } from "../dlq/delivered.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 
@@ -109,24 +108,10 @@ export async function deadLetteredOffsets(
   onProgress: (read: number, total: number) => void = () => {},
 ): Promise<Map<number, Float64Array>> {
   const byPartition = new Map(ranges.map((r) => [r.partition, r]));
-  const found = new Map<number, number[]>();
-  const source = (headers: Parameters<typeof envelopeSource>[0]) => {
-    const src = envelopeSource(headers);
-    const r = src && src.topic === rawTopic ? byPartition.get(src.partition) : undefined;
-    if (!r || src!.offset < r.from || src!.offset >= r.to) return;
-    let list = found.get(src!.partition);
-    if (!list) found.set(src!.partition, (list = []));
-    list.push(src!.offset);
-  };
-  await readDlq(
-    consumer,
-    dlqTopic,
-    dlqPartitions,
-    {},
-    (e) => source(e.headers),
-    (m) => source(m.headers),
-    (p) => onProgress(p.read, p.total),
-  );
+  const found = await sourceOffsets(consumer, dlqTopic, dlqPartitions, rawTopic, {}, (p, o) => {
+    const r = byPartition.get(p);
+    return r !== undefined && o >= r.from && o < r.to;
+  }, (p) => onProgress(p.read, p.total));
   return new Map([...found].map(([p, list]) => [p, Float64Array.from(list).sort()]));
 }
 

@@ -26,6 +26,21 @@ export class ByteBuffer {
     this.length = 0;
   }
 
+  /** Decimal digits of an integer in 0…2^32−1 at `length`; room already reserved. */
+  protected digits(v: number): void {
+    const b = this.buf;
+    let width = 1;
+    for (let t = v; t >= 10; t = Math.floor(t / 10)) width++;
+    let p = this.length + width;
+    this.length = p;
+    while (v >= 10) {
+      const q = Math.floor(v / 10);
+      b[--p] = 0x30 + (v - q * 10);
+      v = q;
+    }
+    b[--p] = 0x30 + v;
+  }
+
   /** Room for `n` more bytes at `length`. */
   protected reserve(n: number): void {
     if (this.length + n <= this.buf.length) return;

@@ -121,26 +121,13 @@ export class RowBinaryBuffer extends ByteBuffer {
     // Two integers below 2^32: at most 21 ASCII bytes, so the length is one byte.
     this.reserve(22);
     const at = this.length++;
-    this.#digits(lac);
+    this.digits(lac);
     this.buf[this.length++] = UNDERSCORE;
-    this.#digits(ci);
+    this.digits(ci);
     this.buf[at] = this.length - at - 1;
   }
 
-  /** Decimal digits of an integer in 0…2^32−1; room already reserved. */
-  #digits(v: number): void {
-    const b = this.buf;
-    let width = 1;
-    for (let t = v; t >= 10; t = Math.floor(t / 10)) width++;
-    let p = this.length + width;
-    this.length = p;
-    while (v >= 10) {
-      const q = Math.floor(v / 10);
-      b[--p] = 0x30 + (v - q * 10);
-      v = q;
-    }
-    b[--p] = 0x30 + v;
-  }
+
 
   /** A signed integer in the safe range as Int64 little-endian (two's complement). */
   #i64(v: number): void {

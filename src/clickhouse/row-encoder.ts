@@ -58,12 +58,12 @@ export class RowBuffer extends ByteBuffer {
     }
     this.reserve(16);
     if (n <= 0x7fffffff) {
-      this.#digits(n | 0);
+      this.digits(n | 0);
       return;
     }
     // Above 2^31: the high part (below 2^24) then the low nine digits, zero-padded.
     const lo = n % 1e9;
-    this.#digits((n - lo) / 1e9);
+    this.digits((n - lo) / 1e9);
     this.#nineDigits(lo | 0);
   }
 
@@ -90,20 +90,7 @@ export class RowBuffer extends ByteBuffer {
     }
   }
 
-  /** Decimal digits of an int32 in 0…2^31−1; room already reserved. */
-  #digits(v: number): void {
-    const b = this.buf;
-    let width = 1;
-    for (let t = v; t >= 10; t = (t / 10) | 0) width++;
-    let p = this.length + width;
-    this.length = p;
-    while (v >= 10) {
-      const q = (v / 10) | 0;
-      b[--p] = 0x30 + (v - q * 10);
-      v = q;
-    }
-    b[--p] = 0x30 + v;
-  }
+
 
   /** lac or ci: digits for a number, TSV-escaped text for a string ("_" itself needs no escape). */
   #cellPart(v: CellPart): void {

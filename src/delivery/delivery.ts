@@ -17,7 +17,7 @@ import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
-import type { Counters } from "../stats/counters.ts";
+import type { Counters, PartitionCounters } from "../stats/counters.ts";
 import type { Batch } from "./batch/batch.ts";
 import { Batcher } from "./batch/batcher.ts";
 import { DlqBreaker } from "./breaker.ts";
@@ -96,6 +96,8 @@ export class Delivery {
    * take hundreds of them.
    */
   #recordBytes = 2 << 20;
+  /** The last record's partition counters: a poll's records come grouped by partition, so one lookup a run. */
+  #partitionCounters: PartitionCounters | null = null;
 
   constructor(opts: DeliveryOptions, deps: DeliveryDeps) {
     this.#opts = opts;
@@ -181,7 +183,9 @@ export class Delivery {
       this.#commits.schedule();
       return;
     }
-    counters.partition(m.partition).consumed++;
+    let pc = this.#partitionCounters;
+    if (pc?.partition !== m.partition) this.#partitionCounters = pc = counters.partition(m.partition);
+    pc.consumed++;
     if (result.ok) {
       // A batch full by bytes with no free slot takes the rest of this poll (at most the 4 MiB
       // prefetch queue, README "Memory"); the loop polls nothing more until a slot frees.

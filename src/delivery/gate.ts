@@ -31,10 +31,6 @@ export class Gate {
     return n;
   }
 
-  holds(reason: PauseReason): boolean {
-    return this.#all.has(reason);
-  }
-
   closeAll(reason: PauseReason): void {
     this.#all.add(reason);
     this.#consumer.pause(this.#consumer.assignment);

@@ -1,3 +1,4 @@
+import { createClient } from "@clickhouse/client";
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { Gate } from "../../src/delivery/gate.ts";
 import { Replays } from "../../src/delivery/replays.ts";
@@ -38,9 +39,14 @@ test("partitions stay paused until the check answers; each delivered offset is s
 });
 
 test("a failed check is tried again, its partitions paused meanwhile; a refusal no retry helps is fatal", async () => {
+  // What the check's ClickHouse query throws when nothing answers: the client's own error.
+  const nobody = createClient({ url: "http://127.0.0.1:1", request_timeout: 2000 });
+  const unreachable = await nobody.query({ query: "SELECT 1" }).then(() => null, (e: unknown) => e);
+  await nobody.close();
+  expect(unreachable).toBeInstanceOf(Error);
   let calls = 0;
   const s = setup(async () => {
-    if (++calls === 1) throw new Error("ClickHouse does not answer");
+    if (++calls === 1) throw unreachable;
     return new Map();
   });
   s.r.check([tp(0)]);
