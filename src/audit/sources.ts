@@ -108,10 +108,18 @@ export async function deadLetteredOffsets(
   onProgress: (read: number, total: number) => void = () => {},
 ): Promise<Map<number, Float64Array>> {
   const byPartition = new Map(ranges.map((r) => [r.partition, r]));
-  const found = await sourceOffsets(consumer, dlqTopic, dlqPartitions, rawTopic, {}, (p, o) => {
-    const r = byPartition.get(p);
-    return r !== undefined && o >= r.from && o < r.to;
-  }, (p) => onProgress(p.read, p.total));
+  const found = await sourceOffsets(
+    consumer,
+    dlqTopic,
+    dlqPartitions,
+    rawTopic,
+    {},
+    (p, o) => {
+      const r = byPartition.get(p);
+      return r !== undefined && o >= r.from && o < r.to;
+    },
+    (p) => onProgress(p.read, p.total),
+  );
   return new Map([...found].map(([p, list]) => [p, Float64Array.from(list).sort()]));
 }
 

@@ -144,9 +144,7 @@ export class Delivery {
   /** No room for another record: every batch slot is busy, or the DLQ sends awaited are at their bound. */
   get full(): boolean {
     return (
-      this.#batcher.room === 0 ||
-      this.#dlqAwaited >= MAX_DLQ_AWAITED ||
-      this.#dlqAwaitedBytes >= MAX_DLQ_AWAITED_BYTES
+      this.#batcher.room === 0 || this.#dlqAwaited >= MAX_DLQ_AWAITED || this.#dlqAwaitedBytes >= MAX_DLQ_AWAITED_BYTES
     );
   }
 

@@ -35,7 +35,15 @@ export async function sourceOffsets(
     if (!list) out.set(src.partition, (list = []));
     list.push(src.offset);
   };
-  await readDlq(consumer, dlqTopic, dlqPartitions, range, (e) => source(e.headers), (m) => source(m.headers), onProgress);
+  await readDlq(
+    consumer,
+    dlqTopic,
+    dlqPartitions,
+    range,
+    (e) => source(e.headers),
+    (m) => source(m.headers),
+    onProgress,
+  );
   return out;
 }
 
@@ -52,5 +60,12 @@ export async function deadLetteredOffsets(
   const starts = new Map([...consumer.offsetsForTimes(dlqTopic, all, Math.max(0, since))].filter(([, o]) => o >= 0));
   if (starts.size === 0) return new Map();
   const from = new Map(owned.map((o) => [o.partition, o.from]));
-  return sourceOffsets(consumer, dlqTopic, dlqPartitions, rawTopic, { starts }, (p, o) => o >= (from.get(p) ?? Infinity));
+  return sourceOffsets(
+    consumer,
+    dlqTopic,
+    dlqPartitions,
+    rawTopic,
+    { starts },
+    (p, o) => o >= (from.get(p) ?? Infinity),
+  );
 }
