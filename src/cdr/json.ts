@@ -2,9 +2,12 @@
  * Bytes → JSON object, never throwing, with integers exact up to 2^64−1.
  *
  * JSON.parse turns 18446744073709551615 into a double. The fast path parses plainly; only when a
- * top-level number is an integer beyond 2^53 does the record go through a second parse whose
- * reviver reads the literal's source digits into a BigInt (so large counters cost extra, normal
- * ones nothing).
+ * top-level number is an integer beyond 2^53 does the record go through a second pass that reads
+ * those members' source digits into BigInts (so large counters cost extra, normal ones nothing).
+ * That pass is a loop over the text JSON.parse already accepted, not a reviver: a reviver walks
+ * every nested value recursively, and a record with a big integer beside 5,000 levels of nesting
+ * overflowed the stack (test/cdr/json.test.ts). Only top-level members are fields, so nested
+ * values are skipped without being looked at.
  */
 import { scanFlatObject } from "./flat-json.ts";
 
@@ -44,7 +47,7 @@ export function parseRecord(value: Uint8Array | string | null): ParsedJson {
     };
   }
   const record = parsed as Record<string, unknown>;
-  return { ok: true, text, record: needsExactReparse(record) ? exactParse(text) : record };
+  return { ok: true, text, record: needsExactReparse(record) ? exactParse(text, record) : record };
 }
 
 function needsExactReparse(record: Record<string, unknown>): boolean {
@@ -55,12 +58,78 @@ function needsExactReparse(record: Record<string, unknown>): boolean {
   return false;
 }
 
-const DIGITS = /^-?\d+$/;
+/**
+ * The record with each top-level member whose value is an integer literal beyond 2^53 replaced by
+ * the BigInt of its digits. `text` is JSON that JSON.parse accepted as an object, so the scan needs
+ * no error handling; nesting is skipped by counting brackets, outside strings, in one loop.
+ * Duplicate keys: JSON.parse keeps the last occurrence, and so does this.
+ */
+function exactParse(text: string, record: Record<string, unknown>): Record<string, unknown> {
+  const exact = new Map<string, string | undefined>();
+  const n = text.length;
+  let i = skipWs(text, 0, n) + 1; // past "{"
+  for (;;) {
+    i = skipWs(text, i, n);
+    if (text.charCodeAt(i) !== QUOTE) break; // "}": an empty object
+    const keyEnd = stringEnd(text, i + 1, n);
+    // Escapes in keys ("\u0062ig") mean what JSON.parse says they mean.
+    const key = JSON.parse(text.slice(i, keyEnd + 1)) as string;
+    i = skipWs(text, skipWs(text, keyEnd + 1, n) + 1, n); // past ":"
+    const valueStart = i;
+    i = valueEnd(text, i, n);
+    const literal = text.slice(valueStart, i);
+    exact.set(key, DIGITS.test(literal) ? literal : undefined);
+    i = skipWs(text, i, n);
+    if (text.charCodeAt(i) !== COMMA) break;
+    i++;
+  }
+  for (const [key, literal] of exact) {
+    const v = record[key];
+    if (literal === undefined || typeof v !== "number" || Number.isSafeInteger(v)) continue;
+    // defineProperty: a member named __proto__ is an own property, and an assignment would not be.
+    const value = BigInt(literal);
+    Object.defineProperty(record, key, { value, writable: true, enumerable: true, configurable: true });
+  }
+  return record;
+}
 
-function exactParse(text: string): Record<string, unknown> {
-  return JSON.parse(text, function exactIntegers(this: unknown, _key: string, v: unknown, ctx?: { source?: string }) {
-    if (typeof v === "number" && !Number.isSafeInteger(v) && ctx?.source !== undefined && DIGITS.test(ctx.source))
-      return BigInt(ctx.source);
-    return v;
-  } as (this: unknown, key: string, value: unknown) => unknown);
+const DIGITS = /^-?\d+$/;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+
+/** Index of the quote closing a string whose content starts at `from` (escapes skipped). */
+function stringEnd(text: string, from: number, n: number): number {
+  for (let j = from; j < n; j++) {
+    const c = text.charCodeAt(j);
+    if (c === BACKSLASH) j++;
+    else if (c === QUOTE) return j;
+  }
+  return n;
+}
+
+/** Index just past the value starting at `i`: a string, a nested value, or a literal. */
+function valueEnd(text: string, i: number, n: number): number {
+  let depth = 0;
+  for (let j = i; j < n; j++) {
+    const c = text.charCodeAt(j);
+    if (c === QUOTE) {
+      j = stringEnd(text, j + 1, n);
+      if (depth === 0) return j + 1;
+    } else if (c === 0x5b || c === 0x7b) depth++;
+    else if (c === 0x5d || c === 0x7d) {
+      if (depth === 0) return j; // the enclosing object's "}"
+      if (--depth === 0) return j + 1;
+    } else if (depth === 0 && (c === COMMA || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09)) return j;
+  }
+  return n;
+}
+
+function skipWs(text: string, i: number, n: number): number {
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+    i++;
+  }
+  return i;
 }
