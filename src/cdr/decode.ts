@@ -168,6 +168,37 @@ export function undecodable(error: string): Decoded {
   return reject("malformed_json", null, `librdkafka could not decode the record: ${error}`, "", false);
 }
 
+/**
+ * The verdict for a record whose decoding threw: a defect of this program, never of the record, and
+ * it must not stop the worker (every owner of the partition would stop on it in turn). The record
+ * is dead-lettered like any rejection, `normalization_error` when its payload is a JSON object (it
+ * parsed, a later rule failed) and `malformed_json` otherwise; the detail names the error. Total:
+ * nothing in it can throw again.
+ */
+export function decodeFailed(value: Uint8Array | string | null, error: unknown): Decoded {
+  const detail = `decoding threw: ${errorText(error)}`;
+  let text = "";
+  try {
+    text = value === null ? "" : typeof value === "string" ? value : lossy.decode(value);
+    const parsed: unknown = JSON.parse(text);
+    if (parsed !== null && typeof parsed === "object" && !Array.isArray(parsed))
+      return reject("normalization_error", null, detail, text, true);
+  } catch {
+    // Not a JSON object: the payload travels as text.
+  }
+  return reject("malformed_json", null, detail, text, false);
+}
+
+const lossy = new TextDecoder("utf-8");
+
+function errorText(error: unknown): string {
+  try {
+    return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  } catch {
+    return "an error that cannot be shown";
+  }
+}
+
 function reject(
   reason: FailureReason,
   field: string | null,

@@ -1,24 +1,21 @@
 /**
- * The stage order, and nothing else:
- *   poll → decode (parse, validate, normalize) → hand over a row or a rejection → flush when due
- *   → settle on revoke or stop.
- * Everything after the hand-over (batches, the DLQ, offsets and commits, pauses) is delivery's
- * (src/delivery/). A DLQ or commit failure is fatal: the worker stops without flushing or
- * committing further.
+ * The stage order, and nothing else: poll → decode (parse, validate, normalize) → hand over a row
+ * or a rejection → flush when due → settle on revoke or stop. Everything after the hand-over
+ * (batches, the DLQ, offsets and commits, pauses) is delivery's (src/delivery/). A DLQ, commit or
+ * poll failure is fatal: the worker stops without flushing or committing further.
  */
-import { decode, undecodable } from "../cdr/decode.ts";
 import type { PhoneNormalizer } from "../cdr/phone.ts";
 import type { Delivery } from "../delivery/delivery.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
+import { decodeOne } from "./decode-guard.ts";
 
 export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
 
-/** Longest idle wait between polls of an empty queue (arrivals wake the worker at once). */
-const IDLE_WAIT_MS = 20;
-/** Longest wait for room while every batch slot or the DLQ's bound is taken (a settle wakes it first). */
-const FULL_WAIT_MS = 50;
+// Longest idle wait between polls of an empty queue (arrivals wake the worker at once), and for room
+// while every batch slot or the DLQ's bound is taken (a settle wakes it first).
+const IDLE_WAIT_MS = 20, FULL_WAIT_MS = 50;
 
 export class Worker {
   readonly #consumer: Consumer;
@@ -70,7 +67,7 @@ export class Worker {
         await this.#consumer.waitForMessages(FULL_WAIT_MS); // backpressure: poll nothing until something settles
         continue;
       }
-      const messages = this.#consumer.poll(this.#delivery.pollMax());
+      const messages = this.#poll();
       if (messages.length === 0) {
         await this.#consumer.waitForMessages(IDLE_WAIT_MS);
         continue;
@@ -91,14 +88,20 @@ export class Worker {
     this.#state = "stopped";
   }
 
-  #handOver(messages: Message[]): void {
-    const ctx = { phone: this.#phone };
-    const ingestedAt = Math.floor(Date.now() / 1000);
-    this.#delivery.received(messages);
-    for (const m of messages) {
-      const result = m.error === undefined ? decode(m.value, ctx) : undecodable(m.error);
-      this.#delivery.handOver(m, result, ingestedAt);
+  /** A poll that throws (the client may not use the group) is fatal, through the one fatal path. */
+  #poll(): Message[] {
+    try {
+      return this.#consumer.poll(this.#delivery.pollMax());
+    } catch (e) {
+      this.#fail(e);
+      return [];
     }
+  }
+
+  #handOver(messages: Message[]): void {
+    const ctx = { phone: this.#phone }, ingestedAt = Math.floor(Date.now() / 1000);
+    this.#delivery.received(messages);
+    for (const m of messages) this.#delivery.handOver(m, decodeOne(m, ctx), ingestedAt);
   }
 
   /** Commits everything of the revoked partitions before librdkafka gives them away. */
@@ -118,3 +121,4 @@ export class Worker {
     this.#consumer.wake();
   }
 }
+
