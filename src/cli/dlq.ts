@@ -29,6 +29,8 @@ Progress goes to stderr on a terminal.`;
 
 /** Most records a dry run lists (it counts them all). */
 const DRY_RUN_LISTED = 1000;
+/** Records that are not envelopes listed in the summary, with their offsets (all are counted). */
+const UNREADABLE_LISTED = 100;
 /** Payloads sent to the raw topic in one produce call. */
 const REPLAY_CHUNK = 5000;
 
@@ -38,6 +40,12 @@ interface Selection {
   since: number | null;
   until: number | null;
   range: OffsetRange;
+}
+
+/** DLQ records that are not envelopes: skipped, never sent, each reported on stderr. */
+interface Unreadable {
+  count: number;
+  first: Array<{ partition: number; offset: number; problem: string }>;
 }
 
 function selection(args: ParsedArgs): Selection {
@@ -67,7 +75,7 @@ async function scan(
   cfg: Config,
   range: OffsetRange,
   visit: (e: StoredEnvelope) => void | Promise<void>,
-): Promise<{ unreadable: number; next: Map<number, number> }> {
+): Promise<{ unreadable: Unreadable; next: Map<number, number> }> {
   const admin = new Admin(kafkaProps(cfg));
   const partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
   admin.close();
@@ -77,10 +85,16 @@ async function scan(
     topics: [],
     readHeaders: true,
   });
-  let unreadable = 0;
+  const unreadable: Unreadable = { count: 0, first: [] };
+  const skip = (m: { partition: number; offset: number }, problem: string) => {
+    unreadable.count++;
+    if (unreadable.first.length < UNREADABLE_LISTED)
+      unreadable.first.push({ partition: m.partition, offset: m.offset, problem });
+    console.error(`dlq: skipped the record at partition ${m.partition} offset ${m.offset}: ${problem}`);
+  };
   const progress = terminalProgress();
   try {
-    const next = await readDlq(consumer, cfg.kafka.topicDlq, partitions, range, visit, () => unreadable++, progress);
+    const next = await readDlq(consumer, cfg.kafka.topicDlq, partitions, range, visit, skip, progress);
     return { unreadable, next };
   } finally {
     progress.end();
@@ -111,30 +125,34 @@ export async function dlqCommand(cfg: Config, sub: string | undefined, args: Par
 async function inspect(cfg: Config, args: ParsedArgs): Promise<number> {
   const samplesPer = numberFlag(args, "samples", 3, 0, 1000);
   const sel = selection(args);
-  const byReason: Record<string, number> = {};
-  const byField: Record<string, number> = {};
-  const byStage: Record<string, number> = {};
-  const samples: Record<string, unknown[]> = {};
+  // Maps: the keys are text from the DLQ, and a key such as __proto__ must count like any other.
+  const byReason = new Map<string, number>();
+  const byField = new Map<string, number>();
+  const byStage = new Map<string, number>();
+  const samples = new Map<string, unknown[]>();
+  const count = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
   let total = 0;
   const { unreadable, next } = await scan(cfg, sel.range, (e) => {
     if (!selects(sel, e)) return;
     total++;
     const r = e.envelope.failure_reason;
-    byReason[r] = (byReason[r] ?? 0) + 1;
-    const f = e.envelope.failed_field ?? "(none)";
-    byField[f] = (byField[f] ?? 0) + 1;
-    byStage[e.stage] = (byStage[e.stage] ?? 0) + 1;
-    const list = (samples[r] ??= []);
+    count(byReason, r);
+    count(byField, e.envelope.failed_field ?? "(none)");
+    count(byStage, e.stage);
+    let list = samples.get(r);
+    if (!list) samples.set(r, (list = []));
     if (list.length < samplesPer) list.push({ ...e.envelope, dlq_offset: e.offset, source: e.headers });
   });
+  // Object.fromEntries defines each key as an own property, __proto__ included.
   const summary = {
     topic: cfg.kafka.topicDlq,
     total,
-    unreadable,
-    by_reason: byReason,
-    by_field: byField,
-    by_stage: byStage,
-    samples,
+    unreadable: unreadable.count,
+    unreadable_records: unreadable.first,
+    by_reason: Object.fromEntries(byReason),
+    by_field: Object.fromEntries(byField),
+    by_stage: Object.fromEntries(byStage),
+    samples: Object.fromEntries(samples),
     next_offsets: Object.fromEntries(next),
   };
   console.log(JSON.stringify(summary, null, 1));
@@ -158,8 +176,9 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
     sent += payloads.length;
   };
   let next: Map<number, number>;
+  let unreadable: Unreadable;
   try {
-    ({ next } = await scan(cfg, sel.range, async (e) => {
+    ({ next, unreadable } = await scan(cfg, sel.range, async (e) => {
       if (matched >= limit || !selects(sel, e)) return;
       matched++;
       if (dryRun) {
@@ -173,6 +192,8 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
           });
         return;
       }
+      // Only envelopes of the exact shape reach here (readEnvelope): every entry of a chunk was
+      // checked before the chunk is sent, and a record that is not one was skipped and reported.
       chunk.push(e.payloadText);
       if (chunk.length >= REPLAY_CHUNK) await send();
     }));
@@ -186,6 +207,8 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
       to: cfg.kafka.topicRaw,
       [dryRun ? "would_send" : "sent"]: dryRun ? matched : sent,
       records: dryRun ? listed : undefined,
+      unreadable: unreadable.count,
+      unreadable_records: unreadable.first,
       next_offsets: Object.fromEntries(next),
     }),
   );

@@ -7,6 +7,7 @@
  */
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
+import { FAILURE_REASONS } from "../cdr/fields.ts";
 import { DLQ_STAGES, ENVELOPE_HEAD, envelopeTail, HEADERS, type DlqEnvelope, type DlqStage } from "./envelope.ts";
 
 export interface StoredEnvelope {
@@ -38,14 +39,19 @@ const IDLE_TIMEOUT_MS = 30_000;
 /**
  * The original payload's text. Envelopes written by encodeEnvelope() put it first and the four
  * small fields after it, serialized the same way, so the text between is the payload verbatim.
- * Anything else falls back to re-serializing the parsed value.
+ * Anything else falls back to re-serializing the parsed value, which recurses: null when the
+ * payload nests too deep for that (JSON.parse took it; JSON.stringify overflows the stack).
  */
-export function payloadTextOf(raw: string, env: DlqEnvelope): string {
+export function payloadTextOf(raw: string, env: DlqEnvelope): string | null {
   if (typeof env.original_payload === "string") return env.original_payload;
   const tail = envelopeTail(env.failure_reason, env.failed_field, env.failed_at, env.worker_instance);
   if (raw.startsWith(ENVELOPE_HEAD) && raw.endsWith(tail))
     return raw.slice(ENVELOPE_HEAD.length, raw.length - tail.length);
-  return JSON.stringify(env.original_payload);
+  try {
+    return JSON.stringify(env.original_payload);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -72,7 +78,7 @@ export async function readDlq(
   partitions: number,
   range: OffsetRange,
   onEnvelope: (e: StoredEnvelope) => void | Promise<void>,
-  onUnreadable: (m: Message) => void,
+  onUnreadable: (m: Message, problem: string) => void,
   onProgress: (p: ReadProgress) => void = () => {},
 ): Promise<Map<number, number>> {
   const ends = new Map<number, number>();
@@ -110,11 +116,12 @@ export async function readDlq(
       if (m.offset >= end || done.has(m.partition)) continue;
       read++;
       next.set(m.partition, m.offset + 1);
-      const envelope = parse(m);
-      if (envelope) {
+      const envelope = readEnvelope(m);
+      if (typeof envelope === "string") onUnreadable(m, envelope);
+      else {
         const pending = onEnvelope(envelope);
         if (pending) await pending;
-      } else onUnreadable(m);
+      }
       if (m.offset + 1 >= end) done.add(m.partition);
     }
     onProgress({ read, total });
@@ -122,20 +129,47 @@ export async function readDlq(
   return next;
 }
 
-function parse(m: Message): StoredEnvelope | null {
+const REASONS: ReadonlySet<string> = new Set(FAILURE_REASONS);
+
+/**
+ * The envelope a DLQ record holds, or what is wrong with it. Anyone who can write to the DLQ topic
+ * can put anything there (`{}`, text, an envelope with a number for a payload): only a record of the
+ * envelope's exact shape reaches a caller, so a replay never sends what is not a vendor payload.
+ */
+export function readEnvelope(m: Message): StoredEnvelope | string {
   const raw = m.value ? decoder.decode(m.value) : "";
+  let value: unknown;
   try {
-    const envelope = JSON.parse(raw) as DlqEnvelope;
-    const headers = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, decoder.decode(v)]));
-    return {
-      partition: m.partition,
-      offset: m.offset,
-      envelope,
-      payloadText: payloadTextOf(raw, envelope),
-      headers,
-      stage: stageOf(headers),
-    };
+    value = JSON.parse(raw);
   } catch {
-    return null;
+    return "not JSON";
   }
+  const problem = envelopeProblem(value);
+  if (problem) return problem;
+  const envelope = value as DlqEnvelope;
+  const payloadText = payloadTextOf(raw, envelope);
+  if (payloadText === null) return "original_payload nests too deep to be written out again";
+  const headers = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, decoder.decode(v)]));
+  return {
+    partition: m.partition,
+    offset: m.offset,
+    envelope,
+    payloadText,
+    headers,
+    stage: stageOf(headers),
+  };
+}
+
+function envelopeProblem(v: unknown): string | null {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return "not a JSON object";
+  const e = v as Record<string, unknown>;
+  const payload = e.original_payload;
+  if (typeof payload !== "string" && (payload === null || typeof payload !== "object" || Array.isArray(payload)))
+    return "original_payload is neither an object nor a string";
+  if (typeof e.failure_reason !== "string" || !REASONS.has(e.failure_reason))
+    return "failure_reason is not a known reason";
+  if (e.failed_field !== null && typeof e.failed_field !== "string") return "failed_field is neither a string nor null";
+  if (typeof e.failed_at !== "string") return "failed_at is not a string";
+  if (typeof e.worker_instance !== "string") return "worker_instance is not a string";
+  return null;
 }

@@ -52,3 +52,42 @@ test("dlq inspect counts by reason and field; replay --dry-run lists; a real rep
   }, 20_000, "replayed rows").then((rows) => expect(rows[0]!.up).toBe("18446744073709551615"));
   expect(await w.stop()).toBe(0);
 }, 60_000);
+
+// Anyone who can write to the DLQ can put anything there: a record that is not an envelope is
+// reported with its offset and skipped, never sent; text keys such as __proto__ count like others.
+test("regression: dlq inspect and replay take any DLQ: {}, text, missing fields and a payload of another type are skipped and reported; __proto__ counts", async () => {
+  const n = await names("replay-any");
+  const env = workerEnv(n);
+  const at = new Date("2026-01-01T00:00:00Z");
+  const good = toJson(withFields({ raw_id: "replay-any-1" }));
+  const deep = `{"failure_reason":"malformed_json","failed_field":null,"failed_at":"x","worker_instance":"w","original_payload":{"x":${"[".repeat(50_000)}${"]".repeat(50_000)}}}`;
+  const records = [
+    "{}",
+    "not json",
+    '{"original_payload":{"raw_id":"x"},"failure_reason":"normalization_error"}',
+    '{"original_payload":42,"failure_reason":"normalization_error","failed_field":null,"failed_at":"x","worker_instance":"w"}',
+    deep,
+    encodeEnvelope({ reason: "normalization_error", field: "__proto__", payload: good, payloadIsObject: true }, at, "w"),
+    encodeEnvelope({ reason: "normalization_error", field: "constructor", payload: good, payloadIsObject: true }, at, "w"),
+  ];
+  const p = new Producer(props);
+  for (const r of records) await p.produce(n.dlq, r);
+  p.close();
+  const cli = async (...args: string[]) => {
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, ...args], { env, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect(`${code} ${err.split("\n").filter((l) => l.includes("skipped")).length}`).toBe("0 5");
+    return JSON.parse(out);
+  };
+  const inspect = await cli("dlq", "inspect");
+  expect(inspect.total).toBe(2);
+  expect(inspect.unreadable).toBe(5);
+  expect(inspect.unreadable_records.map((u: { offset: number }) => u.offset)).toEqual([0, 1, 2, 3, 4]);
+  expect(inspect.unreadable_records[3].problem).toBe("original_payload is neither an object nor a string");
+  expect(Object.getOwnPropertyDescriptor(inspect.by_field, "__proto__")?.value).toBe(1);
+  expect(inspect.by_field.constructor).toBe(1);
+  expect(inspect.by_reason).toEqual({ normalization_error: 2 });
+  expect(await cli("dlq", "replay")).toMatchObject({ sent: 2, unreadable: 5 });
+  const replayed = await consumeN(n.raw, 2);
+  expect(replayed.map(text)).toEqual([good, good]);
+}, 60_000);
