@@ -1,0 +1,371 @@
+/**
+ * Every parser of outside bytes, as a fuzz target (harness: fuzz.ts): the record decoder, the DLQ
+ * envelope reader, commit metadata, and the RowBinary reader the tests read ClickHouse's bodies with.
+ *
+ * The record generators compose hostile properties rather than try them one at a time: a record
+ * from the parity corpora (phone verdicts from Python's phonenumbers, UUIDv5 names) takes up to
+ * five structural changes (nesting beside and inside fields, numbers at and past 2^53, 2^64 and the
+ * float limits, duplicate, escaped and prototype keys, hostile strings) and then up to two byte-level
+ * ones (a BOM, invalid UTF-8, NULs, a flipped byte, a truncation).
+ */
+import fc from "fast-check";
+import { decode, type Decoded } from "../../src/cdr/decode.ts";
+import { FAILURE_REASONS } from "../../src/cdr/fields.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
+import { formatRow } from "../../src/clickhouse/row-format.ts";
+import { commitMetadata, readCommitMetadata } from "../../src/delivery/offsets/commit-metadata.ts";
+import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { readEnvelope } from "../../src/dlq/reader.ts";
+import type { Message } from "../../src/kafka/message.ts";
+import uuidCases from "../fixtures/uuid5-python.json";
+import type { FuzzTarget } from "./fuzz.ts";
+import { KNOWN_CALLER_NUMS, referenceDecode } from "./reference-decode.ts";
+import { rowBinaryToTsv } from "./row-binary.ts";
+
+const enc = new TextEncoder();
+const utf8 = new TextDecoder();
+const ctx = { phone: new PhoneNormalizer({ cacheSize: 1000 }) };
+const REASONS: ReadonlySet<string> = new Set(FAILURE_REASONS);
+
+// ---- Records ---------------------------------------------------------------------------------
+
+/** One member of a record's top-level object, as JSON text: key (quoted) and value. */
+type Member = [key: string, value: string];
+
+const FIELDS = ["raw_id", "device_id", "caller_num", "svc", "rat", "epoch_start", "epoch_end", "up_bytes", "down_bytes", "lac", "ci", "source_ip"];
+
+const NUMBERS = [
+  "0", "-0", "1", "6", "9", "-1", "1.5", "1e3", "1E-400", "1e308", "1e309", "-1e309", "2.5e-324",
+  "9007199254740991", "9007199254740992", "9007199254740993", "-9007199254740993",
+  "18446744073709551615", "18446744073709551616", "-18446744073709551615", "-18446744073709551616",
+  "4294967295", "4294967296", "99999999999999999999999999999999", "18446744073709551615.0", "1.8446744073709552e19",
+];
+
+const bigDigits = fc.integer({ min: 16, max: 400 }).chain((n) =>
+  fc.tuple(fc.constantFrom("", "-"), fc.integer({ min: 1, max: 9 }), fc.stringMatching(new RegExp(`^[0-9]{${n - 1}}$`))),
+).map(([sign, first, rest]) => `${sign}${first}${rest}`);
+
+const numberLiteral = fc.oneof(fc.constantFrom(...NUMBERS), bigDigits, fc.integer().map(String), fc.double().map((d) => (Number.isFinite(d) ? JSON.stringify(d) : "1e999")));
+
+/** Strings JSON allows that decoders get wrong: lone surrogates, NUL, BOM, controls, escapes. */
+const hostileString = fc
+  .array(
+    fc.oneof(
+      fc.string({ unit: "binary", maxLength: 8 }),
+      fc.constantFrom("\\ud800", "\\udfff", "\\ud83d\\ude00", "\\u0000", "\\ufeff", "\\\"", "\\\\", "\\n", "\\t", "\\/", "\u2028", "é", "日本"),
+    ),
+    { maxLength: 6 },
+  )
+  .map((parts) => `"${parts.map((p) => (p.startsWith("\\") ? p : JSON.stringify(p).slice(1, -1))).join("")}"`);
+
+const depth = fc.oneof(fc.integer({ min: 1, max: 64 }), fc.constantFrom(1_000, 3_000, 5_000, 20_000, 100_000));
+
+function nested(levels: number, kind: "array" | "object" | "mixed", inner: string): string {
+  const open = kind === "array" ? "[" : kind === "object" ? '{"a":' : '[{"a":';
+  const close = kind === "array" ? "]" : kind === "object" ? "}" : "}]";
+  const n = kind === "mixed" ? Math.ceil(levels / 2) : levels;
+  return open.repeat(n) + inner + close.repeat(n);
+}
+
+const scalar = fc.oneof(numberLiteral, hostileString, fc.constantFrom("null", "true", "false", "[]", "{}"));
+
+/** A record drawn from the parity corpora: a phone Python has a verdict for, a raw_id with its UUID. */
+const baseRecord: fc.Arbitrary<Member[]> = fc
+  .record({
+    raw: fc.oneof(fc.constantFrom(...uuidCases.cases.map((c) => c.raw_id)), fc.string({ maxLength: 40 })),
+    caller: fc.constantFrom(...KNOWN_CALLER_NUMS),
+    rat: fc.constantFrom(1, 6, 9, 6, 2),
+    start: fc.integer({ min: 0, max: 4_294_967_295 }),
+    len: fc.integer({ min: -5, max: 100_000 }),
+    up: fc.oneof(fc.nat(), fc.bigInt({ min: 0n, max: 18446744073709551615n })),
+    down: fc.oneof(fc.nat(), fc.bigInt({ min: 0n, max: 2n ** 60n })),
+    lac: fc.oneof(fc.nat({ max: 4_294_967_295 }), fc.string({ maxLength: 6 })),
+    ci: fc.oneof(fc.nat({ max: 4_294_967_295 }), fc.string({ maxLength: 6 })),
+    ip: fc.option(fc.oneof(fc.ipV4(), fc.constantFrom("", "010.1.1.1", "1.2.3", "256.1.1.1")), { nil: undefined }),
+  })
+  .map((r) => {
+    const m: Member[] = [
+      ['"raw_id"', JSON.stringify(r.raw)],
+      ['"device_id"', '"356938035643809"'],
+      ['"caller_num"', JSON.stringify(r.caller)],
+      ['"svc"', '"data"'],
+      ['"rat"', String(r.rat)],
+      ['"epoch_start"', String(r.start)],
+      ['"epoch_end"', String(Math.min(4_294_967_295, r.start + r.len))],
+      ['"up_bytes"', String(r.up)],
+      ['"down_bytes"', String(r.down)],
+      ['"lac"', typeof r.lac === "string" ? JSON.stringify(r.lac) : String(r.lac)],
+      ['"ci"', typeof r.ci === "string" ? JSON.stringify(r.ci) : String(r.ci)],
+    ];
+    if (r.ip !== undefined) m.push(['"source_ip"', JSON.stringify(r.ip)]);
+    return m;
+  });
+
+type Change = (m: Member[]) => void;
+const at = (m: Member[], i: number) => i % Math.max(1, m.length);
+
+const change: fc.Arbitrary<Change> = fc.oneof(
+  // Nesting beside the fields, and inside one.
+  fc.tuple(depth, fc.constantFrom("array", "object", "mixed" as const), scalar, fc.nat()).map(
+    ([d, kind, inner, i]): Change => (m) => void m.splice(at(m, i), 0, ['"x"', nested(d, kind, inner)]),
+  ),
+  fc.tuple(depth, fc.constantFrom("array", "object", "mixed" as const), fc.nat()).map(
+    ([d, kind, i]): Change => (m) => {
+      const k = at(m, i);
+      if (m[k]) m[k]![1] = nested(d, kind, m[k]![1]);
+    },
+  ),
+  // A number at and past the limits, in a field or beside them.
+  fc.tuple(numberLiteral, fc.nat(), fc.boolean()).map(([n, i, beside]): Change => (m) => {
+    if (beside) m.push(['"big"', n]);
+    else if (m[at(m, i)]) m[at(m, i)]![1] = n;
+  }),
+  // Any value in a field.
+  fc.tuple(scalar, fc.nat()).map(([v, i]): Change => (m) => {
+    if (m[at(m, i)]) m[at(m, i)]![1] = v;
+  }),
+  // A field twice, the other value before or after.
+  fc.tuple(fc.constantFrom(...FIELDS), scalar, fc.boolean()).map(([f, v, before]): Change => (m) => {
+    const member: Member = [`"${f}"`, v];
+    if (before) m.unshift(member);
+    else m.push(member);
+  }),
+  // A key spelled with escapes: the same key to JSON.parse.
+  fc.nat().map((i): Change => (m) => {
+    const k = at(m, i);
+    if (!m[k]) return;
+    const key = JSON.parse(m[k]![0]) as string;
+    m[k]![0] = `"${[...key].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("")}"`;
+  }),
+  // Keys of the prototype chain.
+  fc.tuple(fc.constantFrom("__proto__", "constructor", "prototype", "toString", "hasOwnProperty", "valueOf"), scalar).map(
+    ([k, v]): Change => (m) => void m.push([`"${k}"`, k === "__proto__" ? `{"raw_id":${v}}` : v]),
+  ),
+  // A field gone.
+  fc.nat().map((i): Change => (m) => void m.splice(at(m, i), 1)),
+);
+
+type ByteChange = (b: Uint8Array) => Uint8Array;
+const byteChange: fc.Arbitrary<ByteChange> = fc.oneof(
+  fc.constant((b: Uint8Array) => concat(new Uint8Array([0xef, 0xbb, 0xbf]), b)),
+  fc.tuple(fc.nat(), fc.constantFrom([0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xc0, 0x80], [0x00], [0xe2, 0x82])).map(
+    ([i, bad]) => (b: Uint8Array) => {
+      const k = i % (b.length + 1);
+      return concat(b.subarray(0, k), new Uint8Array(bad), b.subarray(k));
+    },
+  ),
+  fc.tuple(fc.nat(), fc.nat({ max: 255 })).map(([i, v]) => (b: Uint8Array) => {
+    const c = b.slice();
+    if (c.length) c[i % c.length] = v;
+    return c;
+  }),
+  fc.nat().map((i) => (b: Uint8Array) => b.subarray(0, i % (b.length + 1))),
+);
+
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) out.set(p, (o += p.length) - p.length);
+  return out;
+}
+
+const render = (m: Member[], ws: string) => `{${m.map(([k, v]) => `${k}${ws}:${ws}${v}`).join(`,${ws}`)}}`;
+
+/** A corpus record after up to five structural and two byte-level hostile changes. */
+export const hostileRecord: fc.Arbitrary<Uint8Array> = fc
+  .tuple(baseRecord, fc.array(change, { maxLength: 5 }), fc.array(byteChange, { maxLength: 2 }), fc.constantFrom("", " ", "\n\t"))
+  .map(([members, changes, byteChanges, ws]) => {
+    const m = members.map((x) => [...x] as Member);
+    for (const c of changes) c(m);
+    return byteChanges.reduce<Uint8Array>((b, c) => c(b), enc.encode(render(m, ws)));
+  });
+
+/** Any JSON text, and any bytes: what a producer that is not a vendor sends. */
+export const anyJsonOrBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
+  fc.json({ depthSize: "large" }).map((t) => enc.encode(t)),
+  fc.uint8Array({ maxLength: 512 }),
+  fc.string({ unit: "binary", maxLength: 256 }).map((s) => enc.encode(s)),
+);
+
+/** A valid corpus record, in member order and spelling changed only as JSON allows. */
+export const corpusRecord: fc.Arbitrary<Uint8Array> = fc
+  .tuple(baseRecord, fc.array(fc.nat(), { maxLength: 3 }), fc.constantFrom("", " ", "\r\n"))
+  .map(([m, swaps, ws]) => {
+    for (const s of swaps) {
+      const a = s % m.length;
+      const b = (s >> 4) % m.length;
+      [m[a], m[b]] = [m[b]!, m[a]!];
+    }
+    return enc.encode(render(m, ws));
+  });
+
+/** Most a decode may take: 20 ms plus 2 µs a byte (decode costs about 2 µs a record, JSON.parse ~3 ns a byte). */
+const boundMs = (bytes: number) => 20 + bytes * 0.002;
+
+function checkTotal(bytes: Uint8Array): Decoded {
+  let d = decode(bytes, ctx);
+  const t0 = performance.now();
+  d = decode(bytes, ctx);
+  let took = performance.now() - t0;
+  // A collection can land in one timed call: the smaller of two is the decoder's own time.
+  if (took > boundMs(bytes.length)) {
+    const t1 = performance.now();
+    decode(bytes, ctx);
+    took = Math.min(took, performance.now() - t1);
+  }
+  if (took > boundMs(bytes.length))
+    throw new Error(`decode took ${took.toFixed(1)} ms for ${bytes.length} bytes (bound ${boundMs(bytes.length).toFixed(1)} ms)`);
+  if (d.ok) {
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(d.row.cdr_id))
+      throw new Error(`cdr_id ${d.row.cdr_id} is not a UUIDv5`);
+  } else {
+    if (!REASONS.has(d.rejection.reason)) throw new Error(`reason outside the taxonomy: ${d.rejection.reason}`);
+    if (typeof d.rejection.payload !== "string") throw new Error("rejection without a payload text");
+  }
+  return d;
+}
+
+/** decode's verdict equals the reference rules' wherever the reference has one. */
+function checkAgainstReference(bytes: Uint8Array, d: Decoded): void {
+  const ref = referenceDecode(bytes);
+  if ("unknown" in ref) return;
+  if (ref.ok !== d.ok) throw new Error(`decode ${verdict(d)}, reference ${JSON.stringify(ref)}`);
+  if (!ref.ok && !d.ok) {
+    if (ref.reason !== d.rejection.reason || ref.field !== d.rejection.field)
+      throw new Error(`decode ${verdict(d)}, reference ${ref.reason}/${ref.field}`);
+    return;
+  }
+  if (ref.ok && d.ok) {
+    const r = d.row;
+    const got: Record<string, string> = {
+      cdr_id: r.cdr_id, raw_id: r.raw_id, device_id: r.device_id, msisdn: r.msisdn, service_type: r.service_type,
+      radio_access_type: r.radio_access_type, cell_id: `${r.lac}_${r.ci}`, session_start_time: String(r.session_start_time),
+      session_end_time: String(r.session_end_time), duration_seconds: String(r.duration_seconds), up_bytes: String(r.up_bytes),
+      down_bytes: String(r.down_bytes), total_bytes: String(r.total_bytes), source_ip: String(r.source_ip),
+    };
+    for (const [k, v] of Object.entries(ref.row))
+      if (got[k] !== v) throw new Error(`${k}: decode ${JSON.stringify(got[k])}, reference ${JSON.stringify(v)}`);
+  }
+}
+
+const verdict = (d: Decoded) => (d.ok ? "row" : `${d.rejection.reason}/${d.rejection.field}`);
+
+const decodeCheck = (bytes: Uint8Array) => checkAgainstReference(bytes, checkTotal(bytes));
+
+// ---- DLQ envelopes ---------------------------------------------------------------------------
+
+const dlqMessage = (value: Uint8Array, headers: Array<[string, Uint8Array]>): Message => ({
+  topic: "cdr.raw.dlq", partition: 0, offset: 3, timestamp: -1, value, key: null, headers,
+});
+
+/** Envelopes as the worker writes them, then mutated; and anything else a DLQ writer may send. */
+const envelopeBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
+  fc.tuple(hostileRecord, fc.constantFrom(...FAILURE_REASONS), fc.option(fc.string(), { nil: null }), fc.array(byteChange, { maxLength: 2 }), fc.boolean())
+    .map(([payload, reason, field, changes, reordered]) => {
+      const text = utf8.decode(payload);
+      let isObject = false;
+      try {
+        const v = JSON.parse(text);
+        isObject = v !== null && typeof v === "object" && !Array.isArray(v);
+      } catch {}
+      const env = encodeEnvelope({ reason, field, payload: text, payloadIsObject: isObject }, new Date(0), "w");
+      // The same envelope with its payload last, as another writer (or a tool) may lay it out.
+      const body = reordered
+        ? `{"failure_reason":${JSON.stringify(reason)},"failed_field":${JSON.stringify(field)},"failed_at":"x","worker_instance":"w",` +
+          `"original_payload":${isObject ? text : JSON.stringify(text)}}`
+        : env;
+      return changes.reduce<Uint8Array>((b, c) => c(b), enc.encode(body));
+    }),
+  fc.constantFrom("{}", "null", "[]", '"x"', '{"original_payload":1}', '{"original_payload":{},"failure_reason":"__proto__"}').map((t) => enc.encode(t)),
+  fc.dictionary(fc.constantFrom("original_payload", "failure_reason", "failed_field", "failed_at", "worker_instance", "__proto__"), fc.jsonValue())
+    .map((o) => enc.encode(JSON.stringify(o))),
+  anyJsonOrBytes,
+);
+
+function checkEnvelope(bytes: Uint8Array): void {
+  const headers = provenanceHeaders({ topic: "cdr.raw", partition: 1, offset: 2, stage: "decode", detail: "d" }).map(
+    ([k, v]) => [k, enc.encode(v)] as [string, Uint8Array],
+  );
+  headers.push(["__proto__", enc.encode("x")]);
+  const e = readEnvelope(dlqMessage(bytes, headers));
+  if (typeof e === "string") return;
+  if (typeof e.payloadText !== "string") throw new Error("an accepted envelope without a payload text");
+  if (e.headers[HEADERS.sourceOffset] !== "2") throw new Error("headers lost");
+  const original = e.envelope.original_payload;
+  // What a replay sends must be the payload the envelope holds (compared without recursion: a
+  // payload may nest deeper than JSON.stringify goes).
+  if (typeof original === "string") {
+    if (e.payloadText !== original) throw new Error("payloadText differs from the string original_payload");
+    return;
+  }
+  const back: unknown = JSON.parse(e.payloadText);
+  if (back === null || typeof back !== "object" || Array.isArray(back)) throw new Error("payloadText of an object payload is no object");
+  const keys = (o: object) => Object.keys(o).join("\u0000");
+  if (keys(back) !== keys(original)) throw new Error("payloadText has other members than original_payload");
+}
+
+// ---- Commit metadata -------------------------------------------------------------------------
+
+const metadataBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
+  fc.integer({ min: 0, max: 2 ** 42 }).map((t) => enc.encode(commitMetadata(t))),
+  fc.record({ cdr_worker: fc.jsonValue(), since: fc.oneof(fc.jsonValue(), fc.double()) }, { requiredKeys: [] }).map((o) => enc.encode(JSON.stringify(o))),
+  fc.tuple(fc.integer({ min: 0, max: 2 ** 42 }), fc.array(byteChange, { minLength: 1, maxLength: 2 })).map(([t, cs]) =>
+    cs.reduce<Uint8Array>((b, c) => c(b), enc.encode(commitMetadata(t))),
+  ),
+  anyJsonOrBytes,
+);
+
+function checkMetadata(bytes: Uint8Array): void {
+  const text = utf8.decode(bytes);
+  const m = readCommitMetadata(text);
+  if (m !== null && !(typeof m.since === "number" && Number.isFinite(m.since))) throw new Error(`since ${m.since} is not a finite number`);
+  const asWritten = /^\{"cdr_worker":1,"since":(\d+)\}$/.exec(text);
+  if (asWritten && m?.since !== Number(asWritten[1])) throw new Error("metadata as the worker writes it did not read back");
+}
+
+// ---- RowBinary -------------------------------------------------------------------------------
+
+/** Bodies the encoder wrote from decoded rows, then cut or changed; and any bytes. */
+const rowBinaryBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
+  fc.tuple(fc.array(corpusRecord, { minLength: 1, maxLength: 4 }), fc.array(byteChange, { maxLength: 2 })).map(([records, changes]) => {
+    const buf = new RowBinaryBuffer(16);
+    for (const r of records) {
+      const d = decode(r, ctx);
+      if (d.ok) buf.add(d.row, 1_700_000_000, 1, 2);
+    }
+    return changes.reduce<Uint8Array>((b, c) => c(b), buf.bytes().slice());
+  }),
+  fc.uint8Array({ maxLength: 600 }),
+);
+
+function checkRowBinary(bytes: Uint8Array): void {
+  try {
+    rowBinaryToTsv(bytes);
+  } catch (e) {
+    if ((e as Error).name !== "RowBinaryError") throw e;
+  }
+}
+
+/** The encoder's body reads back as formatRow's lines: the reader is exact where the bytes are whole. */
+function checkRowBinaryRoundTrip(bytes: Uint8Array): void {
+  const d = decode(bytes, ctx);
+  if (!d.ok) return;
+  const buf = new RowBinaryBuffer(16);
+  buf.add(d.row, 1_700_000_000, 1, 2);
+  const got = rowBinaryToTsv(buf.bytes());
+  const want = formatRow(d.row, 1_700_000_000, 1, 2);
+  if (got.length !== 1 || got[0] !== want) throw new Error(`read back ${JSON.stringify(got)}, wrote ${JSON.stringify(want)}`);
+}
+
+// ---- The targets -----------------------------------------------------------------------------
+
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [
+  { name: "decode-hostile", inputs: "corpus records with hostile properties combined", arbitrary: hostileRecord, check: decodeCheck },
+  { name: "decode-corpus", inputs: "valid corpus records, reordered and re-spaced", arbitrary: corpusRecord, check: decodeCheck },
+  { name: "decode-any", inputs: "any JSON text and any bytes", arbitrary: anyJsonOrBytes, check: decodeCheck },
+  { name: "dlq-envelope", inputs: "envelopes as written then mutated, and anything else", arbitrary: envelopeBytes, check: checkEnvelope },
+  { name: "commit-metadata", inputs: "metadata as written, mutated, and any JSON", arbitrary: metadataBytes, check: checkMetadata },
+  { name: "row-binary", inputs: "encoder bodies cut and changed, and any bytes", arbitrary: rowBinaryBytes, check: checkRowBinary },
+  { name: "row-binary-roundtrip", inputs: "valid corpus records", arbitrary: corpusRecord, check: checkRowBinaryRoundTrip },
+];
