@@ -162,6 +162,13 @@ export const VARIABLES = {
     default: "30",
     help: "on SIGTERM, give up (exit nonzero, nothing committed past durable) after this long",
   },
+  CORE_DUMPS: {
+    schema: oneOf(["off", "on"] as const),
+    default: "off",
+    help:
+      "on: leave the core file size limit as the process got it; off: no core files (a core holds " +
+      "credentials and CDRs)",
+  },
   LOG_LEVEL: { schema: oneOf(["debug", "info", "warn", "error"] as const), default: "info", help: "log threshold" },
   LIBRDKAFKA_PATH: {
     schema: v.string(),
@@ -195,6 +202,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   auditIntervalMs: number;
   logLevel: "debug" | "info" | "warn" | "error";
+  /** Keep the core file size limit the process got (CORE_DUMPS=on); off by default. */
+  coreDumps: boolean;
   librdkafkaPath: string;
 }
 
@@ -350,6 +359,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     shutdownTimeoutMs: Math.round(p.SHUTDOWN_TIMEOUT_SECONDS * 1000),
     auditIntervalMs: p.AUDIT_INTERVAL_SECONDS * 1000,
     logLevel: p.LOG_LEVEL,
+    coreDumps: p.CORE_DUMPS === "on",
     librdkafkaPath: p.LIBRDKAFKA_PATH,
   };
 }

@@ -9,6 +9,7 @@ import { RUN_HELP, runCommand } from "./cli/run.ts";
 import { configHelp, kafkaPropVariable, loadConfig } from "./config.ts";
 import { CdrWorkerError, ConfigError, SchemaMismatchError } from "./errors.ts";
 import { refusedProps } from "./kafka/handle.ts";
+import { coreDumps } from "./kafka/libc.ts";
 import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { VERSION } from "./version.ts";
@@ -45,6 +46,8 @@ const HELP: Record<string, string> = {
 };
 
 async function main(argv: string[]): Promise<number> {
+  // Before anything else: the environment already holds the secrets a core would keep.
+  if (!coreDumps.off()) log.warn("could not turn core dumps off (setrlimit refused)");
   const args = parseArgs(argv);
   const command = args.positionals[0] ?? "run";
   if (command === "help" || (args.flags.has("help") && !args.positionals[0])) {
@@ -80,6 +83,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const cfg = loadConfig();
   setLogLevel(cfg.logLevel);
+  if (cfg.coreDumps && !coreDumps.restore()) log.warn("CORE_DUMPS=on: could not restore the core file size limit");
   setLibrdkafkaPath(cfg.librdkafkaPath);
   // Every KAFKA_PROP_* through librdkafka's own setter, before any connection: a typo is exit 2.
   const refused = refusedProps(cfg.kafka.props);

@@ -48,6 +48,13 @@ export interface ConsumerOptions {
 }
 
 
+/** The client may not use the group, read the topic or talk to the cluster: no retry helps. */
+const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
+  RD.ERR_TOPIC_AUTHORIZATION_FAILED,
+  RD.ERR_GROUP_AUTHORIZATION_FAILED,
+  RD.ERR_CLUSTER_AUTHORIZATION_FAILED,
+]);
+
 export class Consumer {
   readonly #h: Handle;
   readonly #queue: Pointer;
@@ -69,6 +76,8 @@ export class Consumer {
   readonly #metaPtr: Pointer;
   readonly #rebalance = new Rebalance(() => this.#h.rk);
   #closed = false;
+  /** An error no retry gets past, thrown by the next poll. */
+  #fatal: KafkaError | null = null;
   #closing = false;
   #commitChain: Promise<unknown> = Promise.resolve();
 
@@ -149,6 +158,7 @@ export class Consumer {
    * callbacks. Returns nothing while a revocation is pending.
    */
   poll(max = this.#slots.length): Message[] {
+    if (this.#fatal) throw this.#fatal;
     if (this.#closed || this.#rebalance.pendingRevoke || max <= 0) return [];
     const lib = rdk();
     const n = Number(
@@ -178,7 +188,7 @@ export class Consumer {
       const offset = meta[r + META.offset]!;
       if (err !== 0) {
         if (isRecordError(err)) out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err));
-        else if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition });
+        else this.#consumerError(err, partition);
         continue;
       }
       if (!Number.isSafeInteger(offset)) throw new KafkaError("KAFKA_CLIENT", `offset of ${partition} exceeds 2^53`);
@@ -217,6 +227,21 @@ export class Consumer {
     for (let i = 0, r = META.rkt; i < n; i++, r += META_STRIDE) this.#topicName(meta[r]!);
   }
 
+  /**
+   * An error message that stands for no record: logged; one no retry gets past (the client may not
+   * use the group or read the topic) fails the next poll, so the worker stops with a line that
+   * names it instead of polling an empty queue for ever.
+   */
+  #consumerError(err: number, partition: number): void {
+    if (err === RD.ERR__PARTITION_EOF) return;
+    if (AUTHORIZATION_ERRORS.has(err)) {
+      this.#fatal ??= kafkaError("KAFKA_CLIENT", "kafka consumer refused", err, false);
+      log.error("kafka consumer refused: not authorized", { code: errName(err), partition });
+      return;
+    }
+    log.warn("kafka consumer error", { code: errName(err), partition });
+  }
+
   /** A record at this offset that librdkafka could not decode: no value, its error instead. */
   #undecodable(rkt: number, partition: number, offset: number, err: number): Message {
     const error = `${errName(err)}: ${rdk().rd_kafka_err2str(err)}`;
@@ -228,6 +253,9 @@ export class Consumer {
   #topicName(rkt: number): string {
     // Almost every message of a poll has the topic of the one before.
     if (rkt === this.#lastRkt) return this.#lastTopic;
+    // Group-level errors (GROUP_AUTHORIZATION_FAILED, …) come with no topic handle: reading a name
+    // through NULL is a segfault.
+    if (rkt === 0) return "";
     let topic = this.#topicNames.get(rkt);
     if (topic === undefined) {
       topic = String(rdk().rd_kafka_topic_name(rkt as Pointer));
@@ -260,7 +288,7 @@ export class Consumer {
           out.push(this.#undecodable(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset), err));
           continue;
         }
-        if (err !== RD.ERR__PARTITION_EOF) log.warn("kafka consumer error", { code: errName(err), partition });
+        this.#consumerError(err, partition);
         lib.rd_kafka_message_destroy(m);
         continue;
       }

@@ -1,5 +1,5 @@
-/** The few libc functions the Kafka binding calls directly, bound once. */
-import { dlopen } from "bun:ffi";
+/** The few libc functions the worker calls directly, bound once. */
+import { dlopen, ptr } from "bun:ffi";
 
 export const libc = dlopen("libc.so.6", {
   // Copying a poll's payloads into one slab: one FFI call per message and no JS allocation
@@ -10,7 +10,34 @@ export const libc = dlopen("libc.so.6", {
   close: { args: ["i32"], returns: "i32" },
   // A commit's metadata string: librdkafka frees it with the list (rd_free), so it is malloc'd.
   malloc: { args: ["usize"], returns: "ptr" },
+  // The core file size limit (coreDumps below).
+  getrlimit: { args: ["i32", "ptr"], returns: "i32" },
+  setrlimit: { args: ["i32", "ptr"], returns: "i32" },
 }).symbols;
+
+/** <sys/resource.h>: RLIMIT_CORE on Linux; struct rlimit { rlim_t rlim_cur; rlim_t rlim_max; }. */
+const RLIMIT_CORE = 4;
+
+/**
+ * Core dumps off, or back to the soft limit the process started with. A core holds the process's
+ * memory: credentials from the environment, CDRs with phone numbers. Off is set first thing at
+ * start; the operator who wants cores asks with CORE_DUMPS=on. Only the soft limit changes: the
+ * hard one stays, so the limit can be raised again (and a child, such as the scheduled audit,
+ * inherits the same). Returns false when libc refused.
+ */
+export const coreDumps = {
+  started: null as BigUint64Array | null,
+  off(): boolean {
+    const lim = new BigUint64Array(2);
+    if (libc.getrlimit(RLIMIT_CORE, ptr(lim)) !== 0) return false;
+    this.started ??= lim.slice();
+    lim[0] = 0n;
+    return libc.setrlimit(RLIMIT_CORE, ptr(lim)) === 0;
+  },
+  restore(): boolean {
+    return this.started === null || libc.setrlimit(RLIMIT_CORE, ptr(this.started)) === 0;
+  },
+};
 
 export const O_NONBLOCK = 0o4000;
 export const O_CLOEXEC = 0o2000000;

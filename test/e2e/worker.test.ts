@@ -165,6 +165,23 @@ describe("security basics", () => {
   });
 });
 
+describe("no core files by default", () => {
+  /** The worker's soft core file size limit, from /proc, started under a shell that allows cores. */
+  async function coreLimitOf(extra: Record<string, string>): Promise<string> {
+    const n = await names("core");
+    const main = `${import.meta.dir}/../../src/main.ts`;
+    const w = await startWorker(workerEnv(n, extra), ["bash", "-c", `ulimit -S -c unlimited && exec bun ${main} run`]);
+    const limits = await Bun.file(`/proc/${w.proc.pid}/limits`).text();
+    expect(await w.stop()).toBe(0);
+    return limits.split("\n").find((l) => l.startsWith("Max core file size"))!.split(/\s{2,}/)[1]!;
+  }
+
+  test("the worker turns core dumps off at start (a core holds credentials and CDRs); CORE_DUMPS=on keeps the limit it got", async () => {
+    expect(await coreLimitOf({})).toBe("0");
+    expect(await coreLimitOf({ CORE_DUMPS: "on" })).toBe("unlimited");
+  });
+});
+
 describe("rebalance and shutdown deadlines", () => {
   test("on revoke a worker flushes and commits its buffered rows before giving partitions up: no record is inserted twice", async () => {
     const n = await names("rebalance");
