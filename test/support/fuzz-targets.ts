@@ -12,12 +12,14 @@ import fc from "fast-check";
 import { decode, type Decoded } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { classifyInsertError, refusal } from "../../src/clickhouse/insert-error.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { formatRow } from "../../src/clickhouse/row-format.ts";
 import { commitMetadata, readCommitMetadata } from "../../src/delivery/offsets/commit-metadata.ts";
 import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
 import { readEnvelope } from "../../src/dlq/reader.ts";
 import type { Message } from "../../src/kafka/message.ts";
+import clickhouseErrors from "../fixtures/clickhouse-errors.json";
 import uuidCases from "../fixtures/uuid5-python.json";
 import type { FuzzTarget } from "./fuzz.ts";
 import { KNOWN_CALLER_NUMS, referenceDecode } from "./reference-decode.ts";
@@ -358,6 +360,28 @@ function checkRowBinaryRoundTrip(bytes: Uint8Array): void {
   if (got.length !== 1 || got[0] !== want) throw new Error(`read back ${JSON.stringify(got)}, wrote ${JSON.stringify(want)}`);
 }
 
+// ---- ClickHouse's error answers ----------------------------------------------------------------
+
+/** Answers both servers really gave (captured), cut, changed and repeated; and any text. */
+const errorAnswerBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
+  fc.tuple(fc.constantFrom(...clickhouseErrors.map((e) => e.body)), fc.array(byteChange, { maxLength: 3 }), fc.integer({ min: 1, max: 50 }))
+    .map(([body, changes, times]) => changes.reduce<Uint8Array>((b, c) => c(b), enc.encode(body.repeat(times)))),
+  fc.tuple(fc.constantFrom("Column values: x = ", "Column 1,   name: ", "(at row ", "Code: ", " (TYPE) (version "), fc.constantFrom(" ", ".", "'", "\\", "9", ","), fc.integer({ min: 1, max: 20_000 }))
+    .map(([head, filler, n]) => enc.encode(head + filler.repeat(n) + "x")),
+  fc.string({ unit: "binary", maxLength: 2000 }).map((s) => enc.encode(s)),
+);
+
+const KINDS = new Set(["transient", "data", "shape", "permanent"]);
+
+function checkErrorAnswer(bytes: Uint8Array): void {
+  const body = utf8.decode(bytes);
+  const t0 = performance.now();
+  const e = classifyInsertError(refusal(500, {}, body), "insert");
+  const took = performance.now() - t0;
+  if (!KINDS.has(e.kind)) throw new Error(`kind ${e.kind}`);
+  if (took > boundMs(bytes.length)) throw new Error(`classifying took ${took.toFixed(1)} ms for ${bytes.length} bytes`);
+}
+
 // ---- The targets -----------------------------------------------------------------------------
 
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
@@ -367,5 +391,6 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   { name: "dlq-envelope", inputs: "envelopes as written then mutated, and anything else", arbitrary: envelopeBytes, check: checkEnvelope },
   { name: "commit-metadata", inputs: "metadata as written, mutated, and any JSON", arbitrary: metadataBytes, check: checkMetadata },
   { name: "row-binary", inputs: "encoder bodies cut and changed, and any bytes", arbitrary: rowBinaryBytes, check: checkRowBinary },
+  { name: "clickhouse-error", inputs: "both servers' captured error answers, mutated, and any text", arbitrary: errorAnswerBytes, check: checkErrorAnswer },
   { name: "row-binary-roundtrip", inputs: "valid corpus records", arbitrary: corpusRecord, check: checkRowBinaryRoundTrip },
 ];
