@@ -4,6 +4,7 @@
 // the observability profile's Prometheus scrapes it with the shipped rules; and `down` leaves
 // nothing of the project behind.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { composeNetworkHasDns } from "../support/podman.ts";
 import { ROOT, run, waitFor } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -21,7 +22,32 @@ const containers = async () => (await run(["podman", "ps", "--all", "--filter", 
 const STATS = "http://127.0.0.1:8081";
 const timings: Record<string, number> = {};
 
+/** What the services did, for a wait that timed out: each container's state and its last log lines. */
+async function diagnosis(): Promise<string> {
+  const lines: string[] = [];
+  for (const name of await containers()) {
+    const state = (await run(["podman", "inspect", "--format", "{{.State.Status}} exit {{.State.ExitCode}}", name]).catch(() => "?")).trim();
+    const logs = (await run(["podman", "logs", "--tail", "5", name]).catch((e: Error) => e.message)).trim();
+    lines.push(`${name}: ${state}\n  ${logs.split("\n").join("\n  ")}`);
+  }
+  return lines.join("\n");
+}
+
+/** waitFor, but a timeout says what each service was doing. */
+async function waitForServices<T>(fn: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
+  try {
+    return await waitFor(fn, ms, what);
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${await diagnosis()}`);
+  }
+}
+
 beforeAll(async () => {
+  if (!(await composeNetworkHasDns(`${PROJECT}-dns-probe`)))
+    throw new Error(
+      "podman's networks have no DNS, so compose's containers cannot resolve each other (clickhouse, kafka): " +
+        "install Debian's golang-github-containernetworking-plugin-dnsname (scripts/provision.sh does)",
+    );
   await compose("down", "--volumes").catch(() => {});
   const t0 = performance.now();
   await run(["bash", `${ROOT}/scripts/image/standins.sh`]);
@@ -34,13 +60,22 @@ afterAll(async () => {
 });
 
 test("up: healthy services, one-shots finished, the worker ingests on a loopback-only stats port; down: nothing left", async () => {
+  try {
+    await upIngestDown();
+  } finally {
+    // Whatever failed, nothing of the project stays behind for the next test or run.
+    await compose("--profile", "observability", "--profile", "demo", "down", "--volumes").catch(() => {});
+  }
+}, 600_000);
+
+async function upIngestDown(): Promise<void> {
   const t0 = performance.now();
   await compose("up", "-d");
-  const stats = await waitFor(async () => {
+  const stats = await waitForServices(async () => {
     const r = await fetch(`${STATS}/internal/stats`).catch(() => null);
     return r?.ok ? ((await r.json()) as Record<string, any>) : undefined;
   }, 240_000, "the worker's stats on 127.0.0.1:8081");
-  await waitFor(async () => ((await fetch(`${STATS}/readyz`)).status === 200 ? true : undefined), 120_000, "worker ready");
+  await waitForServices(async () => ((await fetch(`${STATS}/readyz`)).status === 200 ? true : undefined), 120_000, "worker ready");
   timings.up_to_ready_s = (performance.now() - t0) / 1000;
   expect(stats.state).toBeDefined();
   const exit = async (svc: string) => (await run(["podman", "inspect", "--format", "{{.State.ExitCode}} {{.State.Status}}", `${PROJECT}_${svc}_1`])).trim();
@@ -57,7 +92,7 @@ test("up: healthy services, one-shots finished, the worker ingests on a loopback
 
   const t1 = performance.now();
   await compose("--profile", "demo", "run", "--rm", "generator", "generate", "--count", "2000", "--invalid-share", "0.05");
-  const done = await waitFor(async () => {
+  const done = await waitForServices(async () => {
     const s = (await (await fetch(`${STATS}/internal/stats`)).json()) as Record<string, any>;
     return s.total_processed === 2000 ? s : undefined;
   }, 120_000, "2000 records processed");
@@ -69,7 +104,7 @@ test("up: healthy services, one-shots finished, the worker ingests on a loopback
   // and scrapes the worker by its service name.
   const t3 = performance.now();
   await compose("--profile", "observability", "up", "-d", "prometheus");
-  const target = await waitFor(async () => {
+  const target = await waitForServices(async () => {
     const r = await fetch("http://127.0.0.1:9090/api/v1/targets").catch(() => null);
     const t = r?.ok ? ((await r.json()) as any).data.activeTargets[0] : undefined;
     return t?.health === "up" ? t : undefined;
@@ -84,7 +119,7 @@ test("up: healthy services, one-shots finished, the worker ingests on a loopback
   timings.down_s = (performance.now() - t2) / 1000;
   expect(await containers()).toEqual([]);
   console.log(`compose under podman: ${Object.entries(timings).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}`);
-}, 600_000);
+}
 
 test("without CLICKHOUSE_PASSWORD compose refuses to start, naming the variable: there is no default password", async () => {
   const { CLICKHOUSE_PASSWORD: _, ...rest } = env;

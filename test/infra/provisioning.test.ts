@@ -5,6 +5,7 @@
 // provision.sh's APT_PACKAGES provides (dpkg -S), or a tool provisioning installs itself.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, realpathSync } from "node:fs";
+import { composeNetworkHasDns } from "../support/podman.ts";
 import { ROOT } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -178,4 +179,12 @@ test("npm, which Bun's installation needs, is Debian's package unless the machin
   const provision = readFileSync(`${ROOT}/scripts/provision.sh`, "utf8");
   expect(provision).toMatch(/command -v npm >\/dev\/null \|\| missing\+=\(npm\)/);
   expect(packageOf("npm")).not.toBeNull();
+});
+
+// No script calls the plugin by name, so the command-word check above cannot see it: a package the
+// runtime needs is still a provisioning step.
+test("podman's CNI dnsname plugin, which compose's service names need and no script calls, is provisioned and works", async () => {
+  const provision = readFileSync(`${ROOT}/scripts/provision.sh`, "utf8");
+  expect(/APT_PACKAGES=\(([^)]*)\)/.exec(provision)![1]!.split(/\s+/)).toContain("golang-github-containernetworking-plugin-dnsname");
+  expect(await composeNetworkHasDns("cdr-provisioning-dns-probe")).toBe(true);
 });
