@@ -91,14 +91,24 @@ export class ClickHouseInsertError extends CdrWorkerError {
   readonly column: string | null;
   /** No endpoint answered at all (every one refused the connection, reset it or timed out). */
   readonly unreachable: boolean;
+  /**
+   * The server may have stored the rows although the insert failed: its answer was lost (a timeout,
+   * a reset or hang-up after the request went out, a proxy's 5xx) or the failure can follow a partial
+   * write (an overload, a shard of a Distributed insert). Only a refusal before any row is written
+   * (a value, the table, a grant) or a connection never made is known to have stored nothing.
+   */
+  readonly mayHaveStored: boolean;
+  /** The query ids of the attempts that may have stored rows, with the endpoint each went to. */
+  attempts: Array<{ endpoint: number; queryId: string }> = [];
   constructor(
     message: string,
     readonly kind: InsertErrorKind,
     answer: ServerAnswer = { code: null },
-    options?: { cause?: unknown; unreachable?: boolean },
+    options?: { cause?: unknown; unreachable?: boolean; mayHaveStored?: boolean },
   ) {
     super("CLICKHOUSE_INSERT", message, kind === "transient", options);
     this.unreachable = options?.unreachable ?? false;
+    this.mayHaveStored = options?.mayHaveStored ?? false;
     this.serverCode = answer.code;
     this.serverType = answer.type ?? null;
     this.row = answer.row ?? null;
@@ -144,6 +154,8 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
           : PERMANENT_CODES.has(serverCode)
             ? "permanent"
             : "transient";
+  const mayHaveStored =
+    (kind === "transient" || (kind === "shape" && SIZE_CODES.has(serverCode ?? -1))) && !neverConnected(cause);
   return new ClickHouseInsertError(
     `${context}: ${firstLine(withCode(text, serverCode, type))}`,
     kind,
@@ -153,8 +165,16 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
       row: row ? Number(row[1] ?? row[2]) : null,
       column: kind === "data" ? refusedColumn(text) : null,
     },
-    { cause },
+    { cause, mayHaveStored },
   );
+}
+
+/** Errors of a connection that was never made: the request never left, nothing can be stored. */
+const NOT_CONNECTED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+
+function neverConnected(cause: unknown): boolean {
+  const code = (cause as { code?: unknown } | null)?.code;
+  return typeof code === "string" && NOT_CONNECTED.has(code);
 }
 
 /**

@@ -15,6 +15,11 @@
  * for the inserts a killed worker left running on the server before it reads what they stored
  * (offsets/replay-check.ts); with exactly-once, an insert into a Distributed table is synchronous
  * (`insert_distributed_sync=1`): acknowledged once the shards hold the rows, not a local spool.
+ *
+ * A failed insert is never sent again blindly: its error carries the query id of each attempt that
+ * may have stored rows (an answer lost to a timeout or a reset), and the flush stage ends those
+ * inserts (endInserts) and reads which rows are stored (storedRows) before it sends the rest
+ * (delivery/flush/insert-once.ts).
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
@@ -29,6 +34,18 @@ export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
 /** How often the replay check looks whether earlier inserts still run, and how long it waits in all. */
 const RUNNING_POLL_MS = 100;
 const RUNNING_WAIT_MS = 120_000;
+
+/** Where a batch's rows are looked up: their provenance, bounded by columns of the sorting key. */
+export interface RowLookup {
+  partitions: readonly number[];
+  minOffset: number;
+  maxOffset: number;
+  /** session_start_time bounds (s): the first column of the sorting key, so granules are skipped. */
+  minStart: number;
+  maxStart: number;
+  /** No row of the batch was stored before this ingested_at (s): older rows of a topic's earlier life stay out. */
+  ingestedSince: number;
+}
 
 export interface WriterOptions {
   /** Names this worker in its inserts' query ids (WORKER_INSTANCE). */
@@ -106,11 +123,15 @@ export class ClickHouseWriter {
     let transient: ClickHouseInsertError | undefined;
     let permanent: ClickHouseInsertError | undefined;
     let answered = false;
+    // Every attempt that may have stored the rows, on whichever endpoint: the caller must know them all.
+    const uncertain: ClickHouseInsertError["attempts"] = [];
+    const withAttempts = (e: ClickHouseInsertError) => ((e.attempts = uncertain), e);
     for (let k = 0; k < n; k++) {
       const i = (this.#current + k) % n;
       const e = this.#endpoints[i]!;
+      const queryId = `${this.#queryIdPrefix}${++this.#inserts}`;
       try {
-        await this.#insertInto(e, body, rows);
+        await this.#insertInto(e, body, rows, queryId);
         e.up = true;
         e.inserts++;
         this.#current = i;
@@ -118,7 +139,8 @@ export class ClickHouseWriter {
         return;
       } catch (err) {
         const failure = err as ClickHouseInsertError;
-        if (failure.kind === "data" || failure.kind === "shape") throw failure;
+        if (failure.mayHaveStored) uncertain.push({ endpoint: i, queryId });
+        if (failure.kind === "data" || failure.kind === "shape") throw withAttempts(failure);
         e.failures++;
         if (failure.serverCode !== null) answered = true;
         if (failure.kind === "transient") {
@@ -133,40 +155,83 @@ export class ClickHouseWriter {
     // An endpoint that did not answer may take the batch later; one that refused will not.
     this.#failing = true;
     const last = (transient ?? permanent)!;
-    if (answered) throw last;
-    throw new ClickHouseInsertError(last.message, last.kind, { code: null }, { cause: last.cause, unreachable: true });
+    if (answered) throw withAttempts(last);
+    throw withAttempts(
+      new ClickHouseInsertError(last.message, last.kind, { code: null }, {
+        cause: last.cause,
+        unreachable: true,
+        mayHaveStored: uncertain.length > 0,
+      }),
+    );
   }
 
-  async #insertInto(e: Endpoint, body: Uint8Array | string, rows: number): Promise<void> {
+  async #insertInto(e: Endpoint, body: Uint8Array | string, rows: number, queryId: string): Promise<void> {
     const what = `insert of ${rows} rows into ${this.#table}${this.#endpoints.length > 1 ? ` at ${e.name}` : ""}`;
     const version = e.version ?? (await this.#learnVersion(e, what));
     try {
-      await this.#send(e.client, body, version);
-    } catch (first) {
-      // A kept-alive socket the server closed meanwhile fails at once with a reset, before the
-      // server read the body: resent at once instead of waiting out a retry delay (should the
-      // server have stored it after all, the replay collapses by cdr_id like any other).
-      if (!isReset(first)) throw classifyInsertError(first, what);
-      try {
-        await this.#send(e.client, body, version);
-      } catch (cause) {
-        throw classifyInsertError(cause, what);
-      }
+      await this.#send(e.client, body, version, queryId);
+    } catch (cause) {
+      throw classifyInsertError(cause, what);
     }
+  }
+
+  /**
+   * Ends the inserts of these attempts on the endpoints they went to (`KILL QUERY … SYNC`: one still
+   * running could store after the rows were read) and makes sure none runs any more. Throws when an
+   * endpoint does not answer: what runs there is unknown.
+   */
+  async endInserts(attempts: ClickHouseInsertError["attempts"]): Promise<void> {
+    const byEndpoint = new Map<number, string[]>();
+    for (const a of attempts) byEndpoint.set(a.endpoint, [...(byEndpoint.get(a.endpoint) ?? []), a.queryId]);
+    await Promise.all(
+      [...byEndpoint].map(async ([i, ids]) => {
+        const e = this.#endpoints[i]!;
+        const which = `query_id IN (${ids.map(quote).join(", ")})`;
+        await e.client.command({ query: `KILL QUERY WHERE ${which} SYNC` });
+        const query = `SELECT count() FROM system.processes WHERE ${which}`;
+        const running = Number((await (await e.client.query({ query, format: "TabSeparated" })).text()).trim());
+        if (running !== 0)
+          throw new Error(`${running} of the inserts to end still run at ${e.name} after KILL QUERY SYNC`);
+      }),
+    );
+  }
+
+  /**
+   * Which of the rows `lookup` names are stored, as "partition:offset" keys: asked of the endpoints in
+   * turn until one answers; throws when none does, or when an answer has a line that does not parse
+   * (ClickHouse can append an exception to a 200 answer it already began).
+   */
+  async storedRows(lookup: RowLookup): Promise<Set<string>> {
+    const query =
+      `SELECT kafka_partition, kafka_offset FROM ${this.#table} ` +
+      `WHERE session_start_time >= toDateTime(${lookup.minStart}) ` +
+      `AND session_start_time <= toDateTime(${lookup.maxStart}) ` +
+      `AND kafka_partition IN (${lookup.partitions.join(", ")}) ` +
+      `AND kafka_offset >= ${lookup.minOffset} AND kafka_offset <= ${lookup.maxOffset} ` +
+      `AND ingested_at >= toDateTime(${Math.max(0, lookup.ingestedSince)})`;
+    const text = await this.#onAnyEndpoint((c) => c.query({ query, format: "TabSeparated" }).then((r) => r.text()));
+    const out = new Set<string>();
+    for (const line of text.split("\n")) {
+      if (!line) continue;
+      const m = /^(-?\d+)\t(-?\d+)$/.exec(line);
+      if (!m) throw new Error(`reading which rows are stored: an answer line that is not a row: ${line.slice(0, 200)}`);
+      out.add(`${m[1]}:${m[2]}`);
+    }
+    return out;
   }
 
   /**
    * Sent with `exec`, the whole answer read here: on a refusal the client's own error would keep
    * only the last line of a current server's text, without the row and column (insert-error.ts).
    */
-  async #send(client: ClickHouseClient, body: Uint8Array | string, version: string): Promise<void> {
+  async #send(client: ClickHouseClient, body: Uint8Array | string, version: string, queryId: string): Promise<void> {
     const r = await client.exec({
       query: this.#insertQuery,
       values: Readable.from(
         [typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)],
         { objectMode: false },
       ),
-      query_id: `${this.#queryIdPrefix}${++this.#inserts}`,
+      query_id: queryId,
       clickhouse_settings: this.#syncDistributed
         ? { ...insertSettings(version), insert_distributed_sync: 1 }
         : insertSettings(version),
@@ -232,7 +297,7 @@ export class ClickHouseWriter {
   async insertsEnded(): Promise<void> {
     const running = async (c: ClickHouseClient, ids?: readonly string[]) => {
       const which = ids
-        ? `query_id IN (${ids.map((i) => `'${i.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`).join(", ")})`
+        ? `query_id IN (${ids.map(quote).join(", ")})`
         : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`;
       const rs = await c.query({
         query: `SELECT query_id FROM system.processes WHERE ${which}`,
@@ -299,7 +364,6 @@ async function readText(stream: AsyncIterable<unknown>): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-function isReset(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  return code === "ECONNRESET" || code === "EPIPE" || (e instanceof Error && /socket hang up/i.test(e.message));
+function quote(s: string): string {
+  return `'${s.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;
 }

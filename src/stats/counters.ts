@@ -62,6 +62,8 @@ export class Counters {
   lastFlushAt: number | null = null;
   lastFlushMs = 0;
   chRetries = 0;
+  /** Inserts that failed after they may have been stored, checked before their rows were sent again. */
+  chAnswersLost = 0;
   chExhausted = 0;
   /** Rows ClickHouse refused alone (each sent to the DLQ by itself). */
   chRefusedRows = 0;

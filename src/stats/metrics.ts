@@ -95,6 +95,12 @@ const clickhouse: Section = (s, c, { metric }) => {
   metric("cdr_worker_clickhouse_retries_total", "counter", "Insert attempts that failed and were retried.", [
     [{}, c.chRetries],
   ]);
+  metric(
+    "cdr_worker_clickhouse_answers_lost_total",
+    "counter",
+    "Inserts that failed after they may have been stored; checked before their rows were sent again.",
+    [[{}, c.chAnswersLost]],
+  );
   const endpoints = s.clickhouseEndpoints?.() ?? [];
   metric(
     "cdr_worker_clickhouse_endpoint_up",

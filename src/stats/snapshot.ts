@@ -86,6 +86,7 @@ export function statsSnapshot(s: StatsSource) {
       failures: e.failures,
     })),
     clickhouse_retries: c.chRetries,
+    clickhouse_answers_lost: c.chAnswersLost,
     clickhouse_exhausted_batches: c.chExhausted,
     clickhouse_refused_rows: c.chRefusedRows,
     clickhouse_split_inserts: c.chSplitInserts,

@@ -1,10 +1,30 @@
-/** A TCP proxy that can be taken down and brought back: ClickHouse "stopped" for one test only. */
+/**
+ * A TCP proxy that can be taken down and brought back (ClickHouse "stopped" for one test only), and
+ * that can lose the answer of chosen inserts after the server gave it: the client sees a reset, or
+ * no answer until its timeout, while the server has stored the rows.
+ */
 import type { Socket, TCPSocketListener } from "bun";
+
+/** What becomes of the answer to the n-th insert (from 1): lost with a reset, held past the timeout, or passed. */
+export type AnswerFault = (insert: number) => "reset" | "late" | null;
+
+interface Conn {
+  peer?: Socket<any>;
+  pending: Uint8Array[];
+  /** The request on this connection is an INSERT whose answer has not been decided on yet. */
+  insert: boolean;
+  /** The answer to this connection's insert is being swallowed. */
+  swallowing: boolean;
+}
 
 export class TcpProxy {
   readonly #target: { hostname: string; port: number };
-  #listener: TCPSocketListener<{ peer?: Socket<any>; pending: Uint8Array[] }> | null = null;
+  #listener: TCPSocketListener<Conn> | null = null;
   readonly #sockets = new Set<Socket<any>>();
+  #fault: AnswerFault = () => null;
+  #inserts = 0;
+  /** Answers this proxy lost, by kind. */
+  readonly lost = { reset: 0, late: 0 };
   port = 0;
 
   constructor(targetHost: string, targetPort: number) {
@@ -24,17 +44,23 @@ export class TcpProxy {
     return `http://127.0.0.1:${this.port}`;
   }
 
+  /** From now on, the answers of the inserts `fault` names are lost after the server gave them. */
+  loseAnswers(fault: AnswerFault): void {
+    this.#fault = fault;
+  }
+
   up(): void {
     const sockets = this.#sockets;
     const target = this.#target;
-    this.#listener = Bun.listen<{ peer?: Socket<any>; pending: Uint8Array[] }>({
+    const proxy = this;
+    this.#listener = Bun.listen<Conn>({
       hostname: "127.0.0.1",
       port: this.port,
       socket: {
         open(client) {
-          client.data = { pending: [] };
+          client.data = { pending: [], insert: false, swallowing: false };
           sockets.add(client);
-          Bun.connect<Socket<any>>({
+          Bun.connect<Socket<Conn>>({
             ...target,
             socket: {
               open(server) {
@@ -43,13 +69,18 @@ export class TcpProxy {
                 sockets.add(server);
                 for (const chunk of client.data.pending) server.write(chunk);
               },
-              data(server, chunk) { server.data.write(chunk); },
+              data(server, chunk) {
+                proxy.#answer(server.data, server, chunk);
+              },
               close(server) { sockets.delete(server); server.data?.end(); },
               error(server) { server.data?.end(); },
             },
           }).catch(() => client.end());
         },
         data(client, chunk) {
+          // A request line starts a request: an insert's is `POST /?query=INSERT…`.
+          const head = new TextDecoder().decode(chunk.subarray(0, Math.min(chunk.length, 2048)));
+          if (/^(POST|GET) /.test(head)) client.data.insert = /[?&]query=INSERT(\+|%20)/i.test(head.split("\r\n")[0]!);
           if (client.data.peer) client.data.peer.write(chunk);
           else client.data.pending.push(new Uint8Array(chunk));
         },
@@ -57,6 +88,26 @@ export class TcpProxy {
       },
     });
     this.port = this.#listener.port;
+  }
+
+  /** The server's bytes for this client: passed on, or, for an insert the fault names, lost. */
+  #answer(client: Socket<Conn>, server: Socket<any>, chunk: Uint8Array): void {
+    const c = client.data;
+    if (c.insert) {
+      c.insert = false;
+      const fault = this.#fault(++this.#inserts);
+      if (fault === "reset") {
+        this.lost.reset++;
+        client.terminate();
+        server.end();
+        return;
+      }
+      if (fault === "late") {
+        this.lost.late++;
+        c.swallowing = true; // the client gives up at its timeout and closes; the server side then ends
+      }
+    }
+    if (!c.swallowing) client.write(chunk);
   }
 
   /** Stops listening and cuts every open connection. */

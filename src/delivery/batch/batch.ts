@@ -33,6 +33,10 @@ export class Batch {
   /** Each record's Kafka timestamp (ms since the epoch; -1 when absent). */
   readonly timestamps: Float64Array;
   readonly services: string[];
+  /** Each row's session_start_time (s): where ClickHouse's sorting key finds the row again. */
+  readonly sessionStarts: Uint32Array;
+  /** ingested_at of the first row: rows are added in time order, so no row was stored earlier. */
+  firstIngestedAt = 0;
   count = 0;
   /** Characters of the payloads held (each also encoded into the body). */
   #payloadChars = 0;
@@ -48,6 +52,7 @@ export class Batch {
     this.rats = new Uint8Array(capacity);
     this.timestamps = new Float64Array(capacity);
     this.services = new Array<string>(capacity);
+    this.sessionStarts = new Uint32Array(capacity);
   }
 
   /** Memory the rows hold: the encoded body and the payload strings. */
@@ -62,6 +67,7 @@ export class Batch {
 
   add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number, timestamp = -1): void {
     const i = this.count++;
+    if (i === 0) this.firstIngestedAt = ingestedAt;
     this.body.add(row, ingestedAt, partition, offset);
     this.rowEnds[i] = this.body.length;
     this.payloads[i] = payload;
@@ -71,6 +77,7 @@ export class Batch {
     this.rats[i] = row.rat;
     this.timestamps[i] = timestamp;
     this.services[i] = row.service_type;
+    this.sessionStarts[i] = row.session_start_time;
   }
 
   /** The insert body of rows [lo, hi) (a view: valid until the batch is reset). */

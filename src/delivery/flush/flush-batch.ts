@@ -10,6 +10,7 @@ import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
 import type { DlqPublisher, SourceRecord } from "../../dlq/publisher.ts";
 import { log } from "../../log.ts";
 import type { Counters } from "../../stats/counters.ts";
+import { insertOnce } from "./insert-once.ts";
 
 export interface FlushDeps {
   writer: ClickHouseWriter;
@@ -24,7 +25,8 @@ export interface FlushDeps {
 
 export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
   const started = performance.now();
-  const outcome = await storeBatch(batch.count, (lo, hi) => d.writer.insert(batch.rows(lo, hi), hi - lo), d.retry, {
+  const once = insertOnce(batch, d.writer);
+  const outcome = await storeBatch(batch.count, once.insert, d.retry, {
     onRetry: (attempt, error, delayMs) => {
       d.counters.chRetries++;
       log.warn("ClickHouse insert failed; retrying", {
@@ -49,10 +51,14 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
     sends.push(d.dlq.publishRefused(sourceRecord(batch, row), d.topic, error.column, error.message));
   }
   const failed = outcome.failed;
+  // A lost answer's rows may be stored after all: asked once more before any goes to the DLQ.
+  if (failed) await once.settle();
+  d.counters.chAnswersLost += once.lost;
   if (failed) {
     const records: SourceRecord[] = [];
     for (const [lo, hi] of failed.ranges) {
       for (let i = lo; i < hi; i++) {
+        if (once.stored(i)) continue;
         notInserted.push(i);
         records.push(sourceRecord(batch, i));
       }

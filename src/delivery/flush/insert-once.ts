@@ -1,0 +1,132 @@
+/**
+ * Inserting a batch's rows so that none is stored twice when an answer is lost. ClickHouse may
+ * store an insert and its answer never arrive (a reset after the server read the body, an answer
+ * later than the request timeout): sending the same rows again would store them twice. So after
+ * any failure that may have stored rows, the next send of those rows first ends the failed insert
+ * on its endpoint (KILL QUERY … SYNC: one still running could store after the read), then reads
+ * which of them ClickHouse holds (by provenance, within the sorting key's session_start_time range),
+ * and sends only the rest. A range whose rows are all stored succeeds without a send.
+ *
+ * When the check itself cannot run (ClickHouse does not answer), the rows stay unchecked and the
+ * retry policy's next attempt checks first; the rows the retries never got stored take the spec's
+ * exhausted path, and `storedAfterAll` tells the flush stage which of them ClickHouse holds.
+ */
+import type { Batch } from "../batch/batch.ts";
+import { ClickHouseInsertError } from "../../clickhouse/insert-error.ts";
+import type { InsertRange } from "../../clickhouse/store.ts";
+import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
+import { log } from "../../log.ts";
+
+export interface InsertOnce {
+  insert: InsertRange;
+  /** Row i is known to be stored: never sent again, never dead-lettered. */
+  stored(i: number): boolean;
+  /** Answers lost and checked so far, and rows found stored by those checks. */
+  readonly lost: number;
+  readonly foundStored: number;
+  /** Checks a failed attempt not yet checked, if it can: before the exhausted path dead-letters rows. */
+  settle(): Promise<void>;
+}
+
+export function insertOnce(batch: Batch, writer: ClickHouseWriter): InsertOnce {
+  const stored = new Uint8Array(batch.count);
+  // Failed attempts not yet checked, and the rows they carried.
+  let unchecked: { attempts: ClickHouseInsertError["attempts"]; rows: number[] } | null = null;
+  const state = { lost: 0, foundStored: 0 };
+
+  const check = async (): Promise<void> => {
+    const { attempts, rows } = unchecked!;
+    await writer.endInserts(attempts);
+    const found = await writer.storedRows(lookupOf(batch, rows));
+    let n = 0;
+    for (const i of rows)
+      if (found.has(`${batch.partitions[i]}:${batch.offsets[i]}`)) {
+        stored[i] = 1;
+        n++;
+      }
+    unchecked = null;
+    state.lost++;
+    state.foundStored += n;
+    log.warn("a ClickHouse insert failed after it may have been stored; only rows it did not store go again", {
+      rows: rows.length,
+      stored: n,
+    });
+  };
+
+  const insert: InsertRange = async (lo, hi) => {
+    for (let attempt = 0; ; attempt++) {
+      if (unchecked) await check();
+      const rows: number[] = [];
+      for (let i = lo; i < hi; i++) if (!stored[i]) rows.push(i);
+      if (rows.length === 0) return;
+      try {
+        await writer.insert(bodyOf(batch, rows, lo, hi), rows.length);
+        return;
+      } catch (e) {
+        if (!(e instanceof ClickHouseInsertError) || !e.mayHaveStored) throw e;
+        unchecked = { attempts: e.attempts, rows };
+        // A reset is most often a kept-alive socket the server had closed: checked, then sent again at
+        // once rather than after a retry delay.
+        if (attempt > 0 || !isReset(e.cause)) throw e;
+        try {
+          await check();
+        } catch {
+          throw e;
+        }
+      }
+    }
+  };
+
+  return {
+    insert,
+    stored: (i) => stored[i] === 1,
+    settle: async () => {
+      if (!unchecked) return;
+      // Unknown still (ClickHouse does not answer): dead-lettered, perhaps also stored; logged.
+      await check().catch((err) =>
+        log.error("a ClickHouse insert's answer was lost and what it stored cannot be read; its rows go to the DLQ", {
+          rows: unchecked?.rows.length,
+          err: err as Error,
+        }),
+      );
+    },
+    get lost() {
+      return state.lost;
+    },
+    get foundStored() {
+      return state.foundStored;
+    },
+  };
+}
+
+/** The body of these rows: a view when they are the whole range, else their slices copied together. */
+function bodyOf(batch: Batch, rows: number[], lo: number, hi: number): Uint8Array {
+  if (rows.length === hi - lo) return batch.rows(lo, hi);
+  const parts = rows.map((i) => batch.rows(i, i + 1));
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+function lookupOf(batch: Batch, rows: number[]) {
+  let minOffset = Infinity, maxOffset = -Infinity, minStart = Infinity, maxStart = -Infinity;
+  const partitions = new Set<number>();
+  for (const i of rows) {
+    partitions.add(batch.partitions[i]!);
+    minOffset = Math.min(minOffset, batch.offsets[i]!);
+    maxOffset = Math.max(maxOffset, batch.offsets[i]!);
+    minStart = Math.min(minStart, batch.sessionStarts[i]!);
+    maxStart = Math.max(maxStart, batch.sessionStarts[i]!);
+  }
+  const ingestedSince = batch.firstIngestedAt;
+  return { partitions: [...partitions], minOffset, maxOffset, minStart, maxStart, ingestedSince };
+}
+
+function isReset(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === "ECONNRESET" || code === "EPIPE" || (e instanceof Error && /socket hang up/i.test(e.message));
+}

@@ -1,0 +1,90 @@
+// insert-once.ts with a stand-in writer (a pure unit test; test/e2e/lost-answers.test.ts runs it
+// against both real servers behind a proxy that loses answers).
+import { expect, test } from "bun:test";
+import { decode } from "../../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../../src/cdr/phone.ts";
+import { ClickHouseInsertError } from "../../../src/clickhouse/insert-error.ts";
+import { RowBuffer } from "../../../src/clickhouse/row-encoder.ts";
+import type { ClickHouseWriter, RowLookup } from "../../../src/clickhouse/writer.ts";
+import { Batch } from "../../../src/delivery/batch/batch.ts";
+import { insertOnce } from "../../../src/delivery/flush/insert-once.ts";
+import { toJson, withFields } from "../../fixtures/records.ts";
+
+function batchOf(n: number): Batch {
+  const b = new Batch(n, new RowBuffer());
+  const ctx = { phone: new PhoneNormalizer() };
+  for (let i = 0; i < n; i++) {
+    const d = decode(toJson(withFields({ raw_id: `r${i}` })), ctx);
+    if (!d.ok) throw new Error("fixture must be valid");
+    b.add(d.row, 1_700_000_000, d.payload, 0, i, -1);
+  }
+  return b;
+}
+
+const lost = (code: string) =>
+  Object.assign(new ClickHouseInsertError("insert: lost", "transient", { code: null }, { cause: Object.assign(new Error(code), { code }), mayHaveStored: true }), {
+    attempts: [{ endpoint: 0, queryId: "q" }],
+  });
+
+/** A server that stores what it is sent; `lose` says which sends store but lose their answer. */
+function writer(lose: (send: number) => boolean, checkFails = () => false) {
+  const rows: number[] = [];
+  const sends: number[] = [];
+  const w = {
+    insert: async (_body: Uint8Array, n: number) => {
+      sends.push(n);
+      const first = rows.length;
+      for (let k = 0; k < n; k++) rows.push(first + k); // the test batches send rows in order
+      if (lose(sends.length)) throw lost("ETIMEDOUT");
+    },
+    endInserts: async () => {
+      if (checkFails()) throw new Error("no answer");
+    },
+    storedRows: async (l: RowLookup) => new Set(rows.filter((o) => o >= l.minOffset && o <= l.maxOffset).map((o) => `0:${o}`)),
+  };
+  return { w: w as unknown as ClickHouseWriter, rows, sends };
+}
+
+test("an answer lost after the server stored every row: checked, nothing sent again", async () => {
+  const b = batchOf(10);
+  const f = writer((k) => k === 1);
+  const once = insertOnce(b, f.w);
+  await expect(once.insert(0, 10)).rejects.toBeInstanceOf(ClickHouseInsertError); // ETIMEDOUT: the retry's delay
+  await once.insert(0, 10);
+  expect(f.sends).toEqual([10]);
+  expect(f.rows.length).toBe(10);
+  expect([once.lost, once.foundStored]).toEqual([1, 10]);
+});
+
+test("a reset is checked and the rows not stored are sent at once; stored rows are never sent twice", async () => {
+  const b = batchOf(10);
+  // The server stored the first 10 of a send whose answer was reset: all stored, done without a resend.
+  const f = writer(() => false);
+  f.w.insert = (async (_body: Uint8Array, n: number) => {
+    f.sends.push(n);
+    if (f.sends.length === 1) {
+      for (let k = 0; k < 4; k++) f.rows.push(k); // stored only 4 rows, then the connection reset
+      throw lost("ECONNRESET");
+    }
+    for (let k = 0; k < n; k++) f.rows.push(f.rows.length);
+  }) as ClickHouseWriter["insert"];
+  const once = insertOnce(b, f.w);
+  await once.insert(0, 10);
+  expect(f.sends).toEqual([10, 6]);
+  expect(new Set(f.rows).size).toBe(f.rows.length);
+  expect(once.stored(3) && !once.stored(4)).toBe(true);
+});
+
+test("a check that cannot run leaves the rows unchecked: the next attempt checks before it sends", async () => {
+  const b = batchOf(5);
+  let down = true;
+  const f = writer((k) => k === 1, () => down);
+  const once = insertOnce(b, f.w);
+  await expect(once.insert(0, 5)).rejects.toBeInstanceOf(ClickHouseInsertError);
+  await expect(once.insert(0, 5)).rejects.toThrow("no answer");
+  expect(f.sends).toEqual([5]);
+  down = false;
+  await once.insert(0, 5);
+  expect(f.sends).toEqual([5]);
+  expect(once.stored(4)).toBe(true);
+});
