@@ -220,6 +220,16 @@ export const RESERVED_KAFKA_PROPS: Readonly<Record<string, string>> = {
   "metadata.broker.list": "set KAFKA_BROKERS",
 };
 
+/**
+ * Properties exactly-once keeps at the worker's own values: an envelope the DLQ producer loses or
+ * writes twice is a record dead-lettered never or twice. With DELIVERY=at-least-once they may be set.
+ */
+export const EXACTLY_ONCE_KAFKA_PROPS: Readonly<Record<string, string>> = {
+  "enable.idempotence":
+    "exactly-once needs the DLQ producer idempotent (the worker sets true): no envelope written twice by a retry",
+  acks: "exactly-once needs every in-sync replica to acknowledge an envelope (acks=all, which idempotence implies)",
+};
+
 /** security.protocol → KAFKA_PROP_SECURITY_PROTOCOL: the variable that sets a property. */
 export function kafkaPropVariable(prop: string): string {
   const spelled = prop.replace(/[._-]/g, (c) => (c === "." ? "_" : c === "_" ? "__" : "___"));
@@ -310,6 +320,12 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       problems.push({ variable: name, value: "[redacted]", expected: "expected a property name after KAFKA_PROP_" });
     else if (RESERVED_KAFKA_PROPS[prop])
       problems.push({ variable: name, value, expected: `${prop} cannot be set here: ${RESERVED_KAFKA_PROPS[prop]}` });
+    else if (EXACTLY_ONCE_KAFKA_PROPS[prop] && (out as Partial<Parsed>).DELIVERY === "exactly-once")
+      problems.push({
+        variable: name,
+        value,
+        expected: `${prop} cannot be set with DELIVERY=exactly-once: ${EXACTLY_ONCE_KAFKA_PROPS[prop]}`,
+      });
     else props[prop] = value;
   }
   if (problems.length) throw new ConfigError(problems);

@@ -124,6 +124,22 @@ test.each(["ENABLE_AUTO_COMMIT", "ENABLE_AUTO_OFFSET_STORE", "LOG_QUEUE", "GROUP
   },
 );
 
+test("under exactly-once (the default) KAFKA_PROP_ENABLE_IDEMPOTENCE and KAFKA_PROP_ACKS are refused, one line each naming them; at-least-once takes them", () => {
+  let err: unknown;
+  try {
+    loadConfig({ KAFKA_PROP_ENABLE_IDEMPOTENCE: "false", KAFKA_PROP_ACKS: "1" });
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(ConfigError);
+  const lines = (err as ConfigError).message.split("\n").sort();
+  expect(lines).toHaveLength(2);
+  expect(lines[0]).toStartWith('config error: KAFKA_PROP_ACKS="1": acks cannot be set with DELIVERY=exactly-once: ');
+  expect(lines[1]).toStartWith('config error: KAFKA_PROP_ENABLE_IDEMPOTENCE="false": enable.idempotence cannot be set with DELIVERY=exactly-once: ');
+  const c = loadConfig({ DELIVERY: "at-least-once", KAFKA_PROP_ENABLE_IDEMPOTENCE: "false", KAFKA_PROP_ACKS: "1" });
+  expect(c.kafka.props).toEqual({ "enable.idempotence": "false", acks: "1" });
+});
+
 test("kafkaPropVariable spells a property back as its variable", () => {
   for (const suffix of ["SECURITY_PROTOCOL", "LOG__LEVEL", "SASL_KERBEROS_SERVICE___NAME", "ENABLE_AUTO_COMMIT"])
     expect(kafkaPropVariable(kafkaPropName(suffix))).toBe(`KAFKA_PROP_${suffix}`);
