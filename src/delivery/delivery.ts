@@ -322,7 +322,7 @@ export class Delivery {
           topic: this.#opts.topic,
           partition,
           offset: BigInt(offset),
-          metadata: commitMetadata(since),
+          metadata: commitMetadata(this.#replays?.commitSince(partition, offset, since) ?? since),
         })),
       );
     } catch (e) {

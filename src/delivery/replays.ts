@@ -11,9 +11,10 @@ import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
 import type { Counters } from "../stats/counters.ts";
 import type { Gate } from "./gate.ts";
+import type { Delivered } from "./offsets/replay-check.ts";
 
 export interface ReplayFinder {
-  findDelivered(partitions: number[]): Promise<Map<number, Set<number>>>;
+  findDelivered(partitions: number[]): Promise<Map<number, Delivered>>;
 }
 
 const RETRY_MS = [500, 30_000] as const;
@@ -30,6 +31,11 @@ export class Replays {
   #stopped = false;
   /** Offsets the last owner delivered, per partition; forgotten past `max`. */
   readonly #delivered = new Map<number, { offsets: Set<number>; max: number }>();
+  /**
+   * The `since` each check read from, kept while a commit could fall at or before the last offset
+   * it skips: such a commit must lead the next owner's check back as far (commitSince).
+   */
+  readonly #checked = new Map<number, { max: number; since: number }>();
 
   constructor(
     finder: ReplayFinder,
@@ -63,6 +69,21 @@ export class Replays {
     return true;
   }
 
+  /**
+   * The `since` a commit of `partition` at `offset` carries: the tracker's, or the checked one while
+   * an offset the last owner delivered lies at or past `offset`. A fresher time would lead the next
+   * owner's check past rows the last owner stored long before, and it would store them again.
+   */
+  commitSince(partition: number, offset: number, since: number): number {
+    const c = this.#checked.get(partition);
+    if (!c) return since;
+    if (offset > c.max) {
+      this.#checked.delete(partition);
+      return since;
+    }
+    return Math.min(since, c.since);
+  }
+
   check(tps: readonly TopicPartition[]): void {
     if (tps.length === 0) return;
     this.#gate.close(tps, "replay-check");
@@ -76,6 +97,7 @@ export class Replays {
     for (const { partition } of partitions) {
       this.#checking.delete(partition);
       this.#delivered.delete(partition);
+      this.#checked.delete(partition);
     }
   }
 
@@ -87,7 +109,7 @@ export class Replays {
     const mine = () => tps.map((t) => t.partition).filter((p) => this.#checking.get(p) === gen);
     if (mine().length === 0 || this.#stopped) return;
     const started = performance.now();
-    let found: Map<number, Set<number>>;
+    let found: Map<number, Delivered>;
     try {
       found = await this.#finder.findDelivered(mine());
     } catch (e) {
@@ -107,11 +129,13 @@ export class Replays {
     let delivered = 0;
     for (const p of ready) {
       this.#checking.delete(p);
-      const offsets = found.get(p);
-      if (!offsets || offsets.size === 0) continue;
+      const f = found.get(p);
+      if (!f || f.offsets.size === 0) continue;
+      const offsets = f.offsets;
       let max = -1;
       for (const o of offsets) if (o > max) max = o;
       this.#delivered.set(p, { offsets, max });
+      this.#checked.set(p, { max, since: f.since });
       delivered += offsets.size;
     }
     this.#counters.replayChecks++;

@@ -33,7 +33,7 @@ function harness(opts: { dlqMaxRatio?: number; delivered?: number[] } = {}) {
   const writer = { insert: async (body: Uint8Array) => void events.push(`insert ${rowBinaryToTsv(body).map((l) => l.split("\t")[1]).join(",")}`) } as unknown as ClickHouseWriter;
   const dlq = { publishRejection: async () => void events.push("dlq") } as unknown as DlqPublisher;
   const counters = new Counters();
-  const replays = opts.delivered ? { findDelivered: async () => new Map([[0, new Set(opts.delivered)]]) } : undefined;
+  const replays = opts.delivered ? { findDelivered: async () => new Map([[0, { offsets: new Set(opts.delivered), since: 0 }]]) } : undefined;
   const d = new Delivery(
     { topic: "cdr.raw", batchSize: 100, flushIntervalMs: 60_000, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: opts.dlqMaxRatio ?? 1, dlqRatioWindow: 10 },
     { consumer, writer, dlq, counters, ...(replays ? { replays } : {}) },

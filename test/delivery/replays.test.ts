@@ -1,6 +1,7 @@
 import { createClient } from "@clickhouse/client";
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { Gate } from "../../src/delivery/gate.ts";
+import type { Delivered } from "../../src/delivery/offsets/replay-check.ts";
 import { Replays } from "../../src/delivery/replays.ts";
 import { CdrWorkerError } from "../../src/errors.ts";
 import { Counters } from "../../src/stats/counters.ts";
@@ -10,7 +11,7 @@ setDefaultTimeout(60_000);
 
 const tp = (partition: number) => ({ topic: "cdr.raw", partition });
 
-function setup(find: (partitions: number[]) => Promise<Map<number, Set<number>>>) {
+function setup(find: (partitions: number[]) => Promise<Map<number, Delivered>>) {
   const paused = new Set<number>();
   const gate = new Gate({
     assignment: [tp(0), tp(1)],
@@ -25,12 +26,12 @@ function setup(find: (partitions: number[]) => Promise<Map<number, Set<number>>>
 }
 
 test("partitions stay paused until the check answers; each delivered offset is skipped once, and nothing past the last", async () => {
-  let answer!: (m: Map<number, Set<number>>) => void;
+  let answer!: (m: Map<number, Delivered>) => void;
   const s = setup(() => new Promise((resolve) => (answer = resolve)));
   s.r.check([tp(0), tp(1)]);
   expect([...s.paused].sort()).toEqual([0, 1]);
   expect(s.r.pending).toBe(2);
-  answer(new Map([[0, new Set([5, 7])]]));
+  answer(new Map([[0, { offsets: new Set([5, 7]), since: 1000 }]]));
   await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "check done");
   expect([...s.paused]).toEqual([]);
   expect([5, 6, 7, 7, 8].map((o) => s.r.delivered(0, o))).toEqual([true, false, true, false, false]);
@@ -61,12 +62,29 @@ test("a failed check is tried again, its partitions paused meanwhile; a refusal 
 });
 
 test("a check whose partitions were revoked meanwhile is dropped", async () => {
-  let answer!: (m: Map<number, Set<number>>) => void;
+  let answer!: (m: Map<number, Delivered>) => void;
   const s = setup(() => new Promise((resolve) => (answer = resolve)));
   s.r.check([tp(0)]);
   s.r.forget([tp(0)]);
-  answer(new Map([[0, new Set([1])]]));
+  answer(new Map([[0, { offsets: new Set([1]), since: 1000 }]]));
   await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "the answer arrived");
   expect(s.r.delivered(0, 1)).toBe(false);
   expect(s.r.pending).toBe(0);
+});
+
+// A new owner that commits inside the range it skips, then loses the partition: the next owner's
+// check reads from that commit's since. A fresh time there would miss what the first owner stored
+// earlier, and store it again; the checked since is kept until the position passes the range.
+test("regression: a commit at or before the last skipped offset carries the since the check read from; past it, the tracker's", async () => {
+  let answer!: (m: Map<number, Delivered>) => void;
+  const s = setup(() => new Promise((resolve) => (answer = resolve)));
+  s.r.check([tp(0), tp(1)]);
+  answer(new Map([[0, { offsets: new Set([10, 12]), since: 1_000 }]]));
+  await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "check done");
+  expect(s.r.delivered(0, 10)).toBe(true);
+  expect(s.r.commitSince(0, 11, 9_000)).toBe(1_000); // offset 12, skipped, is still ahead
+  expect(s.r.commitSince(0, 12, 9_000)).toBe(1_000);
+  expect(s.r.commitSince(1, 11, 9_000)).toBe(9_000); // nothing skipped there
+  expect(s.r.commitSince(0, 13, 9_000)).toBe(9_000); // past the range
+  expect(s.r.commitSince(0, 12, 9_000)).toBe(9_000); // and forgotten
 });

@@ -29,6 +29,13 @@ export interface Owned {
 /** Offsets delivered, by partition. */
 export type DeliveredOffsets = Map<number, number[]>;
 
+/** What the check found of one partition: the offsets delivered past the commit, and the commit's time. */
+export interface Delivered {
+  offsets: Set<number>;
+  /** The `since` the check read from (the commit's metadata, or the time of the commit it made). */
+  since: number;
+}
+
 export interface ReplayCheckDeps {
   topic: string;
   committed(partitions: readonly TopicPartition[]): TopicPartition[];
@@ -46,8 +53,9 @@ export interface ReplayCheckDeps {
 export async function findDelivered(
   partitions: readonly number[],
   d: ReplayCheckDeps,
-): Promise<Map<number, Set<number>>> {
+): Promise<Map<number, Delivered>> {
   const now = d.now ?? Date.now;
+  const checkedAt = now();
   const committed = d.committed(partitions.map((partition) => ({ topic: d.topic, partition })));
   const owned: Owned[] = [];
   const unmarked: TopicPartition[] = [];
@@ -61,18 +69,21 @@ export async function findDelivered(
         topic: d.topic,
         partition: c.partition,
         offset: BigInt(position),
-        metadata: commitMetadata(now()),
+        metadata: commitMetadata(checkedAt),
       });
     }
   }
   if (unmarked.length) await d.commit(unmarked);
-  const delivered = new Map<number, Set<number>>(partitions.map((p) => [p, new Set<number>()]));
+  const since = new Map(owned.map((o) => [o.partition, o.since]));
+  const delivered = new Map<number, Delivered>(
+    partitions.map((p) => [p, { offsets: new Set<number>(), since: since.get(p) ?? checkedAt }]),
+  );
   if (owned.length === 0) return delivered;
   await d.insertsEnded();
   const [stored, deadLettered] = await Promise.all([d.stored(owned), d.deadLettered(owned)]);
   for (const found of [stored, deadLettered])
     for (const [p, offsets] of found) {
-      const set = delivered.get(p);
+      const set = delivered.get(p)?.offsets;
       if (set) for (const o of offsets) set.add(o);
     }
   return delivered;

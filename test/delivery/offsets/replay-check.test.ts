@@ -26,7 +26,9 @@ test("marked partitions are checked from their commit; unmarked ones get their s
   expect(calls[0]).toBe(`commit 1@40:${commitMetadata(5000)} 2@7:${commitMetadata(5000)}`);
   expect(calls[1]).toBe("inserts ended");
   expect(calls.slice(2).sort()).toEqual(["dead-lettered", `stored ${JSON.stringify([{ partition: 0, from: 100, since: 1000 }])}`]);
-  expect([...found].map(([p, s]) => [p, [...s].sort()])).toEqual([[0, [100, 101, 102]], [1, []], [2, []]]);
+  expect([...found].map(([p, s]) => [p, [...s.offsets].sort()])).toEqual([[0, [100, 101, 102]], [1, []], [2, []]]);
+  // The since each partition was checked from: its commit's, or the time of the commit the check made.
+  expect([...found].map(([p, s]) => [p, s.since])).toEqual([[0, 1000], [1, 5000], [2, 5000]]);
 });
 
 test("nothing to check: no query at all", async () => {
@@ -41,5 +43,5 @@ test("nothing to check: no query at all", async () => {
     deadLettered: async () => (calls.push("dead-lettered"), new Map()),
   });
   expect(calls).toEqual(["commit"]);
-  expect(found.get(0)!.size).toBe(0);
+  expect(found.get(0)!.offsets.size).toBe(0);
 });
