@@ -13,7 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # No script calls the CNI dnsname plugin by name, yet podman needs it: without it, containers on a
 # compose network cannot resolve each other's service names (kafka, clickhouse).
 APT_PACKAGES=(kcat clickhouse-server clickhouse-client prometheus zookeeper gcc g++ make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev
-  podman runc mmdebstrap golang-github-containernetworking-plugin-dnsname maven openjdk-17-jre-headless python3 python3-venv curl openssl)
+  podman runc mmdebstrap golang-github-containernetworking-plugin-dnsname git maven openjdk-17-jre-headless python3 python3-venv curl openssl)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
 

@@ -23,6 +23,7 @@
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
+import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
@@ -275,12 +276,19 @@ export class ClickHouseWriter {
       `SELECT kafka_partition, kafka_offset FROM ${this.#table} ` +
       `WHERE kafka_partition IN (${owned.map((o) => o.partition).join(", ")}) ` +
       `AND kafka_offset >= ${from} AND ingested_at >= toDateTime(${Math.max(0, since)})`;
-    const text = await this.#onAnyEndpoint((c) => c.query({ query, format: "TabSeparated" }).then((r) => r.text()));
+    const read = (c: ClickHouseClient) => c.query({ query, format: "TabSeparated" }).then((r) => r.text());
+    const text = await this.#onAnyEndpoint(read).catch((err) => {
+      throw permanentOr(err, "replay check: reading what the last owner stored");
+    });
     const byPartition = new Map(owned.map((o) => [o.partition, o]));
     const out: DeliveredOffsets = new Map();
     for (const line of text.split("\n")) {
       if (!line) continue;
-      const [p, o] = line.split("\t").map(Number) as [number, number];
+      // ClickHouse can append an exception to an answer it began with 200: a line that is not a row
+      // means the answer is not whole, and a partial answer would skip too little.
+      const m = /^(-?\d+)\t(-?\d+)$/.exec(line);
+      if (!m) throw new Error(`replay check: an answer line that is not a row: ${line.slice(0, 200)}`);
+      const [p, o] = [Number(m[1]), Number(m[2])];
       const w = byPartition.get(p);
       if (!w || o < w.from) continue;
       let list = out.get(p);
@@ -307,12 +315,11 @@ export class ClickHouseWriter {
     };
     await Promise.all(
       this.#endpoints.map(async (e) => {
-        let ids: string[];
-        try {
-          ids = await running(e.client);
-        } catch {
-          return; // no answer: nothing it runs can store anything the check would read from another
-        }
+        // An endpoint that does not answer may still run an insert that stores after the check:
+        // its error fails the check, which is tried again (a missing grant stops the worker).
+        let ids = await running(e.client).catch((err) => {
+          throw permanentOr(err, `replay check: asking ${e.name} which inserts still run`);
+        });
         const deadline = Date.now() + RUNNING_WAIT_MS;
         while (ids.length > 0) {
           if (Date.now() > deadline)
@@ -321,7 +328,9 @@ export class ClickHouseWriter {
                 ids.slice(0, 3).join(", "),
             );
           await Bun.sleep(RUNNING_POLL_MS);
-          ids = await running(e.client, ids);
+          ids = await running(e.client, ids).catch((err) => {
+            throw permanentOr(err, `replay check: asking ${e.name} which inserts still run`);
+          });
         }
       }),
     );
@@ -362,6 +371,15 @@ async function readText(stream: AsyncIterable<unknown>): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of stream) chunks.push(c as Buffer);
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/**
+ * A refusal no retry gets past (a grant missing, the table gone, authentication) as an error that
+ * says so, so the worker stops with a line naming it; anything else as it came, to be tried again.
+ */
+function permanentOr(err: unknown, what: string): unknown {
+  const e = classifyInsertError(err, what);
+  return e.kind === "permanent" ? new CdrWorkerError("CLICKHOUSE_SCHEMA", e.message, false, { cause: err }) : err;
 }
 
 function quote(s: string): string {

@@ -14,6 +14,7 @@ import type { ClickHouseWriter } from "../clickhouse/writer.ts";
 import type { DlqPublisher } from "../dlq/publisher.ts";
 import { KafkaError } from "../errors.ts";
 import type { Consumer } from "../kafka/consumer.ts";
+import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { Message } from "../kafka/message.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
@@ -29,14 +30,6 @@ import { CommitScheduler } from "./offsets/commit-scheduler.ts";
 import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
 import { Replays, type ReplayFinder } from "./replays.ts";
 
-/** Kafka's answers to a commit while the group rebalances (DECISIONS "Commits and rebalances"). */
-const REBALANCE_REFUSALS = new Set([
-  "REBALANCE_IN_PROGRESS",
-  "UNKNOWN_MEMBER_ID",
-  "ILLEGAL_GENERATION",
-  "STALE_MEMBER_EPOCH",
-  "FENCED_MEMBER_EPOCH",
-]);
 /** Pause before a refused commit is sent again: the rebalance needs the poll loop meanwhile. */
 const COMMIT_RETRY_MS = 500;
 /** Most DLQ deliveries awaited at once before polling pauses. */

@@ -3,10 +3,13 @@
  * check (offsets/replay-check.ts) says which of their records the last owner delivered past its
  * commit; those are skipped when read again, and the partition resumes. The other partitions flow
  * meanwhile. A check that fails is tried again with backoff, 0.5 s doubling to 30 s, unless no
- * retry can help (a topic gone, a grant missing): that stops the worker, as it would at start. A
- * check whose partitions were revoked meanwhile is dropped: its generation no longer matches.
+ * retry can help (a topic gone, a grant missing): that stops the worker, as it would at start. The
+ * group's answers while it rebalances are answered as Delivery answers a refused commit: tried
+ * again after the rejoin, not fatal (they come most during a rolling restart). A check whose
+ * partitions were revoked meanwhile is dropped: its generation no longer matches.
  */
-import { CdrWorkerError } from "../errors.ts";
+import { CdrWorkerError, KafkaError } from "../errors.ts";
+import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
 import type { Counters } from "../stats/counters.ts";
@@ -113,7 +116,8 @@ export class Replays {
     try {
       found = await this.#finder.findDelivered(mine());
     } catch (e) {
-      if (e instanceof CdrWorkerError && !e.retryable) return this.#onFatal(e);
+      const rebalancing = e instanceof KafkaError && REBALANCE_REFUSALS.has(e.kafkaName ?? "");
+      if (e instanceof CdrWorkerError && !e.retryable && !rebalancing) return this.#onFatal(e);
       const delay = Math.min(RETRY_MS[1], RETRY_MS[0] * 2 ** n);
       this.#counters.replayCheckFailures++;
       log.warn("replay check failed; its partitions stay paused and it is tried again", {

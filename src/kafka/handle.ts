@@ -41,6 +41,19 @@ const TRANSIENT = new Set([
   27, // REBALANCE_IN_PROGRESS
 ]);
 
+/**
+ * The group's answers while it rebalances (REBALANCE_IN_PROGRESS; after a session or coordinator
+ * loss UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION; under KIP-848 STALE_MEMBER_EPOCH or
+ * FENCED_MEMBER_EPOCH): the request did nothing, and the same one after the rejoin may succeed.
+ */
+export const REBALANCE_REFUSALS: ReadonlySet<string> = new Set([
+  "REBALANCE_IN_PROGRESS",
+  "UNKNOWN_MEMBER_ID",
+  "ILLEGAL_GENERATION",
+  "STALE_MEMBER_EPOCH",
+  "FENCED_MEMBER_EPOCH",
+]);
+
 export function kafkaError(
   code: ErrorCode,
   what: string,

@@ -4,6 +4,7 @@ import { Gate } from "../../src/delivery/gate.ts";
 import type { Delivered } from "../../src/delivery/offsets/replay-check.ts";
 import { Replays } from "../../src/delivery/replays.ts";
 import { CdrWorkerError } from "../../src/errors.ts";
+import { kafkaError } from "../../src/kafka/handle.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import { waitFor } from "../support/services.ts";
 
@@ -59,6 +60,24 @@ test("a failed check is tried again, its partitions paused meanwhile; a refusal 
   f.r.check([tp(0)]);
   await waitFor(() => (f.fatal.length === 1 ? true : undefined), 5000, "fatal");
   expect(f.paused.has(0)).toBe(true);
+});
+
+// During a rolling restart the group answers the check's commit or committed() with the codes a
+// refused commit gets; Delivery retries those, and so does the check: they are not fatal.
+test("regression: the group's rebalance answers (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) are retried, not fatal", async () => {
+  // librdkafka's codes, as the binding throws them (rd_kafka_err2name names them).
+  for (const code of [22, 25, 110]) {
+    const refused = kafkaError("KAFKA_CLIENT", "committed", code);
+    expect(refused.retryable).toBe(false);
+    let calls = 0;
+    const s = setup(async () => {
+      if (++calls === 1) throw refused;
+      return new Map();
+    });
+    s.r.check([tp(0)]);
+    await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, `retried after ${refused.kafkaName}`);
+    expect([s.fatal.length, calls, s.paused.size]).toEqual([0, 2, 0]);
+  }
 });
 
 test("a check whose partitions were revoked meanwhile is dropped", async () => {

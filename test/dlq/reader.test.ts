@@ -1,8 +1,10 @@
 // The DLQ reader hands over only envelopes of the exact shape; anything else is named, never thrown.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { readEnvelope } from "../../src/dlq/reader.ts";
 import type { Message } from "../../src/kafka/message.ts";
+
+setDefaultTimeout(60_000);
 
 const message = (text: string | null): Message => ({
   topic: "cdr.raw.dlq", partition: 0, offset: 9, timestamp: -1, key: null, headers: [],

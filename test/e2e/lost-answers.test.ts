@@ -11,7 +11,7 @@ import { CLICKHOUSE_SERVERS } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
-setDefaultTimeout(120_000);
+setDefaultTimeout(60_000);
 
 const RECORDS = 6_000;
 
@@ -48,5 +48,5 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s.url] as const))("lost ins
     } finally {
       proxy.down();
     }
-  });
+  }, 120_000);
 });

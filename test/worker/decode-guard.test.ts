@@ -1,10 +1,12 @@
 // A stage that throws costs one record, never the worker: the record becomes a rejection.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode, type DecodeContext } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import { decodeOne } from "../../src/worker/decode-guard.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
+
+setDefaultTimeout(60_000);
 
 const ctx: DecodeContext = { phone: new PhoneNormalizer({ cacheSize: 0 }) };
 const message = (value: Uint8Array | null): Message => ({

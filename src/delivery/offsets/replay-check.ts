@@ -16,6 +16,7 @@
  * cannot see is an insert that a worker cut off from Kafka, but not from ClickHouse, makes after
  * the check (README "Exactly-once").
  */
+import { KafkaError } from "../../errors.ts";
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import { commitMetadata, readCommitMetadata } from "./commit-metadata.ts";
 
@@ -60,6 +61,12 @@ export async function findDelivered(
   const owned: Owned[] = [];
   const unmarked: TopicPartition[] = [];
   for (const c of committed) {
+    // A partition whose committed offset could not be read is not "never committed": committing its
+    // low watermark would move it back. The check is tried again.
+    if (c.err) {
+      const what = `reading the committed offset of partition ${c.partition}: librdkafka error ${c.err}`;
+      throw new KafkaError("KAFKA_CLIENT", what, c.err, undefined, true);
+    }
     const meta = readCommitMetadata(c.metadata);
     const offset = c.offset !== undefined && c.offset >= 0n ? Number(c.offset) : null;
     if (offset !== null && meta) owned.push({ partition: c.partition, from: offset, since: meta.since });

@@ -1,6 +1,6 @@
 // insert-once.ts with a stand-in writer (a pure unit test; test/e2e/lost-answers.test.ts runs it
 // against both real servers behind a proxy that loses answers).
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../../src/cdr/phone.ts";
 import { ClickHouseInsertError } from "../../../src/clickhouse/insert-error.ts";
@@ -9,6 +9,8 @@ import type { ClickHouseWriter, RowLookup } from "../../../src/clickhouse/writer
 import { Batch } from "../../../src/delivery/batch/batch.ts";
 import { insertOnce } from "../../../src/delivery/flush/insert-once.ts";
 import { toJson, withFields } from "../../fixtures/records.ts";
+
+setDefaultTimeout(60_000);
 
 function batchOf(n: number): Batch {
   const b = new Batch(n, new RowBuffer());

@@ -45,3 +45,25 @@ test("nothing to check: no query at all", async () => {
   expect(calls).toEqual(["commit"]);
   expect(found.get(0)!.offsets.size).toBe(0);
 });
+
+// A per-partition error from committed() is not "never committed": committing the low watermark
+// would move the partition's position back, and its records would be delivered again.
+test("regression: a partition whose committed offset came back with an error fails the check (retried), committing nothing", async () => {
+  const calls: string[] = [];
+  const check = findDelivered([0, 1], {
+    topic: "cdr.raw",
+    committed: () => [
+      { topic: "cdr.raw", partition: 0, offset: -1001n, err: 16 },
+      { topic: "cdr.raw", partition: 1, offset: 7n, metadata: commitMetadata(1000) },
+    ],
+    lowWatermark: () => 0,
+    commit: async () => void calls.push("commit"),
+    insertsEnded: async () => void calls.push("inserts ended"),
+    stored: async () => new Map(),
+    deadLettered: async () => new Map(),
+  });
+  const err = await check.then(() => null, (e: unknown) => e as { retryable: boolean; message: string });
+  expect(err?.retryable).toBe(true);
+  expect(err?.message).toContain("partition 0");
+  expect(calls).toEqual([]);
+});
