@@ -51,6 +51,7 @@ export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
     "from-offset": value,
     "to-offset": value,
     limit: value,
+    "chunk-size": value,
     "dry-run": toggle,
   },
   audit: { partitions: value, "from-offset": value, "to-offset": value, since: value, until: value },

@@ -2,6 +2,9 @@
  * `dlq inspect` and `dlq replay`: what went to the DLQ, and sending it back after a fix. Both
  * stream (dlq/reader.ts): memory stays bounded whatever the DLQ holds; a replay sends in chunks as
  * it reads, and both print where a later run may resume (`next_offsets`, for `--from-offset`).
+ * A replay's position is the first record not replayed: one read but waiting in an unsent chunk
+ * holds it back. It stops at --limit, or at SIGINT/SIGTERM (the chunk read so far is sent first;
+ * a second signal exits at once), and prints its position whichever way it stopped.
  */
 import { kafkaProps, type Config } from "../config.ts";
 import { DLQ_STAGES, type DlqStage } from "../dlq/envelope.ts";
@@ -15,9 +18,10 @@ import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 export const DLQ_HELP = `cdr-worker dlq inspect [selection] [--samples K]
   Reads KAFKA_TOPIC_DLQ (commits nothing) and prints counts by failure_reason, failed_field and
   stage, plus K samples (default 3) per reason, as JSON.
-cdr-worker dlq replay [selection] [--limit N] [--dry-run]
+cdr-worker dlq replay [selection] [--limit N] [--chunk-size N] [--dry-run]
   Re-publishes the original payloads of the selected DLQ records to KAFKA_TOPIC_RAW, byte for byte,
-  as it reads them. --dry-run sends nothing and lists the first 1000 it would send.
+  as it reads them, N at a time (default 5000). --dry-run sends nothing and lists the first 1000 it
+  would send. Stops at --limit or on SIGINT/SIGTERM and prints where to resume.
 Selection:
   --reason R            failure_reason R
   --stage S             where the record was turned away: decode, clickhouse-refused (ClickHouse
@@ -25,13 +29,15 @@ Selection:
   --since ISO --until ISO   failed_at within [since, until)
   --from-offset N --to-offset M   DLQ offsets [N, M) of each partition (default: all present now);
                         both commands print next_offsets, where a later run may go on
+  --from-offset P:N[,P:N…]   start partition P at N (only the partitions named are read): what a
+                        stopped replay prints as "resume"
 Progress goes to stderr on a terminal.`;
 
 /** Most records a dry run lists (it counts them all). */
 const DRY_RUN_LISTED = 1000;
 /** Records that are not envelopes listed in the summary, with their offsets (all are counted). */
 const UNREADABLE_LISTED = 100;
-/** Payloads sent to the raw topic in one produce call. */
+/** Payloads sent to the raw topic in one produce call, by default. */
 const REPLAY_CHUNK = 5000;
 
 interface Selection {
@@ -54,13 +60,31 @@ function selection(args: ParsedArgs): Selection {
     throw new CdrWorkerError("CONFIG_INVALID", `--stage=${stage}: expected one of ${DLQ_STAGES.join(", ")}`);
   const offset = (name: string) =>
     args.flags.has(name) ? numberFlag(args, name, 0, 0, Number.MAX_SAFE_INTEGER) : undefined;
+  const from = stringFlag(args, "from-offset");
+  const starts = from?.includes(":") ? partitionStarts(from) : undefined;
   return {
     reason: stringFlag(args, "reason"),
     stage: stage as DlqStage | undefined,
     since: parseTime(args, "since"),
     until: parseTime(args, "until"),
-    range: { from: offset("from-offset"), to: offset("to-offset") },
+    range: { from: starts ? undefined : offset("from-offset"), to: offset("to-offset"), starts },
   };
+}
+
+/** `0:120,1:55` → partition → first offset. */
+function partitionStarts(text: string): Map<number, number> {
+  const starts = new Map<number, number>();
+  for (const part of text.split(",")) {
+    const m = /^\s*(\d+):(\d+)\s*$/.exec(part);
+    if (!m) throw new CdrWorkerError("CONFIG_INVALID", `--from-offset=${text}: expected N, or P:N[,P:N…]`);
+    starts.set(Number(m[1]), Number(m[2]));
+  }
+  return starts;
+}
+
+/** The flag that resumes where `next` says, for every partition read. */
+function resumeFlag(next: ReadonlyMap<number, number>): string {
+  return `--from-offset ${[...next].map(([p, o]) => `${p}:${o}`).join(",")}`;
 }
 
 function selects(s: Selection, e: StoredEnvelope): boolean {
@@ -163,10 +187,28 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
   const sel = selection(args);
   const limit = numberFlag(args, "limit", Number.MAX_SAFE_INTEGER, 1, Number.MAX_SAFE_INTEGER);
   const dryRun = args.flags.has("dry-run");
+  const chunkSize = numberFlag(args, "chunk-size", REPLAY_CHUNK, 1, 100_000);
   const listed: unknown[] = [];
   let chunk: string[] = [];
   let matched = 0;
   let sent = 0;
+  // Per partition: the first record of the unsent chunk (it holds the position back), and the next
+  // record after the last envelope read (the reader's own `next` once it returns).
+  const held = new Map<number, number>();
+  let read = new Map<number, number>();
+  let stopping: string | null = null;
+  const stopOn = (signal: string) => {
+    if (stopping) {
+      printReplay(dryRun, cfg, matched, sent, listed, position(), null, `second ${signal}`);
+      process.exit(1);
+    }
+    stopping = signal;
+  };
+  const onInt = () => stopOn("SIGINT");
+  const onTerm = () => stopOn("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  const position = () => new Map([...read].map(([p, o]) => [p, held.get(p) ?? o]));
   const producer = dryRun ? null : new Producer(kafkaProps(cfg));
   const send = async () => {
     if (!producer || chunk.length === 0) return;
@@ -174,12 +216,21 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
     chunk = [];
     await producer.produceBatch(cfg.kafka.topicRaw, payloads);
     sent += payloads.length;
+    held.clear();
   };
-  let next: Map<number, number>;
-  let unreadable: Unreadable;
+  const range = {
+    ...sel.range,
+    stop: () => {
+      if (matched >= limit) stopping ??= "limit";
+      return stopping !== null;
+    },
+  };
+  let unreadable: Unreadable | null = null;
   try {
-    ({ next, unreadable } = await scan(cfg, sel.range, async (e) => {
-      if (matched >= limit || !selects(sel, e)) return;
+    let next: Map<number, number>;
+    ({ unreadable, next } = await scan(cfg, range, async (e) => {
+      read.set(e.partition, e.offset + 1);
+      if (!selects(sel, e)) return;
       matched++;
       if (dryRun) {
         if (listed.length < DRY_RUN_LISTED)
@@ -194,25 +245,48 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
       }
       // Only envelopes of the exact shape reach here (readEnvelope): every entry of a chunk was
       // checked before the chunk is sent, and a record that is not one was skipped and reported.
+      if (!held.has(e.partition)) held.set(e.partition, e.offset);
       chunk.push(e.payloadText);
-      if (chunk.length >= REPLAY_CHUNK) await send();
+      if (chunk.length >= chunkSize) await send();
     }));
+    read = next;
     await send();
+  } catch (e) {
+    // A failed send is a stop too: what was acknowledged is where a later run goes on.
+    printReplay(dryRun, cfg, matched, sent, listed, position(), unreadable, "error");
+    throw e;
   } finally {
     producer?.close();
+    process.off("SIGINT", onInt);
+    process.off("SIGTERM", onTerm);
   }
+  printReplay(dryRun, cfg, matched, sent, listed, position(), unreadable, stopping);
+  return 0;
+}
+
+function printReplay(
+  dryRun: boolean,
+  cfg: Config,
+  matched: number,
+  sent: number,
+  listed: unknown[],
+  next: Map<number, number>,
+  unreadable: Unreadable | null,
+  stoppedBy: string | null,
+): void {
   console.log(
     JSON.stringify({
       dry_run: dryRun,
       to: cfg.kafka.topicRaw,
       [dryRun ? "would_send" : "sent"]: dryRun ? matched : sent,
       records: dryRun ? listed : undefined,
-      unreadable: unreadable.count,
-      unreadable_records: unreadable.first,
+      unreadable: unreadable?.count,
+      unreadable_records: unreadable?.first,
+      stopped_by: stoppedBy ?? undefined,
       next_offsets: Object.fromEntries(next),
+      resume: resumeFlag(next),
     }),
   );
-  return 0;
 }
 
 function parseTime(args: ParsedArgs, name: string): number | null {

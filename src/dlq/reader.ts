@@ -26,6 +26,8 @@ export interface OffsetRange {
   to?: number;
   /** Where each partition starts instead of `from`; a partition it does not name is not read. */
   starts?: ReadonlyMap<number, number>;
+  /** Asked after each record and while waiting: true ends the read there (a limit, a signal). */
+  stop?: () => boolean;
 }
 
 export interface ReadProgress {
@@ -102,7 +104,7 @@ export async function readDlq(
   const done = new Set<number>();
   let read = 0;
   let lastRecordAt = Date.now();
-  while (done.size < ends.size) {
+  while (done.size < ends.size && !range.stop?.()) {
     const batch = consumer.poll();
     if (batch.length === 0) {
       if (Date.now() - lastRecordAt > IDLE_TIMEOUT_MS)
@@ -112,6 +114,8 @@ export async function readDlq(
     }
     lastRecordAt = Date.now();
     for (const m of batch) {
+      // Records after a stop stay unread: `next` names the first of them.
+      if (range.stop?.()) break;
       const end = ends.get(m.partition) ?? 0;
       if (m.offset >= end || done.has(m.partition)) continue;
       read++;

@@ -4,7 +4,7 @@ import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { payloadTextOf } from "../../src/dlq/reader.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
-import { consumeN, props, text } from "../support/kafka.ts";
+import { consumeN, props, text, topicLength } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, waitFor } from "../support/services.ts";
 import { startWorker, workerEnv } from "../support/worker.ts";
@@ -91,3 +91,48 @@ test("regression: dlq inspect and replay take any DLQ: {}, text, missing fields 
   const replayed = await consumeN(n.raw, 2);
   expect(replayed.map(text)).toEqual([good, good]);
 }, 60_000);
+
+// A replay's printed position is the first record not replayed, however it stopped: resuming from
+// it sends every record once. (--limit used to stop sending but report the range's end as next.)
+test("regression: a replay stopped by --limit, SIGTERM and SIGINT resumes from the printed position; every record is sent once", async () => {
+  const n = await names("replay-resume");
+  const env = workerEnv(n);
+  const TOTAL = 60_000;
+  const at = new Date("2026-01-01T00:00:00Z");
+  const p = new Producer(props);
+  const envelopes = Array.from({ length: TOTAL }, (_, i) =>
+    encodeEnvelope({ reason: "normalization_error", field: null, payload: `{"raw_id":"resume-${i}"}`, payloadIsObject: true }, at, "w"),
+  );
+  await p.produceBatch(n.dlq, envelopes);
+  p.close();
+  const replay = async (args: string[], signal?: NodeJS.Signals) => {
+    // Chunks of 500: a run of 53,000 records takes over a hundred acknowledged sends, time to signal it.
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--chunk-size", "500", ...args], { env, stdout: "pipe", stderr: "pipe" });
+    if (signal) {
+      const before = topicLength(n.raw);
+      // Signalled once this run's first chunk landed, well before its last.
+      await waitFor(async () => (topicLength(n.raw) > before ? true : proc.exitCode !== null ? true : undefined), 30_000, "a first chunk sent");
+      proc.kill(signal);
+    }
+    const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+    expect(code).toBe(0);
+    return JSON.parse(out) as { sent: number; stopped_by?: string; resume: string; next_offsets: Record<string, number> };
+  };
+  const first = await replay(["--limit", "7000"]);
+  expect([first.sent, first.stopped_by, first.next_offsets]).toEqual([7000, "limit", { "0": 7000 }]);
+  const second = await replay(first.resume.split(" "), "SIGTERM");
+  expect(second.stopped_by).toBe("SIGTERM");
+  const third = await replay(second.resume.split(" "), "SIGINT");
+  expect(third.stopped_by).toBe("SIGINT");
+  const last = await replay(third.resume.split(" "));
+  expect(last.stopped_by).toBeUndefined();
+  expect(last.next_offsets).toEqual({ "0": TOTAL });
+  expect(first.sent + second.sent + third.sent + last.sent).toBe(TOTAL);
+  // Each stopped run sent whole chunks up to its printed position, and not its limit or the end.
+  expect(second.next_offsets["0"]! - 7000).toBe(second.sent);
+  expect(second.next_offsets["0"]).toBeLessThan(TOTAL);
+  expect(third.next_offsets["0"]).toBeLessThan(TOTAL);
+  const replayed = await consumeN(n.raw, TOTAL, 60_000, false);
+  const ids = new Set(replayed.map((m) => text(m)));
+  expect(ids.size).toBe(TOTAL);
+}, 180_000);
