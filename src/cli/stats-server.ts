@@ -58,7 +58,7 @@ export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => delivery.breakerRatio,
     eventLoopLagMs: () => loopLag.worstMs,
-    memoryBoundBytes: memoryBoundBytes(cfg.batch),
+    memoryBoundBytes: memoryBoundBytes(cfg.batch, cfg.phone.cacheSize),
     delivery: cfg.delivery,
     replayChecksPending: () => delivery.replayChecksPending,
     audit: () => audits,

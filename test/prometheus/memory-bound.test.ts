@@ -23,7 +23,8 @@ test("CdrWorkerMemoryNearBound: quiet at the README's RSS for each documented BA
   const series: string[] = [];
   const firing: string[] = [];
   documented.forEach(({ rssMiB, batchSize }, i) => {
-    const bound = memoryBoundBytes(loadConfig({ BATCH_SIZE: String(batchSize) }).batch);
+    const c = loadConfig({ BATCH_SIZE: String(batchSize) });
+    const bound = memoryBoundBytes(c.batch, c.phone.cacheSize);
     expect(rssMiB * MiB).toBeLessThan(bound); // the documented RSS is within the bound at all
     const quiet = `q${i}`, paging = `p${i}`;
     for (const [instance, rss] of [[quiet, rssMiB * MiB], [paging, bound]] as const) {
@@ -59,8 +60,24 @@ test("CdrWorkerMemoryNearBound: quiet at the README's RSS for each documented BA
   expect(r.exitCode).toBe(0);
 });
 
-test("the exported bound is the one the settings give: 280 MiB at the defaults, more for larger batches", () => {
-  expect(memoryBoundBytes(loadConfig({}).batch)).toBe(280 * MiB);
-  expect(memoryBoundBytes(loadConfig({ BATCH_SIZE: "10000" }).batch)).toBeGreaterThan(memoryBoundBytes(loadConfig({}).batch));
-  expect(memoryBoundBytes(loadConfig({ BATCH_MAX_BYTES: String(64 * MiB) }).batch)).toBe((184 + 3 * 128) * MiB);
+test("the exported bound is the one the settings give: about 280 MiB at the defaults, more for larger batches", () => {
+  const bound = (env: Record<string, string>) => {
+    const c = loadConfig(env);
+    return memoryBoundBytes(c.batch, c.phone.cacheSize);
+  };
+  expect(bound({})).toBe((160 + 3 * 32) * MiB + 50_000 * 512);
+  expect(Math.round(bound({}) / MiB)).toBe(280);
+  expect(bound({ BATCH_SIZE: "10000" })).toBeGreaterThan(bound({}));
+  expect(bound({ BATCH_MAX_BYTES: String(64 * MiB) })).toBe((160 + 3 * 128) * MiB + 50_000 * 512);
+});
+
+test("PHONE_CACHE_SIZE counts in the bound: a larger cache raises it by 512 bytes a verdict, so raising it does not fire the alert", () => {
+  const at = (size: string) => {
+    const c = loadConfig({ PHONE_CACHE_SIZE: size });
+    return memoryBoundBytes(c.batch, c.phone.cacheSize);
+  };
+  expect(at("500000") - at("50000")).toBe(450_000 * 512);
+  // The defaults' bound is what the README gives: 280 MiB.
+  const d = loadConfig({});
+  expect(Math.round(memoryBoundBytes(d.batch, d.phone.cacheSize) / MiB)).toBe(280);
 });
