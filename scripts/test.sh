@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: provisions what is missing, starts local Kafka + ClickHouse, runs the whole suite
 # on Kafka $KAFKA_VERSION, then the Kafka-facing suites again on the newest Kafka 4.x served
-# ($KAFKA_NEWEST_VERSION; README "Compatibility"). Every ClickHouse-facing suite runs on both
+# ($KAFKA_NEWEST_VERSION; docs/compatibility.md). Every ClickHouse-facing suite runs on both
 # ClickHouse 18.16 and the 26.9 engine's test endpoint within the first pass.
 # Extra arguments go to `bun test` in both passes (e.g. a reporter); a path filter runs the first
 # pass only. A --reporter-outfile=F.xml of the second pass is written to F.kafka-<version>.xml.

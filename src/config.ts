@@ -86,7 +86,7 @@ export const VARIABLES = {
     default: String(16 << 20),
     help:
       "a batch also flushes once its insert body and original payloads reach this many bytes, so memory " +
-      "is bounded by bytes whatever the record size (see README \"Memory\")",
+      "is bounded by bytes whatever the record size (docs/internals.md \"Memory, in bytes\")",
   },
   BATCH_FLUSH_INTERVAL_SECONDS: {
     schema: num(0.01, 3600),
@@ -209,7 +209,7 @@ export interface Config {
 
 /**
  * librdkafka properties an operator may not set through KAFKA_PROP_*: the delivery contract or the
- * binding depends on their values (README "Configuration" lists them).
+ * binding depends on their values (docs/configuration.md lists them).
  */
 export const RESERVED_KAFKA_PROPS: Readonly<Record<string, string>> = {
   "enable.auto.commit": "the worker commits only offsets ClickHouse or the DLQ acknowledged",

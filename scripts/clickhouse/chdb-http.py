@@ -5,7 +5,7 @@ which ships no HTTP server of its own.
 
     chdb-http.py --port 8127 --path DIR [--user default] [--password ''] [--pidfile F]
 
-What it adds beyond the engine (README "ClickHouse 26.9 test endpoint" lists the same):
+What it adds beyond the engine (docs/compatibility.md "ClickHouse 26.9 test endpoint" lists the same):
 - HTTP/1.1 with keep-alive (idle connections close after 10 s, ClickHouse's keep_alive_timeout),
   Content-Length and chunked request bodies, gzip/deflate request bodies, gzip responses when
   `enable_http_compression=1` and the client accepts it;

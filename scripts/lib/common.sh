@@ -5,7 +5,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 LOCAL="$ROOT/.local"
 BUN_VERSION="1.4.5"
 # The broker every suite runs on, and the newest 4.x Maven Central serves, on which the Kafka-facing
-# suites run a second time (scripts/test.sh; README "Compatibility"). Each is a set of jars
+# suites run a second time (scripts/test.sh; docs/compatibility.md). Each is a set of jars
 # resolved from scripts/kafka/pom.xml with -Dkafka.version.
 KAFKA_VERSION="4.1.1"
 KAFKA_NEWEST_VERSION="4.4.0"

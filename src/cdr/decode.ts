@@ -1,6 +1,7 @@
 /**
  * One raw Kafka value → a normalized ClickHouse row, or a rejection naming the reason and field.
- * Pure: no I/O, never throws for any input. Rules apply in the fixed precedence of README "Validation order":
+ * Pure: no I/O, never throws for any input. Rules apply in the fixed precedence of
+ * docs/internals.md "Validation order":
  * JSON, required fields, types and ranges field by field, RAT, epochs, bytes, phone, IP.
  */
 import {

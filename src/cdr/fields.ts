@@ -1,6 +1,6 @@
 /** The raw vendor record's fields, the DLQ taxonomy, and the rules that tie them together. */
 
-/** Required fields, in the order their absence is reported (README "Validation order"). */
+/** Required fields, in the order their absence is reported (docs/internals.md "Validation order"). */
 export const REQUIRED_FIELDS = [
   "raw_id",
   "device_id",
@@ -17,7 +17,7 @@ export const REQUIRED_FIELDS = [
 export type RequiredField = (typeof REQUIRED_FIELDS)[number];
 export type RawField = RequiredField | "source_ip";
 
-/** The closed taxonomy of `failure_reason` (README "DLQ envelope"). */
+/** The closed taxonomy of `failure_reason` (docs/internals.md "DLQ envelope"). */
 export const FAILURE_REASONS = [
   "missing_required_field",
   "invalid_rat_value",

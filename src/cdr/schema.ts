@@ -1,6 +1,6 @@
 /**
  * Types and storage ranges of the raw record, one valibot schema per field, checked in the order
- * of REQUIRED_FIELDS then source_ip (README "Validation order"). Semantic rules that come
+ * of REQUIRED_FIELDS then source_ip (docs/internals.md "Validation order"). Semantic rules that come
  * later in the precedence (RAT values, epoch order, byte sums, phone, IP format) live in decode.ts.
  */
 import * as v from "valibot";

@@ -53,7 +53,7 @@ export function ddlStatements(database: string, table: string, cluster?: string)
  * ADDED_COLUMNS it lacks is added. On a cluster the local tables are altered ON CLUSTER (one
  * replica per shard, ZooKeeper carries it to the others); the Distributed table holds no rows of
  * its own and 18.16 refuses ALTER ON CLUSTER of it where shards replicate internally ("Table isn't
- * replicated"), so it is made anew on every node from the local table's columns (README "Upgrade":
+ * replicated"), so it is made anew on every node from the local table's columns (docs/upgrade.md:
  * workers stopped first). Idempotent; returns the columns added, for the log.
  */
 /** Names go into statements as text (18.16 has no identifier parameters): plain ones only. */

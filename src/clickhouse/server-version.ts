@@ -6,7 +6,7 @@
  */
 import type { ClickHouseSettings } from "@clickhouse/client";
 
-/** The oldest release a suite runs on (README "Compatibility"). */
+/** The oldest release a suite runs on (docs/compatibility.md). */
 export const OLDEST_TESTED = "18.16";
 
 /** [major, minor] of "26.9.2.1", or null for text that is not a version. */

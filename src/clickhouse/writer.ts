@@ -55,7 +55,7 @@ export interface WriterOptions {
   syncDistributed?: boolean;
 }
 
-/** One ClickHouse endpoint and what the worker saw of it (README "Stats"). */
+/** One ClickHouse endpoint and what the worker saw of it (docs/stats.md). */
 export interface Endpoint {
   /** host:port, never the credentials. */
   readonly name: string;

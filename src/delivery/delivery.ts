@@ -179,7 +179,7 @@ export class Delivery {
     pc.consumed++;
     if (result.ok) {
       // A batch full by bytes with no free slot takes the rest of this poll (at most the 4 MiB
-      // prefetch queue, README "Memory"); the loop polls nothing more until a slot frees.
+      // prefetch queue, docs/internals.md "Memory, in bytes"); the loop polls nothing more until a slot frees.
       if (this.#batcher.current.full && this.#batcher.canSeal) this.#flush(this.#batcher.seal());
       const batch = this.#batcher.current;
       const hold = this.#tracker.track(m.partition, m.offset, batch);

@@ -1,5 +1,5 @@
 /**
- * The DLQ envelope (README "DLQ envelope"): exactly five fields. Provenance (source topic, partition,
+ * The DLQ envelope (docs/internals.md "DLQ envelope"): exactly five fields. Provenance (source topic, partition,
  * offset, error detail, attempts) rides in Kafka headers, as Kafka Connect's dead-letter queues do.
  */
 import type { FailureReason } from "../cdr/fields.ts";

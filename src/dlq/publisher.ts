@@ -45,7 +45,7 @@ export class DlqPublisher {
 
   /**
    * Records whose inserts all failed, each with its original vendor payload and failed_field null
-   * (README "Behaviour an operator can rely on"); resolves when all are acknowledged.
+   * (docs/internals.md); resolves when all are acknowledged.
    */
   async publishStorageFailure(
     records: readonly SourceRecord[],

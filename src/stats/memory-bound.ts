@@ -2,17 +2,17 @@
  * The resident memory a worker is sized to stay under, from its own settings: what
  * `cdr_worker_memory_bound_bytes` exports and the CdrWorkerMemoryNearBound alert compares RSS
  * with, so the alert follows BATCH_SIZE, BATCH_MAX_BYTES, FLUSH_CONCURRENCY and PHONE_CACHE_SIZE
- * instead of one fixed number (README "Memory, in bytes").
+ * instead of one fixed number (docs/internals.md "Memory, in bytes").
  *
  *   bound = 160 MiB + 512 B × PHONE_CACHE_SIZE
  *           + (FLUSH_CONCURRENCY + 1) × max(2 × BATCH_MAX_BYTES, 8 KiB × BATCH_SIZE)
  *
  * 160 MiB is the runtime, librdkafka's queues and the DLQ sends awaited (2 × 32 MiB); a phone
  * verdict kept costs about 116 bytes of heap with a digit key (measured over 200,000 of them), more
- * with a text key of up to 64 characters: 0.5 KiB of RSS is counted for each; each batch slot holds at most its bytes twice (insert
- * body and payloads, then the copy sent) or, for many small records, about 8 KiB a row of heap:
- * three times what measured RSS grows by per row of BATCH_SIZE (≈170 MiB at 1000, ≈240 MiB at
- * 10000 with three slots). About 280 MiB at the defaults.
+ * with a text key of up to 64 characters: 0.5 KiB of RSS is counted for each; each batch slot holds
+ * at most its bytes twice (insert body and payloads, then the copy sent) or, for many small
+ * records, about 8 KiB a row of heap: three times what measured RSS grows by per row of BATCH_SIZE
+ * (≈170 MiB at 1000, ≈240 MiB at 10000 with three slots). About 280 MiB at the defaults.
  */
 const MiB = 1024 * 1024;
 export const BASE_BYTES = 160 * MiB;

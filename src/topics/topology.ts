@@ -1,5 +1,5 @@
 /**
- * The two topics and their settings, and `topics ensure` (README "Commands"): create what is
+ * The two topics and their settings, and `topics ensure` (docs/commands.md): create what is
  * missing, repair drifted configs, never delete, and report (not fix) a partition count that differs.
  */
 import type { Admin, TopicSpec } from "../kafka/admin.ts";
@@ -21,7 +21,7 @@ export function minInsyncReplicas(replicationFactor: number): number | undefined
   return replicationFactor >= 3 ? 2 : replicationFactor === 2 ? 1 : undefined;
 }
 
-/** The DLQ topic's max.message.bytes, and what the DLQ producer may send (README "DLQ"). */
+/** The DLQ topic's max.message.bytes, and what the DLQ producer may send (docs/dlq.md). */
 export const DLQ_MAX_MESSAGE_BYTES = 8 << 20;
 
 export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyOptions = {}): TopicSpec[] {

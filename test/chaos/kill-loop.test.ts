@@ -1,7 +1,7 @@
 // The short variant of scripts/chaos/kill-loop.ts: the worker killed with kill -9 at random moments
 // while it drains a backlog, restarted each time, on ClickHouse 18.16 and on the 26.9 engine.
 // Counted with merges stopped and without FINAL: nothing lost, no row and no envelope twice, and
-// `cdr-worker audit` agrees. (The long run: --records 300000 --kills 20, README "Performance".)
+// `cdr-worker audit` agrees. (The long run: --records 300000 --kills 20, docs/sizing.md "Performance".)
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 

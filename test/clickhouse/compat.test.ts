@@ -1,6 +1,6 @@
 // The storage contract, on both ends of the supported range, over the worker's own HTTP path: the
 // project's DDL (sql/) through `migrate`, the exact RowBinary body the worker's encoder writes
-// through ClickHouseWriter (and the TSV reference's body), and the README's queries, on the real ClickHouse 18.16 that .ci/run starts and
+// through ClickHouseWriter (and the TSV reference's body), and the example queries of docs/table.md, on the real ClickHouse 18.16 that .ci/run starts and
 // on the test endpoint around ClickHouse 26.9's engine. Every column of every edge record is read
 // back and compared with the source record.
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
@@ -23,9 +23,9 @@ const corpus = storageCorpus(INGESTED_AT);
 const DB = "compat";
 const table = uniqueName("cdr").replace(/\W/g, "_");
 
-/** The README's ```sql examples, pointed at the test table. */
+/** docs/table.md's ```sql examples, pointed at the test table. */
 const readmeQueries = async () =>
-  [...(await Bun.file(`${ROOT}/README.md`).text()).matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim().replace(/;$/, "").replaceAll("telecom.cdr", `${DB}.${table}`));
+  [...(await Bun.file(`${ROOT}/docs/table.md`).text()).matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim().replace(/;$/, "").replaceAll("telecom.cdr", `${DB}.${table}`));
 
 /** Each corpus record's Kafka partition and offset: Int32 and Int64 edges, beyond 2^32 and up to 2^53. */
 const provenance = (i: number): [number, number] =>
@@ -147,7 +147,7 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
 });
 
 describe("every supported server", () => {
-  test("the README's example queries run and answer as on every other supported server", async () => {
+  test("the manual's example queries (docs/table.md) run and answer as on every other supported server", async () => {
     const queries = await readmeQueries();
     expect(queries.length).toBeGreaterThanOrEqual(2);
     let answered = 0;

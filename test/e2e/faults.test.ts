@@ -147,7 +147,7 @@ describe("bounded memory and the breaker", () => {
     expect(await distinctIds(n)).toBe(COUNT);
     // 16 MiB batches: about 18 rows each, never the 1000 of BATCH_SIZE.
     expect(s.flush_count).toBeGreaterThanOrEqual(COUNT / 20);
-    // README "Memory": 120 MiB + (FLUSH_CONCURRENCY + 1) × 2 × BATCH_MAX_BYTES + 2 × 32 MiB of DLQ sends.
+    // docs/internals.md "Memory, in bytes": 120 MiB + (FLUSH_CONCURRENCY + 1) × 2 × BATCH_MAX_BYTES + 2 × 32 MiB of DLQ sends.
     expect(peak / 2 ** 20).toBeLessThan(120 + 3 * 2 * 16 + 64);
     console.log(`${COUNT} records of 900 kB: ${s.flush_count} inserts, peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB`);
   }, 120_000 + COUNT * 100);

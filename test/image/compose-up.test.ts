@@ -87,7 +87,7 @@ async function upIngestDown(): Promise<void> {
     await run(["podman", "healthcheck", "run", `${PROJECT}_${svc}_1`]);
     expect((await run(["podman", "inspect", "--format", "{{.State.Health.Status}}", `${PROJECT}_${svc}_1`])).trim()).toBe("healthy");
   }
-  // Bound on loopback only: the stats port has no authentication (README "Security").
+  // Bound on loopback only: the stats port has no authentication (docs/security.md).
   expect((await run(["podman", "port", `${PROJECT}_worker_1`])).trim()).toBe("8081/tcp -> 127.0.0.1:8081");
 
   const t1 = performance.now();

@@ -13,7 +13,7 @@ import { produceSynthetic } from "../support/synthetic.ts";
 setDefaultTimeout(60_000);
 
 const TAG = "localhost/cdr-worker:test";
-// runc and explicit ulimits for every container: what runs on this host (README "Containers").
+// runc and explicit ulimits for every container: what runs on this host (docs/install.md "Containers").
 // Passed to each child: Bun.spawn's children get the environment the process started with.
 const PODMAN_ENV = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf` } as Record<string, string>;
 const RUN = ["run", "--network", "host", "--read-only"];

@@ -1,4 +1,4 @@
-// The memory alert holds at every batch size the README documents and at the defaults: a worker at
+// The memory alert holds at every batch size docs/sizing.md documents and at the defaults: a worker at
 // its documented RSS stays quiet, one at its bound pages. The bound is the worker's own metric,
 // computed from its settings (src/stats/memory-bound.ts); promtool evaluates the shipped rule.
 import { expect, setDefaultTimeout, test } from "bun:test";
@@ -11,8 +11,8 @@ setDefaultTimeout(60_000);
 
 const MiB = 1024 * 1024;
 
-test("CdrWorkerMemoryNearBound: quiet at the README's RSS for each documented BATCH_SIZE and at the defaults, firing at the bound", async () => {
-  const readme = await Bun.file(`${ROOT}/README.md`).text();
+test("CdrWorkerMemoryNearBound: quiet at the documented RSS for each documented BATCH_SIZE and at the defaults, firing at the bound", async () => {
+  const readme = await Bun.file(`${ROOT}/docs/sizing.md`).text();
   const row = /^\| memory per worker \| (.*?) \|/m.exec(readme)![1]!;
   // "≈240 MiB at `BATCH_SIZE` 10000, ≈170 MiB at 1000"
   const documented = [...row.matchAll(/≈(\d+) MiB at (?:`BATCH_SIZE` )?(\d+)/g)].map((m) => ({ rssMiB: Number(m[1]), batchSize: Number(m[2]) }));
@@ -77,7 +77,7 @@ test("PHONE_CACHE_SIZE counts in the bound: a larger cache raises it by 512 byte
     return memoryBoundBytes(c.batch, c.phone.cacheSize);
   };
   expect(at("500000") - at("50000")).toBe(450_000 * 512);
-  // The defaults' bound is what the README gives: 280 MiB.
+  // The defaults' bound is what docs/sizing.md gives: about 280 MiB.
   const d = loadConfig({});
   expect(Math.round(memoryBoundBytes(d.batch, d.phone.cacheSize) / MiB)).toBe(280);
 });

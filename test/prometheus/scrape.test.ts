@@ -2,7 +2,7 @@
 // the target pointed at a real worker) scrapes a worker that processes a paced stream with DLQ
 // traffic. Through Prometheus' HTTP API: every metric the rules and the dashboard name exists, the
 // recording rules agree with the stream that was sent, every dashboard query parses and returns a
-// series; the scrape passes `promtool check metrics`; the README's metric list is the scrape's.
+// series; the scrape passes `promtool check metrics`; the manual's metric list (docs/operations.md) is the scrape's.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Subprocess } from "bun";
@@ -131,7 +131,7 @@ test("the scrape passes promtool check metrics (Prometheus naming conventions)",
   expect(r.exitCode).toBe(0);
 });
 
-test("the README's metric list is exactly what the worker exports: names, types and labels", async () => {
+test("the manual's metric list (docs/operations.md) is exactly what the worker exports: names, types and labels", async () => {
   await statsWhen(worker, (s) => s.last_audit !== null, 30_000, "a scheduled audit ran");
   const scrape = await (await fetch(`${worker.statsUrl}/metrics`)).text();
   const exported = new Map<string, { type: string; labels: Set<string> }>();
@@ -142,7 +142,7 @@ test("the README's metric list is exactly what the worker exports: names, types 
     const family = exported.has(m[1]! + (m[2] ?? "")) ? m[1]! + (m[2] ?? "") : m[1]!;
     for (const l of m[3]!.matchAll(/(\w+)="/g)) if (l[1] !== "le") exported.get(family)?.labels.add(l[1]!);
   }
-  const readme = readFileSync(`${ROOT}/README.md`, "utf8");
+  const readme = readFileSync(`${ROOT}/docs/operations.md`, "utf8");
   const section = readme.slice(readme.indexOf("## Metrics"), readme.indexOf("\n## ", readme.indexOf("## Metrics") + 5));
   const documented = new Map<string, { type: string; labels: string }>();
   for (const m of section.matchAll(/^\| `([a-z_]+)` \| (\w+) \| ([^|]*) \|/gm)) documented.set(m[1]!, { type: m[2]!, labels: m[3]!.trim() });

@@ -22,7 +22,7 @@ function source(ready = true): StatsSource {
   c.lastFlushAt = Date.parse("2026-01-01T00:00:00Z");
   c.flushSeconds.observe(0.02);
   return {
-    counters: c, version: "0.1.0", workerInstance: "w1", topic: "cdr.raw", state: () => "running", bufferedRows: () => 0,
+    counters: c, version: "0.2.0", workerInstance: "w1", topic: "cdr.raw", state: () => "running", bufferedRows: () => 0,
     positions: () => new Map([[0, { committed: 13, consumed: 13 }]]), assignment: () => [2, 0], highWatermark: () => 20,
     phoneCache: () => ({ hits: 3, misses: 1, size: 1 }), breakerRatio: () => 0.1, eventLoopLagMs: () => 3,
     ready: () => (ready ? { ready: true, reasons: [] } : { ready: false, reasons: ["ClickHouse does not answer ping"] }),

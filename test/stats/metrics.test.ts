@@ -1,5 +1,5 @@
 // The Prometheus text from a StatsSource, without services: lag, the delivery mode, replays
-// skipped, the scheduled audit's runs and findings (the README's list is held by scrape.test.ts).
+// skipped, the scheduled audit's runs and findings (the manual's list is held by scrape.test.ts).
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { metricsText } from "../../src/stats/metrics.ts";
 import { statsSource as source } from "../support/stats-source.ts";

@@ -15,7 +15,7 @@ export interface ClickHouseServer {
   limitsPartitionsPerInsert: boolean;
 }
 
-/** Every ClickHouse a ClickHouse-facing suite runs on (README "Compatibility"). */
+/** Every ClickHouse a ClickHouse-facing suite runs on (docs/compatibility.md). */
 export const CLICKHOUSE_SERVERS: readonly ClickHouseServer[] = [
   { name: "ClickHouse 18.16", url: CLICKHOUSE_URL, version: /^18\.16\./, limitsPartitionsPerInsert: false },
   { name: "ClickHouse 26.9 engine", url: CLICKHOUSE_CURRENT_URL, version: /^26\.9\./, limitsPartitionsPerInsert: true },

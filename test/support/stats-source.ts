@@ -10,7 +10,7 @@ export function statsSource(): StatsSource {
   counters.replaysSkipped = 4;
   return {
     counters,
-    version: "0.1.0",
+    version: "0.2.0",
     workerInstance: "w1",
     topic: "cdr.raw",
     state: () => "running",

@@ -14,7 +14,7 @@
  *
  * The answer is a set of facts ("offset o was delivered"), so skipping it is never wrong; what it
  * cannot see is an insert that a worker cut off from Kafka, but not from ClickHouse, makes after
- * the check (README "Exactly-once").
+ * the check (docs/internals.md "Exactly-once").
  */
 import { KafkaError } from "../../errors.ts";
 import type { TopicPartition } from "../../kafka/partition-list.ts";

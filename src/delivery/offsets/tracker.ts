@@ -6,7 +6,7 @@
  * with the same destination: a ClickHouse batch or one DLQ send. A destination marks its holds
  * done when acknowledged; the position advances over the done holds at the head of the queue.
  * So an invalid record's offset is committable at once when nothing precedes it, and only after
- * the preceding valid rows are flushed otherwise (README "Delivery").
+ * the preceding valid rows are flushed otherwise (docs/internals.md "Delivery").
  */
 
 export interface Hold {
