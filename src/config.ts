@@ -27,6 +27,15 @@ const num = (min: number, max: number) =>
     v.maxValue(max, `a number from ${min} to ${max}`),
   );
 const text = v.pipe(v.string(), v.minLength(1, "a non-empty string"));
+/**
+ * Names that go into SQL as text (18.16 has no identifier parameters): plain identifiers only,
+ * checked here once, for every command that uses them (migrate's --cluster too).
+ */
+export const PLAIN_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const identifier = v.pipe(
+  v.string(),
+  v.regex(PLAIN_IDENTIFIER, "a plain identifier: letters, digits and _, not starting with a digit"),
+);
 const oneOf = <T extends string>(values: readonly T[]) => v.picklist(values, `one of ${values.join(", ")}`);
 const URL_LIST = /^https?:\/\/[^\s,]+(\s*,\s*https?:\/\/[^\s,]+)*$/;
 const urls = v.pipe(
@@ -66,8 +75,8 @@ export const VARIABLES = {
     default: "",
     help: "PEM file of the CA(s) to trust for an https:// CLICKHOUSE_URL (empty: the system's)",
   },
-  CLICKHOUSE_DATABASE: { schema: text, default: "telecom", help: "database of the normalized table" },
-  CLICKHOUSE_TABLE: { schema: text, default: "cdr", help: "normalized table" },
+  CLICKHOUSE_DATABASE: { schema: identifier, default: "telecom", help: "database of the normalized table" },
+  CLICKHOUSE_TABLE: { schema: identifier, default: "cdr", help: "normalized table" },
   CLICKHOUSE_REQUEST_TIMEOUT_MS: { schema: int(100, 600_000), default: "10000", help: "timeout of one insert attempt" },
   CLICKHOUSE_KEEP_ALIVE_IDLE_MS: {
     schema: int(0, 600_000),
@@ -230,6 +239,14 @@ export const EXACTLY_ONCE_KAFKA_PROPS: Readonly<Record<string, string>> = {
   acks: "exactly-once needs every in-sync replica to acknowledge an envelope (acks=all, which idempotence implies)",
 };
 
+/**
+ * A value as it may be shown: every URL in it without its user information (`http://u:pw@h` →
+ * `http://[redacted]@h`), so a password written into CLICKHOUSE_URL never reaches a message.
+ */
+export function withoutUserInfo<T extends string | undefined>(value: T): T {
+  return (value === undefined ? value : value.replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@,]*@/gi, "$1[redacted]@")) as T;
+}
+
 /** security.protocol → KAFKA_PROP_SECURITY_PROTOCOL: the variable that sets a property. */
 export function kafkaPropVariable(prop: string): string {
   const spelled = prop.replace(/[._-]/g, (c) => (c === "." ? "_" : c === "_" ? "__" : "___"));
@@ -295,7 +312,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     else
       problems.push({
         variable: name,
-        value: spec.secret ? "[redacted]" : raw,
+        value: spec.secret ? "[redacted]" : withoutUserInfo(raw),
         expected: `expected ${r.issues[0].message}`,
       });
   }

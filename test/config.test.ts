@@ -1,7 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { kafkaPropName, kafkaPropVariable, loadConfig } from "../src/config.ts";
+import { kafkaPropName, kafkaPropVariable, loadConfig, VARIABLES } from "../src/config.ts";
 import { ConfigError } from "../src/errors.ts";
 import { ROOT } from "./support/services.ts";
 
@@ -159,4 +159,39 @@ test("a KAFKA_PROP_* librdkafka refuses exits 2 before any connection, one confi
   expect(lines[1]).toStartWith("config error: KAFKA_PROP_SASL_OAUTHBEARER_CLIENT_SECRET___X=\"[redacted]\": librdkafka refuses");
   expect(lines[2]).toStartWith('config error: KAFKA_PROP_SOCKET_TIMEOUT_MS="soon": librdkafka refuses socket.timeout.ms: Invalid value');
   expect(err).not.toContain("s3cret");
+});
+
+// A URL with a password in it is echoed in configuration errors as the operator wrote it; the
+// password must never be in a message, whatever else is wrong at the same time.
+test("a password in CLICKHOUSE_URL appears in no configuration error, alone or beside every other", () => {
+  const url = "http://ingest:s3cret-in-url@clickhouse:8123,ftp://ingest:s3cret-in-url@other";
+  const everyBad: Record<string, string> = { CLICKHOUSE_URL: url };
+  for (const name of Object.keys(VARIABLES)) if (name !== "CLICKHOUSE_URL") everyBad[name] = "\u0000 not valid 5e9 -1";
+  for (const env of [{ CLICKHOUSE_URL: url }, everyBad]) {
+    let err: unknown;
+    try {
+      loadConfig(env);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    const message = (err as ConfigError).message;
+    expect(message).toContain("CLICKHOUSE_URL=");
+    expect(message).toContain("http://[redacted]@clickhouse:8123");
+    expect(message).not.toContain("s3cret-in-url");
+  }
+});
+
+test("CLICKHOUSE_DATABASE and CLICKHOUSE_TABLE are plain identifiers, checked once at start for every command", () => {
+  for (const [name, value] of [["CLICKHOUSE_DATABASE", "telecom; DROP TABLE x"], ["CLICKHOUSE_TABLE", "cdr`x"], ["CLICKHOUSE_TABLE", "1cdr"]]) {
+    let err: unknown;
+    try {
+      loadConfig({ [name!]: value! });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).message).toStartWith(`config error: ${name}=${JSON.stringify(value)}: expected a plain identifier`);
+  }
+  expect(loadConfig({ CLICKHOUSE_DATABASE: "e2e_1", CLICKHOUSE_TABLE: "_cdr2" }).clickhouse.table).toBe("_cdr2");
 });

@@ -5,10 +5,10 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
+import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
 import { CdrWorkerError, SchemaMismatchError } from "../errors.ts";
 import { serverError, withCode } from "./insert-error.ts";
 
-const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** The column list of sql/001_cdr.sql, "( … )", which sql/cluster.sql's local table takes too. */
 const COLUMN_LIST = /\n\(\n[\s\S]*?\n\)\n/.exec(ddl)![0].trim();
