@@ -152,7 +152,13 @@ export const VARIABLES = {
     default: "50000",
     help: "phone verdicts cached (~0.5 KiB of RSS each)",
   },
-  STATS_HOST: { schema: text, default: "0.0.0.0", help: "address of the stats/metrics/health server" },
+  STATS_HOST: {
+    schema: text,
+    default: "127.0.0.1",
+    help:
+      "address of the stats/metrics/health server: loopback by default, as it has no authentication " +
+      "(the image sets 0.0.0.0 for its published port)",
+  },
   STATS_PORT: { schema: int(0, 65_535), default: "8081", help: "port of the stats server (0: any free port)" },
   WORKER_INSTANCE: {
     schema: v.string(),

@@ -7,14 +7,14 @@ import { ROOT } from "./support/services.ts";
 
 setDefaultTimeout(60_000);
 
-test("defaults follow DECISIONS.md", () => {
+test("defaults follow DECISIONS.md, but for the stats server's address: loopback, as it has no authentication", () => {
   const c = loadConfig({});
   expect(c.kafka).toEqual({ brokers: "127.0.0.1:9092", groupId: "cdr-worker", topicRaw: "cdr.raw", topicDlq: "cdr.raw.dlq", props: {} });
   expect(c.clickhouse.url).toBe("http://127.0.0.1:8123");
   expect([c.clickhouse.database, c.clickhouse.table]).toEqual(["telecom", "cdr"]);
   expect(c.batch).toEqual({ size: 1000, maxBytes: 16 * 2 ** 20, flushIntervalMs: 2000, concurrency: 2 });
   expect(c.retry).toEqual({ maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2, whenUnreachable: "dlq" });
-  expect(c.stats).toEqual({ host: "0.0.0.0", port: 8081 });
+  expect(c.stats).toEqual({ host: "127.0.0.1", port: 8081 });
   expect(c.dlq.storageFailureReason).toBe("normalization_error");
   expect(c.workerInstance).toMatch(/-\d+$/);
 });

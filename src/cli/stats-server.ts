@@ -6,6 +6,7 @@
 import type { AuditSchedule } from "../audit/schedule.ts";
 import type { Config } from "../config.ts";
 import { createStatsApp } from "../stats/app.ts";
+import { bounded } from "../stats/bounded.ts";
 import { partitionLag } from "../stats/lag.ts";
 import { LoopLagMonitor } from "../stats/loop-lag.ts";
 import { memoryBoundBytes } from "../stats/memory-bound.ts";
@@ -18,6 +19,9 @@ const CH_PING_INTERVAL_MS = 5000;
 const STATS_MAX_BODY_BYTES = 16 * 1024;
 /** Seconds a stats connection may stay idle (or trickle a request) before it is closed. */
 const STATS_IDLE_SECONDS = 10;
+/** Requests served at once, and the longest one may take (stats/bounded.ts). */
+const STATS_MAX_IN_FLIGHT = 32;
+const STATS_REQUEST_TIMEOUT_MS = 2_000;
 
 export interface StatsServer {
   url: string;
@@ -78,7 +82,7 @@ export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule
   const server = Bun.serve({
     hostname: cfg.stats.host,
     port: cfg.stats.port,
-    fetch: app.fetch,
+    fetch: bounded(app.fetch, { maxInFlight: STATS_MAX_IN_FLIGHT, timeoutMs: STATS_REQUEST_TIMEOUT_MS }),
     maxRequestBodySize: STATS_MAX_BODY_BYTES,
     idleTimeout: STATS_IDLE_SECONDS,
   });
