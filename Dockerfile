@@ -10,7 +10,9 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends nodejs npm ca-certificates gcc g++ libc6-dev make pkg-config \
       libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
-RUN npm install -g --allow-scripts=bun bun@1.4.5
+# The binary's SHA-256 is pinned as in scripts/lib/common.sh (BUN_SHA256): another build is refused.
+RUN npm install -g --allow-scripts=bun bun@1.4.5 \
+ && echo "f05d28a3862f4b84395c7fa32480b835dd47482e80b7e7a49a115227f0c06083  $(readlink -f "$(command -v bun)")" | sha256sum -c -
 WORKDIR /src
 # librdkafka as Confluent's JavaScript client ships it, built from that npm package exactly as
 # provisioning builds it (scripts/librdkafka/version.env pins the version).

