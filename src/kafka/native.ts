@@ -5,9 +5,17 @@
  * `scripts/build.ts` into the compiled binary, then the project's own build in `.local/librdkafka`
  * (scripts/librdkafka/build.sh, run by provisioning). All three are the same build of the version
  * scripts/librdkafka/version.env pins; Debian's older librdkafka is never loaded by accident.
+ *
+ * The embedded copy is not handed to dlopen as it is: Bun would write it to `$TMPDIR/.bun-0-<hash>.so`,
+ * a name anyone can compute from the release, open it without O_EXCL or O_NOFOLLOW, and leave it
+ * there. On a shared /tmp a local user who made that name first would own the library the worker
+ * loads with its secrets. It is written instead into a fresh directory of its own (mkdtemp, 0700),
+ * created exclusively, loaded, and removed at once: the mapping outlives the file.
  */
 import { dlopen, FFIType, type Pointer } from "bun:ffi";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { KafkaError } from "../errors.ts";
 
 const PROJECT_BUILD = new URL("../../.local/librdkafka/lib/librdkafka.so.1", import.meta.url).pathname;
@@ -146,25 +154,37 @@ export function setLibrdkafkaPath(path: string): void {
   overridePath = path;
 }
 
-function candidates(): string[] {
-  const list: string[] = [];
-  if (overridePath) list.push(overridePath);
+function candidates(): Array<{ path: string; embedded: boolean }> {
+  const list: Array<{ path: string; embedded: boolean }> = [];
+  if (overridePath) list.push({ path: overridePath, embedded: false });
   const embedded = (globalThis as { __CDR_EMBEDDED_LIBRDKAFKA?: string }).__CDR_EMBEDDED_LIBRDKAFKA;
-  if (embedded) list.push(embedded);
-  else list.push(PROJECT_BUILD);
+  if (embedded) list.push({ path: embedded, embedded: true });
+  else list.push({ path: PROJECT_BUILD, embedded: false });
   return list;
+}
+
+/** dlopen of the embedded library through a private, exclusively created copy, removed once mapped. */
+function loadEmbedded(embedded: string) {
+  const dir = mkdtempSync(join(tmpdir(), "cdr-worker-lib-"));
+  try {
+    const path = join(dir, "librdkafka.so.1");
+    writeFileSync(path, readFileSync(embedded), { flag: "wx", mode: 0o500 });
+    return dlopen(path, symbols);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 function load() {
   const tried: string[] = [];
-  for (const path of candidates()) {
+  for (const { path, embedded } of candidates()) {
     // Embedded files live in Bun's virtual filesystem, which existsSync sees too.
     if (!existsSync(path)) {
       tried.push(`${path} (absent)`);
       continue;
     }
     try {
-      return dlopen(path, symbols);
+      return embedded ? loadEmbedded(path) : dlopen(path, symbols);
     } catch (cause) {
       tried.push(`${path} (${(cause as Error).message})`);
     }

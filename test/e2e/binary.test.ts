@@ -1,5 +1,8 @@
 // The compiled binary (not `bun run src/…`) end to end against the real services.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { clickhouse, KAFKA_BROKERS, CLICKHOUSE_URL, ROOT, run, uniqueName } from "../support/services.ts";
 import { deleteTopics, topicLength } from "../support/kafka.ts";
 import { startWorker, statsWhen, killLeftoverWorkers } from "../support/worker.ts";
@@ -49,4 +52,25 @@ test("topics ensure, migrate, generate, run, SIGTERM: exit 0 with rows and DLQ c
   const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM e2e.${n.table}`, format: "JSONEachRow" });
   expect(Number((await rs.json<{ c: string }>())[0]!.c)).toBe(summary.valid);
   expect(topicLength(n.dlq)).toBe(invalid);
+}, 120_000);
+
+// Bun would write the embedded librdkafka to $TMPDIR/.bun-0-<wyhash of its bytes>.so, a name anyone
+// can compute, open it without O_EXCL and leave it: a local user who made it first would own the
+// library the worker loads. The binary writes its own copy into a fresh private directory instead.
+test("regression: a file planted at Bun's name for the embedded library is neither loaded nor overwritten, and nothing is left in TMPDIR after a run and an audit", async () => {
+  const tmp = mkdtempSync(join(tmpdir(), "cdr-planted-"));
+  const planted = join(tmp, `.bun-0-${Bun.hash(readFileSync(`${ROOT}/.local/librdkafka/lib/librdkafka.so.1`)).toString(16)}.so`);
+  writeFileSync(planted, "not a library", { mode: 0o444 });
+  const only = [planted.slice(tmp.length + 1)];
+  const inTmp = { ...env, TMPDIR: tmp };
+  const version = Bun.spawnSync([BIN, "version"], { env: inTmp, stdout: "pipe", stderr: "pipe" });
+  expect(`${version.exitCode} ${version.stdout.toString().trim()}`).toMatch(/^0 \S+ librdkafka 2\.15\.1$/);
+  const w = await startWorker(inTmp, [BIN, "run"]);
+  // While it runs, no copy of the library is left to replace or read.
+  expect(readdirSync(tmp)).toEqual(only);
+  expect(await w.stop("SIGTERM")).toBe(0);
+  const audit = Bun.spawnSync([BIN, "audit"], { env: inTmp, stdout: "pipe", stderr: "pipe" });
+  expect(audit.exitCode).toBe(0);
+  expect(readdirSync(tmp)).toEqual(only);
+  expect(readFileSync(planted, "utf8")).toBe("not a library");
 }, 120_000);
