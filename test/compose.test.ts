@@ -99,3 +99,17 @@ test("compose.yml `cluster` profile: 3 KRaft brokers in one quorum, RF 3 topics,
   // Every service the profile depends on is in the profile: `up cluster-worker` starts nothing else.
   for (const k of cluster) for (const dep of Object.keys(s[k].depends_on ?? {})) expect(cluster).toContain(dep);
 });
+
+test("compose.yml: least privilege: the worker read-only with a tmpfs /tmp, no capabilities, no new privileges, no core files; Prometheus and Grafana on loopback, Grafana without anonymous access or a default password", async () => {
+  const text = await Bun.file(`${ROOT}/compose.yml`).text();
+  const s = (Bun.YAML.parse(text) as { services: Record<string, any> }).services;
+  expect(s.worker.read_only).toBe(true);
+  expect(s.worker.tmpfs).toEqual(["/tmp"]);
+  expect(s.worker.cap_drop).toEqual(["ALL"]);
+  expect(s.worker.security_opt).toEqual(["no-new-privileges:true"]);
+  expect(s.worker.ulimits.core).toEqual({ soft: 0, hard: 0 });
+  expect(s.prometheus.ports).toEqual(["127.0.0.1:9090:9090"]);
+  expect(s.grafana.ports).toEqual(["127.0.0.1:3000:3000"]);
+  expect(s.grafana.environment.GF_AUTH_ANONYMOUS_ENABLED).toBe("false");
+  expect(s.grafana.environment.GF_SECURITY_ADMIN_PASSWORD).toStartWith("${GRAFANA_ADMIN_PASSWORD:?");
+});

@@ -56,6 +56,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
   const exactlyOnce = cfg.delivery === "exactly-once";
   const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table, {
     instance: cfg.workerInstance,
+    user: cfg.clickhouse.user,
     syncDistributed: exactlyOnce,
   });
   const dlq = new DlqPublisher(producer, {

@@ -51,6 +51,11 @@ export interface RowLookup {
 export interface WriterOptions {
   /** Names this worker in its inserts' query ids (WORKER_INSTANCE). */
   instance?: string;
+  /**
+   * The ClickHouse user the workers insert as: the replay check waits only for that user's inserts,
+   * so another user's query with a cdr-worker: id cannot hold the check up.
+   */
+  user?: string;
   /** Inserts into a Distributed table wait for the shards (exactly-once: the replay check reads them). */
   syncDistributed?: boolean;
 }
@@ -73,6 +78,7 @@ export class ClickHouseWriter {
   readonly #insertQuery: string;
   readonly #queryIdPrefix: string;
   readonly #syncDistributed: boolean;
+  readonly #user: string | undefined;
   #current = 0;
   #inserts = 0;
   #failing = false;
@@ -83,9 +89,12 @@ export class ClickHouseWriter {
     table: string,
     opts: WriterOptions = {},
   ) {
-    // The start time too: a worker restarted under the same WORKER_INSTANCE must not reuse the id
-    // of an insert its killed predecessor left running (the server refuses a running id).
-    this.#queryIdPrefix = `${INSERT_QUERY_ID_PREFIX}${opts.instance ?? "worker"}:${Date.now().toString(36)}:`;
+    // The start time and a random part too: a worker restarted under the same WORKER_INSTANCE must
+    // not reuse the id of an insert its killed predecessor left running (the server refuses a
+    // running id), and nobody else can guess the ids this process will use.
+    const random = Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex");
+    this.#queryIdPrefix = `${INSERT_QUERY_ID_PREFIX}${opts.instance ?? "worker"}:${Date.now().toString(36)}:${random}:`;
+    this.#user = opts.user;
     this.#syncDistributed = opts.syncDistributed ?? false;
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
     this.#endpoints = list.map(({ name, client }) => ({
@@ -304,9 +313,9 @@ export class ClickHouseWriter {
    */
   async insertsEnded(): Promise<void> {
     const running = async (c: ClickHouseClient, ids?: readonly string[]) => {
-      const which = ids
-        ? `query_id IN (${ids.map(quote).join(", ")})`
-        : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`;
+      const which =
+        (ids ? `query_id IN (${ids.map(quote).join(", ")})` : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`) +
+        (this.#user === undefined ? "" : ` AND user = ${quote(this.#user)}`);
       const rs = await c.query({
         query: `SELECT query_id FROM system.processes WHERE ${which}`,
         format: "TabSeparated",

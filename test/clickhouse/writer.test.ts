@@ -113,3 +113,25 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: health
     await client.close();
   }
 });
+
+// Any ClickHouse user could run a long query whose id starts with `cdr-worker:` and hold every replay
+// check up to its 120 s wait. The check waits only for the workers' own user's inserts. (18.16: the
+// 26.9 test endpoint has one user and runs one statement at a time.)
+test("ClickHouse 18.16: another user's long query with a cdr-worker: id does not hold up the wait for running inserts", async () => {
+  const url = CLICKHOUSE_SERVERS[0]!.url;
+  const other = createClickHouse({ ...cfg(url), user: "limited" }, "default");
+  const writer = new ClickHouseWriter([{ name: "a", client: clients[0]! }], "default", table, { instance: "w", user: "default" });
+  const queryId = `cdr-worker:not-a-worker:${Date.now()}`;
+  const slow = other.query({ query: "SELECT sleep(3)", query_id: queryId, format: "TabSeparated" }).then((r) => r.text());
+  try {
+    await Bun.sleep(300); // the other user's query is running
+    const running = await clients[0]!.query({ query: `SELECT count() FROM system.processes WHERE query_id = '${queryId}'`, format: "TabSeparated" });
+    expect((await running.text()).trim()).toBe("1");
+    const t0 = performance.now();
+    await writer.insertsEnded();
+    expect(performance.now() - t0).toBeLessThan(1_500);
+  } finally {
+    await slow.catch(() => {});
+    await other.close();
+  }
+});

@@ -11,7 +11,7 @@ setDefaultTimeout(60_000);
 
 const PROJECT = "cdrtest";
 // Passed to each child: Bun.spawn's children get the environment the process started with.
-const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret" } as Record<string, string>;
+const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", GRAFANA_ADMIN_PASSWORD: "compose-test-grafana" } as Record<string, string>;
 const compose = async (...args: string[]) => {
   const p = Bun.spawn([`${ROOT}/.local/podman-compose/bin/podman-compose`, "-p", PROJECT, "-f", `${ROOT}/compose.yml`, "-f", `${ROOT}/compose.podman.yml`, ...args], { env, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
@@ -89,6 +89,13 @@ async function upIngestDown(): Promise<void> {
   }
   // Bound on loopback only: the stats port has no authentication (docs/security.md).
   expect((await run(["podman", "port", `${PROJECT}_worker_1`])).trim()).toBe("8081/tcp -> 127.0.0.1:8081");
+  // Least privilege, as the running container has it, not as the file says.
+  const worker = JSON.parse(await run(["podman", "inspect", `${PROJECT}_worker_1`]))[0];
+  expect(worker.HostConfig.ReadonlyRootfs).toBe(true);
+  expect(Object.keys(worker.HostConfig.Tmpfs ?? {})).toContain("/tmp");
+  expect(worker.EffectiveCaps ?? []).toEqual([]);
+  expect(JSON.stringify(worker.HostConfig.SecurityOpt)).toContain("no-new-privileges");
+  expect(worker.HostConfig.Ulimits.find((u: { Name: string }) => u.Name === "RLIMIT_CORE")).toMatchObject({ Soft: 0, Hard: 0 });
 
   const t1 = performance.now();
   await compose("--profile", "demo", "run", "--rm", "generator", "generate", "--count", "2000", "--invalid-share", "0.05");
