@@ -68,8 +68,19 @@ export const SIZE_CODES = new Set([
 ]);
 /** Code 252 is also "too many parts, merges are slower than inserts", an overload: the text decides. */
 const SHAPE_TEXT = /Too many partitions for single INSERT block/i;
-/** The exception's name at the end of a current server's text: `… (UNKNOWN_TABLE) (version 26.9.2.1)`. */
-const TYPE_SUFFIX = /\(([A-Z][A-Z0-9_]*[A-Z]{3}[A-Z0-9_]*)\)(?: \(version [^)]*\))?\s*$/;
+/**
+ * The exception's name at the end of a current server's text: `… (UNKNOWN_TABLE) (version 26.9.2.1)`.
+ * Read from the text's tail with a pattern that cannot backtrack: the text can quote a record's
+ * values, and `[A-Z0-9_]*[A-Z]{3}[A-Z0-9_]*` over a long run of capitals took seconds (16 s for 80,000,
+ * on the event loop; test/fixtures/fuzz/clickhouse-error.json).
+ */
+const TYPE_SUFFIX = /\(([A-Z][A-Z0-9_]*)\)(?: \(version [^)]*\))?\s*$/;
+const TYPE_TAIL_CHARS = 256;
+
+function exceptionType(text: string): string | null {
+  const name = TYPE_SUFFIX.exec(text.slice(-TYPE_TAIL_CHARS))?.[1];
+  return name !== undefined && /[A-Z]{3}/.test(name) ? name : null;
+}
 
 /** What the server said of a refused insert; every field null where no server answered. */
 export interface ServerAnswer {
@@ -121,7 +132,7 @@ export function serverError(cause: unknown): { code: number | null; type: string
   const text = cause instanceof Error ? cause.message : String(cause);
   const { code, type } = (cause ?? {}) as { code?: unknown; type?: unknown };
   const m = typeof code === "string" && /^\d+$/.test(code) ? code : /Code: (\d+)/.exec(text)?.[1];
-  const t = typeof type === "string" && type ? type : (TYPE_SUFFIX.exec(text)?.[1] ?? null);
+  const t = typeof type === "string" && type ? type : exceptionType(text);
   return { code: m === undefined ? null : Number(m), type: t, text };
 }
 
@@ -134,7 +145,7 @@ export function serverError(cause: unknown): { code: number | null; type: string
 export function refusal(status: number | undefined, headers: Record<string, unknown>, body: string): ClickHouseError {
   const header = headers["x-clickhouse-exception-code"];
   const code = typeof header === "string" ? header : (/Code: (\d+)/.exec(body)?.[1] ?? "");
-  const type = TYPE_SUFFIX.exec(body)?.[1] ?? "";
+  const type = exceptionType(body) ?? "";
   const text = body.trim() || `HTTP ${status ?? "?"} with an empty body`;
   return new ClickHouseError({ message: text, code, type });
 }

@@ -206,16 +206,8 @@ export const corpusRecord: fc.Arbitrary<Uint8Array> = fc
 const boundMs = (bytes: number) => 20 + bytes * 0.002;
 
 function checkTotal(bytes: Uint8Array): Decoded {
-  let d = decode(bytes, ctx);
-  const t0 = performance.now();
-  d = decode(bytes, ctx);
-  let took = performance.now() - t0;
-  // A collection can land in one timed call: the smaller of two is the decoder's own time.
-  if (took > boundMs(bytes.length)) {
-    const t1 = performance.now();
-    decode(bytes, ctx);
-    took = Math.min(took, performance.now() - t1);
-  }
+  const d = decode(bytes, ctx);
+  const took = bestOf(3, () => decode(bytes, ctx), boundMs(bytes.length));
   if (took > boundMs(bytes.length))
     throw new Error(`decode took ${took.toFixed(1)} ms for ${bytes.length} bytes (bound ${boundMs(bytes.length).toFixed(1)} ms)`);
   if (d.ok) {
@@ -322,7 +314,8 @@ function checkMetadata(bytes: Uint8Array): void {
   const text = utf8.decode(bytes);
   const m = readCommitMetadata(text);
   if (m !== null && !(typeof m.since === "number" && Number.isFinite(m.since))) throw new Error(`since ${m.since} is not a finite number`);
-  const asWritten = /^\{"cdr_worker":1,"since":(\d+)\}$/.exec(text);
+  // As the worker writes it: a JSON integer, so no leading zero (000 is not JSON, and reads as nothing).
+  const asWritten = /^\{"cdr_worker":1,"since":(0|[1-9]\d*)\}$/.exec(text);
   if (asWritten && m?.since !== Number(asWritten[1])) throw new Error("metadata as the worker writes it did not read back");
 }
 
@@ -366,7 +359,7 @@ function checkRowBinaryRoundTrip(bytes: Uint8Array): void {
 const errorAnswerBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
   fc.tuple(fc.constantFrom(...clickhouseErrors.map((e) => e.body)), fc.array(byteChange, { maxLength: 3 }), fc.integer({ min: 1, max: 50 }))
     .map(([body, changes, times]) => changes.reduce<Uint8Array>((b, c) => c(b), enc.encode(body.repeat(times)))),
-  fc.tuple(fc.constantFrom("Column values: x = ", "Column 1,   name: ", "(at row ", "Code: ", " (TYPE) (version "), fc.constantFrom(" ", ".", "'", "\\", "9", ","), fc.integer({ min: 1, max: 20_000 }))
+  fc.tuple(fc.constantFrom("Column values: x = ", "Column 1,   name: ", "(at row ", "Code: ", " (TYPE) (version ", "(", "Exception: ("), fc.constantFrom(" ", ".", "'", "\\", "9", ",", "A", "A_", "AB9"), fc.integer({ min: 1, max: 20_000 }))
     .map(([head, filler, n]) => enc.encode(head + filler.repeat(n) + "x")),
   fc.string({ unit: "binary", maxLength: 2000 }).map((s) => enc.encode(s)),
 );
@@ -375,11 +368,24 @@ const KINDS = new Set(["transient", "data", "shape", "permanent"]);
 
 function checkErrorAnswer(bytes: Uint8Array): void {
   const body = utf8.decode(bytes);
-  const t0 = performance.now();
   const e = classifyInsertError(refusal(500, {}, body), "insert");
-  const took = performance.now() - t0;
   if (!KINDS.has(e.kind)) throw new Error(`kind ${e.kind}`);
+  const took = bestOf(3, () => classifyInsertError(refusal(500, {}, body), "insert"), boundMs(bytes.length));
   if (took > boundMs(bytes.length)) throw new Error(`classifying took ${took.toFixed(1)} ms for ${bytes.length} bytes`);
+}
+
+/**
+ * The shortest of up to `n` timed calls, stopping once one is within `bound`: a collection, or
+ * another process on the machine, can land in one call; only a call that is slow every time is.
+ */
+function bestOf(n: number, fn: () => unknown, bound: number): number {
+  let best = Infinity;
+  for (let i = 0; i < n && best > bound; i++) {
+    const t0 = performance.now();
+    fn();
+    best = Math.min(best, performance.now() - t0);
+  }
+  return best;
 }
 
 // ---- The targets -----------------------------------------------------------------------------
