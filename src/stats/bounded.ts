@@ -12,7 +12,8 @@ export interface Bounds {
 
 export function bounded(fetch: (req: Request) => Response | Promise<Response>, b: Bounds) {
   let inFlight = 0;
-  const busy = () => new Response("busy: too many requests at once\n", { status: 503, headers: { "retry-after": "1" } });
+  const busy = () =>
+    new Response("busy: too many requests at once\n", { status: 503, headers: { "retry-after": "1" } });
   return async function boundedFetch(req: Request): Promise<Response> {
     if (inFlight >= b.maxInFlight) return busy();
     inFlight++;
