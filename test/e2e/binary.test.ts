@@ -61,16 +61,20 @@ test("regression: a file planted at Bun's name for the embedded library is neith
   const tmp = mkdtempSync(join(tmpdir(), "cdr-planted-"));
   const planted = join(tmp, `.bun-0-${Bun.hash(readFileSync(`${ROOT}/.local/librdkafka/lib/librdkafka.so.1`)).toString(16)}.so`);
   writeFileSync(planted, "not a library", { mode: 0o444 });
+  // Besides the planted file, only Bun's TinyCC header directory (bun-cc-0: stdarg.h and the like,
+  // which the batch copy's C source does not include; Bun reads TMPDIR once, at start, so the worker
+  // cannot move it) may be there.
+  const ours = () => readdirSync(tmp).filter((f) => f !== "bun-cc-0");
   const only = [planted.slice(tmp.length + 1)];
   const inTmp = { ...env, TMPDIR: tmp };
   const version = Bun.spawnSync([BIN, "version"], { env: inTmp, stdout: "pipe", stderr: "pipe" });
   expect(`${version.exitCode} ${version.stdout.toString().trim()}`).toMatch(/^0 \S+ librdkafka 2\.15\.1$/);
   const w = await startWorker(inTmp, [BIN, "run"]);
   // While it runs, no copy of the library is left to replace or read.
-  expect(readdirSync(tmp)).toEqual(only);
+  expect(ours()).toEqual(only);
   expect(await w.stop("SIGTERM")).toBe(0);
   const audit = Bun.spawnSync([BIN, "audit"], { env: inTmp, stdout: "pipe", stderr: "pipe" });
   expect(audit.exitCode).toBe(0);
-  expect(readdirSync(tmp)).toEqual(only);
+  expect(ours()).toEqual(only);
   expect(readFileSync(planted, "utf8")).toBe("not a library");
 }, 120_000);

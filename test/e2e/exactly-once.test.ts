@@ -78,6 +78,9 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
         expect(await w.stop()).toBe(0);
         const rows = await count(n, "SELECT count() AS c FROM {t}");
         const records = await count(n, "SELECT uniqExact(kafka_partition, kafka_offset) AS c FROM {t}");
+        // What the worker did, should a count be off: its check, its inserts.
+        if (rows !== (delivery === "exactly-once" ? validBelow(N) : validBelow(N) + replayed))
+          console.log(w.logs.filter((l) => /replay|insert|ClickHouse|assigned|revoked/i.test(l)).join("\n"));
         expect(records).toBe(validBelow(N));
         expect(s.delivery).toBe(delivery);
         if (delivery === "exactly-once") {
