@@ -123,7 +123,8 @@ function stringEnd(text: string, from: number, n: number): number {
   return -1;
 }
 
-function skipWs(text: string, i: number, n: number): number {
+/** Index of the first character at or after `i` that is not JSON whitespace. */
+export function skipWs(text: string, i: number, n: number): number {
   while (i < n) {
     const c = text.charCodeAt(i);
     if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;

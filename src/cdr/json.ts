@@ -9,7 +9,7 @@
  * overflowed the stack (test/cdr/json.test.ts). Only top-level members are fields, so nested
  * values are skipped without being looked at.
  */
-import { scanFlatObject } from "./flat-json.ts";
+import { scanFlatObject, skipWs } from "./flat-json.ts";
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 const lossy = new TextDecoder("utf-8");
@@ -123,13 +123,4 @@ function valueEnd(text: string, i: number, n: number): number {
     } else if (depth === 0 && (c === COMMA || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09)) return j;
   }
   return n;
-}
-
-function skipWs(text: string, i: number, n: number): number {
-  while (i < n) {
-    const c = text.charCodeAt(i);
-    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
-    i++;
-  }
-  return i;
 }
