@@ -63,12 +63,15 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
         records.push(sourceRecord(batch, i));
       }
     }
-    log.error("ClickHouse insert failed; routing the batch's records to the DLQ", {
-      attempts: failed.attempts,
-      rows: records.length,
-      err: failed.error as Error,
-    });
-    sends.push(d.dlq.publishStorageFailure(records, d.topic, failed.attempts, failed.error));
+    // Every row of the failed ranges may turn out stored after all: then nothing goes to the DLQ.
+    if (records.length > 0) {
+      log.error("ClickHouse insert failed; routing the batch's records to the DLQ", {
+        attempts: failed.attempts,
+        rows: records.length,
+        err: failed.error as Error,
+      });
+      sends.push(d.dlq.publishStorageFailure(records, d.topic, failed.attempts, failed.error));
+    }
   }
   notInserted.sort((a, b) => a - b);
   d.counters.recordFlush(batch, outcome, notInserted, (performance.now() - started) / 1000);
