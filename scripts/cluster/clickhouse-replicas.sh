@@ -13,8 +13,11 @@ replicas=("r1 8124 9011 9021" "r2 8125 9012 9022")
 
 # Serving, not only running: `ruok` says imok before the database is loaded, and a replica that
 # starts then fails its ZooKeeper handshake and exits (18.16 loads replicated tables at start).
+# Each probe is bounded: a connection ZooKeeper accepts while it is still starting can go unanswered,
+# and an unbounded read there outlasted the whole wait (the cluster test's 240 s).
 zk_answers() {
-  local out; out="$( (exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" && printf srvr >&3 && cat <&3) 2>/dev/null)"
+  local out
+  out="$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && cat <&3' _ "$ZK_PORT" 2>/dev/null)"
   [[ $out == *"Mode: standalone"* ]]
 }
 ch_answers() { [[ "$(curl -fsS -m 2 "http://127.0.0.1:$1/ping" 2>/dev/null)" == "Ok." ]]; }
