@@ -12,7 +12,7 @@
  * exhausted path, and `storedAfterAll` tells the flush stage which of them ClickHouse holds.
  */
 import type { Batch } from "../batch/batch.ts";
-import { ClickHouseInsertError } from "../../clickhouse/insert-error.ts";
+import { ClickHouseInsertError, classifyInsertError } from "../../clickhouse/insert-error.ts";
 import type { InsertRange } from "../../clickhouse/store.ts";
 import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
 import { log } from "../../log.ts";
@@ -53,9 +53,28 @@ export function insertOnce(batch: Batch, writer: ClickHouseWriter): InsertOnce {
     });
   };
 
+  /**
+   * The check, failing as an insert would: a ClickHouse that does not answer is `unreachable`, so the
+   * retry policy waits for it under CH_UNREACHABLE_POLICY=wait instead of spending attempts.
+   */
+  const checkOrFail = async (): Promise<void> => {
+    try {
+      await check();
+    } catch (err) {
+      const c = classifyInsertError(err, "reading what an insert whose answer was lost stored");
+      const failure = new ClickHouseInsertError(c.message, "transient", { code: c.serverCode }, {
+        cause: err,
+        unreachable: c.serverCode === null,
+        mayHaveStored: true,
+      });
+      failure.attempts = unchecked?.attempts ?? [];
+      throw failure;
+    }
+  };
+
   const insert: InsertRange = async (lo, hi) => {
     for (let attempt = 0; ; attempt++) {
-      if (unchecked) await check();
+      if (unchecked) await checkOrFail();
       const rows: number[] = [];
       for (let i = lo; i < hi; i++) if (!stored[i]) rows.push(i);
       if (rows.length === 0) return;
@@ -68,11 +87,7 @@ export function insertOnce(batch: Batch, writer: ClickHouseWriter): InsertOnce {
         // A reset is most often a kept-alive socket the server had closed: checked, then sent again at
         // once rather than after a retry delay.
         if (attempt > 0 || !isReset(e.cause)) throw e;
-        try {
-          await check();
-        } catch {
-          throw e;
-        }
+        await checkOrFail();
       }
     }
   };

@@ -90,3 +90,25 @@ test("a check that cannot run leaves the rows unchecked: the next attempt checks
   expect(f.sends).toEqual([5]);
   expect(once.stored(4)).toBe(true);
 });
+
+// Under CH_UNREACHABLE_POLICY=wait the retry policy waits while nothing answers, spending no attempt.
+// A check that cannot run because ClickHouse does not answer must say so: thrown as a plain error it
+// was counted as an attempt, and three of them sent the batch to the DLQ while ClickHouse was away.
+test("regression: a check ClickHouse does not answer fails as unreachable, so the wait policy waits instead of spending attempts", async () => {
+  const { createClient } = await import("@clickhouse/client");
+  const nobody = createClient({ url: "http://127.0.0.1:1", request_timeout: 2000 });
+  const refused = await nobody.command({ query: "KILL QUERY WHERE 0 SYNC" }).then(() => null, (e: unknown) => e);
+  await nobody.close();
+  expect(refused).toBeInstanceOf(Error);
+  const b = batchOf(3);
+  const f = writer((k) => k === 1, () => false);
+  f.w.endInserts = (async () => {
+    throw refused;
+  }) as ClickHouseWriter["endInserts"];
+  const once = insertOnce(b, f.w);
+  await expect(once.insert(0, 3)).rejects.toBeInstanceOf(ClickHouseInsertError);
+  const err = await once.insert(0, 3).then(() => null, (e: unknown) => e as ClickHouseInsertError);
+  expect(err).toBeInstanceOf(ClickHouseInsertError);
+  expect([err!.unreachable, err!.retryable, err!.mayHaveStored]).toEqual([true, true, true]);
+  expect(f.sends).toEqual([3]); // nothing sent again while what was stored is unknown
+});
