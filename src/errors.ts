@@ -12,7 +12,8 @@ export type ErrorCode =
   | "KAFKA_ADMIN"
   | "TOPOLOGY"
   | "CLICKHOUSE_INSERT"
-  | "CLICKHOUSE_SCHEMA";
+  | "CLICKHOUSE_SCHEMA"
+  | "CLICKHOUSE_ACCESS";
 
 export class CdrWorkerError extends Error {
   override name = "CdrWorkerError";

@@ -98,10 +98,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case "run":
       return runCommand(cfg);
-    case "migrate": {
-      const cluster = args.flags.get("cluster");
-      return migrateCommand(cfg, cluster === true ? undefined : cluster);
-    }
+    case "migrate":
+      return migrateCommand(cfg, args);
     case "topics":
       return topicsCommand(cfg, args);
     case "generate":
@@ -121,6 +119,9 @@ try {
     console.error(`cdr-worker ${e.command}: ${e.message}\n\n${HELP[e.command] ?? USAGE}`);
     process.exitCode = 2;
   } else if (e instanceof ConfigError || e instanceof SchemaMismatchError) {
+    console.error(e.message);
+    process.exitCode = 2;
+  } else if (e instanceof CdrWorkerError && e.code === "CLICKHOUSE_ACCESS" && !e.retryable) {
     console.error(e.message);
     process.exitCode = 2;
   } else if (e instanceof CdrWorkerError && e.code === "CONFIG_INVALID") {

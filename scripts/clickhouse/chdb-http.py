@@ -3,7 +3,7 @@ engine in-process (chdb-core from PyPI). It is not a ClickHouse server: it lets 
 HTTP conversation (client, headers, status codes, error bodies, keep-alive) meet the current engine,
 which ships no HTTP server of its own.
 
-    chdb-http.py --port 8127 --path DIR [--user default] [--password ''] [--pidfile F]
+    chdb-http.py --port 8127 --path DIR [--user default] [--password ''] [--grants F] [--pidfile F]
 
 What it adds beyond the engine (docs/compatibility.md "ClickHouse 26.9 test endpoint" lists the same):
 - HTTP/1.1 with keep-alive (idle connections close after 10 s, ClickHouse's keep_alive_timeout),
@@ -21,6 +21,10 @@ What it adds beyond the engine (docs/compatibility.md "ClickHouse 26.9 test endp
   where the engine left the server's suffix out;
 - response headers `X-ClickHouse-Query-Id`, `-Format`, `-Timezone`, `-Server-Display-Name`,
   `-Summary`;
+- `--grants F`: the engine's one user holds exactly the privileges that the `GRANT … ON … TO role`
+  statements in F give a role (as `cdr-worker migrate --print-grants` prints them), and nothing
+  else: the engine checks them itself on every statement. It has no roles or SQL users of its own
+  (clickhouse-local reads users from users.xml alone), so they become that user's users.xml grants;
 - `readonly=1|2` is enforced here, as the server's text says it (`Code: 164 … (READONLY)`): the
   engine's one session could not leave readonly mode again;
 - one statement runs at a time (the engine is one session); concurrent requests wait their turn;
@@ -107,11 +111,32 @@ class QueryError(Exception):
         self.code, self.type_name, self.text = code, type_name, text
 
 
+def engine_config(path, grants_file):
+    """A config whose users.xml gives the engine's user (`default`, the only one it logs in as)
+    exactly the privileges the file's role grants carry."""
+    grants = []
+    with open(grants_file) as f:
+        for stmt in f.read().split(";"):
+            m = re.match(r"\s*GRANT\s+(.+?)\s+ON\s+(\S+)\s+TO\s+\w+\s*$", stmt, re.S | re.I)
+            if m:
+                grants.append(f"<query>GRANT {m.group(1)} ON {m.group(2)}</query>")
+    conf_dir = path.rstrip("/") + "-config"
+    os.makedirs(conf_dir, exist_ok=True)
+    with open(f"{conf_dir}/users.xml", "w") as f:
+        f.write("<clickhouse><profiles><default/></profiles><quotas><default/></quotas><users><default>"
+                "<password/><networks><ip>::/0</ip></networks><profile>default</profile><quota>default</quota>"
+                f"<grants>{''.join(grants)}</grants></default></users></clickhouse>")
+    with open(f"{conf_dir}/config.xml", "w") as f:
+        f.write(f"<clickhouse><user_directories><users_xml><path>{conf_dir}/users.xml</path></users_xml>"
+                "</user_directories></clickhouse>")
+    return f"{conf_dir}/config.xml"
+
+
 class Engine:
     """The one chdb session, one statement at a time; settings and database per request."""
 
-    def __init__(self, path):
-        self.session = chs.Session(path)
+    def __init__(self, path, grants=None):
+        self.session = chs.Session(path if grants is None else f"file:{path}?config-file={engine_config(path, grants)}")
         self.lock = threading.Lock()
         self.version = self.session.query("SELECT version()", "TabSeparated").bytes().decode().strip()
         self.timezone = self.session.query("SELECT timezone()", "TabSeparated").bytes().decode().strip()
@@ -321,13 +346,14 @@ def main():
     ap.add_argument("--path", required=True, help="the engine's data directory")
     ap.add_argument("--user", default="default")
     ap.add_argument("--password", default="")
+    ap.add_argument("--grants", help="a file of GRANT … ON … TO role statements the engine's user gets")
     ap.add_argument("--pidfile")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.path, exist_ok=True)
     server = ThreadingHTTPServer((a.host, a.port), Handler)
     server.daemon_threads = True
-    server.engine = Engine(a.path)
+    server.engine = Engine(a.path, a.grants)
     # Insert bodies as files (FROM INFILE), beside the engine's directory, one file a request.
     server.spool = a.path.rstrip("/") + "-spool"
     os.makedirs(server.spool, exist_ok=True)

@@ -1,16 +1,24 @@
 /** `migrate`, `topics ensure`, `topics describe`: idempotent set-up commands for operators. */
 import { createClickHouse } from "../clickhouse/client.ts";
+import { roleStatements, userStatement } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
+import { parseVersion } from "../clickhouse/server-version.ts";
+import { CdrWorkerError } from "../errors.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { Admin } from "../kafka/admin.ts";
-import { integerFlag, type ParsedArgs } from "./args.ts";
+import { integerFlag, stringFlag, type ParsedArgs } from "./args.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
 
 export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the database and table of sql/ if missing
   (idempotent), and add the columns a table made by an older release lacks (the Kafka provenance
   kafka_partition, kafka_offset; -1 in rows written before). With --cluster, ON CLUSTER NAME:
   <table>_local as ReplicatedReplacingMergeTree on every node and
-  <table> as the Distributed table the worker writes to (sql/cluster.sql).`;
+  <table> as the Distributed table the worker writes to (sql/cluster.sql).
+cdr-worker migrate --print-grants [--role NAME] [--user NAME]: print, and change nothing, the statements that
+  make role NAME (default cdr_worker) hold exactly the privileges the worker needs, and make it USER's default.
+cdr-worker migrate --role NAME [--user NAME --password-file F]: migrate, then run those statements (run as an
+  admin; ClickHouse 20.4 or later, which has SQL roles); with --user, create that user (or set its password)
+  from the file's content first. The worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.`;
 export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]:
   create missing topics with the spec's settings, repair drifted configs, report (never change) a partition
   count that differs. Idempotent; deletes nothing. --replication-factor (default 1) also sets
@@ -19,16 +27,55 @@ export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [-
   differ from the spec ("action":"kept").
 cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
 
-export async function migrateCommand(cfg: Config, cluster?: string): Promise<number> {
+export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+  const cluster = stringFlag(args, "cluster");
+  const role = stringFlag(args, "role");
+  const user = stringFlag(args, "user");
+  const passwordFile = stringFlag(args, "password-file");
+  const { database, table } = cfg.clickhouse;
+  if (args.flags.has("print-grants")) {
+    for (const s of roleStatements(role ?? "cdr_worker", database, table, user)) console.log(`${s};`);
+    return 0;
+  }
+  if (user !== undefined && (role === undefined || passwordFile === undefined))
+    throw new CdrWorkerError("CONFIG_INVALID", "--user needs --role and --password-file");
+  const password = passwordFile === undefined ? undefined : await readPassword(passwordFile);
   const ch = createClickHouse(cfg.clickhouse, "default");
   try {
-    const added = await migrate(ch, cfg.clickhouse.database, cfg.clickhouse.table, cluster);
-    const migrated = `${cfg.clickhouse.database}.${cfg.clickhouse.table}`;
+    const added = await migrate(ch, database, table, cluster);
+    const migrated = `${database}.${table}`;
     console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}), columns_added: added }));
+    if (role === undefined) return 0;
+    const version = await (await ch.query({ query: "SELECT version()", format: "TabSeparated" })).text();
+    const v = parseVersion(version);
+    if (v !== null && (v[0] < 20 || (v[0] === 20 && v[1] < 4)))
+      throw new CdrWorkerError(
+        "CONFIG_INVALID",
+        `ClickHouse ${version.trim()} has no SQL roles or users (20.4 added them): define the worker's user in ` +
+          "users.xml instead (docs/security.md), and run migrate without --role",
+      );
+    if (user !== undefined) {
+      const query = "SELECT count() FROM system.users WHERE name = {user:String}";
+      const found = await ch.query({ query, query_params: { user }, format: "TabSeparated" });
+      const exists = (await found.text()).trim() !== "0";
+      await ch.command({ query: userStatement(user, exists), query_params: { password } });
+    }
+    for (const query of roleStatements(role, database, table, user)) await ch.command({ query });
+    console.log(JSON.stringify({ role, ...(user ? { user } : {}) }));
     return 0;
   } finally {
     await ch.close();
   }
+}
+
+/** A secret file's content, one trailing newline dropped, as `<NAME>_FILE` variables are read (config.ts). */
+async function readPassword(path: string): Promise<string> {
+  const text = await Bun.file(path).text().catch((e: Error) => {
+    throw new CdrWorkerError("CONFIG_INVALID", `--password-file ${path}: ${e.message}`);
+  });
+  const password = text.replace(/\r?\n$/, "");
+  if (!password) throw new CdrWorkerError("CONFIG_INVALID", `--password-file ${path} is empty`);
+  return password;
 }
 
 export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<number> {

@@ -4,6 +4,7 @@
  */
 import { AuditSchedule } from "../audit/schedule.ts";
 import { createClickHouseEndpoints } from "../clickhouse/client.ts";
+import { checkGrants } from "../clickhouse/grants.ts";
 import { checkSchemaOnAny } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { KafkaError } from "../errors.ts";
@@ -32,7 +33,10 @@ async function withTlsCause(e: unknown, cfg: Config): Promise<unknown> {
   return new KafkaError("KAFKA_CLIENT", `cannot reach Kafka: ${cause}`, e.kafkaCode, e.kafkaName, false, { cause: e });
 }
 
-/** Refuses to start without the topics or the table (the operator runs `topics ensure` / `migrate`). */
+/**
+ * Refuses to start without the topics, the table or a grant the worker needs (the operator runs
+ * `topics ensure` / `migrate`, or grants what the line names).
+ */
 async function preflight(cfg: Config): Promise<ReturnType<typeof createClickHouseEndpoints>> {
   const admin = new Admin(kafkaProps(cfg));
   try {
@@ -44,7 +48,8 @@ async function preflight(cfg: Config): Promise<ReturnType<typeof createClickHous
   }
   const endpoints = createClickHouseEndpoints(cfg.clickhouse);
   const clients = endpoints.map((e) => e.client);
-  await checkSchemaOnAny(clients, cfg.clickhouse.database, cfg.clickhouse.table);
+  const { database, table, user } = cfg.clickhouse;
+  await checkSchemaOnAny(clients, database, table, (ch) => checkGrants(ch, user, database, table));
   return endpoints;
 }
 

@@ -105,19 +105,22 @@ async function readColumns(
 }
 
 /**
- * checkSchema on each endpoint until one has the table, as inserts fail over (writer.ts): a refusal
- * that belongs to one endpoint (authentication, a table or columns missing there) moves on to the
- * next. When none passes, the refusal an operator must fix is thrown before an unreachable one.
+ * checkSchema, then `also` (the grants), on each endpoint until one passes, as inserts fail over
+ * (writer.ts): a refusal that belongs to one endpoint (authentication, a grant, a table or columns
+ * missing there) moves on to the next. When none passes, the refusal an operator must fix is thrown
+ * before an unreachable one.
  */
 export async function checkSchemaOnAny(
   clients: readonly ClickHouseClient[],
   database: string,
   table: string,
+  also: (ch: ClickHouseClient) => Promise<void> = async () => {},
 ): Promise<void> {
   const failures: CdrWorkerError[] = [];
   for (const ch of clients) {
     try {
-      return await checkSchema(ch, database, table);
+      await checkSchema(ch, database, table);
+      return await also(ch);
     } catch (e) {
       if (!(e instanceof CdrWorkerError)) throw e;
       failures.push(e);

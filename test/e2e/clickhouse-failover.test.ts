@@ -81,6 +81,6 @@ test.each([
   } finally {
     p.close();
     w.proc.kill("SIGKILL");
-    chdbWithPassword?.stop();
+    await chdbWithPassword?.stop();
   }
 }, 60_000);

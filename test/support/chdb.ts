@@ -29,13 +29,21 @@ export async function chdb(path: string, steps: ChdbStep[]): Promise<{ version: 
  * A test endpoint of its own around the 26.9 engine (scripts/clickhouse/chdb-http.py), for a test
  * that needs one answering unlike the shared one (another user or password); stopped by `stop`.
  */
-export async function startChdbEndpoint(opts: { user?: string; password?: string }): Promise<{ url: string; stop: () => void }> {
+export async function startChdbEndpoint(opts: {
+  user?: string;
+  password?: string;
+  /** A file of the role's GRANT statements the engine's user holds alone (chdb-http.py --grants). */
+  grants?: string;
+  /** The engine's data directory, to reopen one another endpoint wrote; kept by `stop`. */
+  dir?: string;
+}): Promise<{ url: string; stop: () => Promise<void> }> {
   const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
   const port = probe.port;
   probe.stop(true);
-  const dir = `${ROOT}/.local/tmp/chdb-endpoint-${port}-${Date.now().toString(36)}`;
+  const dir = opts.dir ?? `${ROOT}/.local/tmp/chdb-endpoint-${port}-${Date.now().toString(36)}`;
+  const grants = opts.grants ? ["--grants", opts.grants] : [];
   const proc = Bun.spawn(
-    [CHDB_PYTHON, `${ROOT}/scripts/clickhouse/chdb-http.py`, "--port", String(port), "--path", dir, "--user", opts.user ?? "default", "--password", opts.password ?? ""],
+    [CHDB_PYTHON, `${ROOT}/scripts/clickhouse/chdb-http.py`, "--port", String(port), "--path", dir, "--user", opts.user ?? "default", "--password", opts.password ?? "", ...grants],
     { stdout: "ignore", stderr: "pipe" },
   );
   const url = `http://127.0.0.1:${port}`;
@@ -47,9 +55,10 @@ export async function startChdbEndpoint(opts: { user?: string; password?: string
   }
   return {
     url,
-    stop: () => {
+    stop: async () => {
       proc.kill("SIGKILL");
-      rmSync(dir, { recursive: true, force: true });
+      await proc.exited;
+      if (!opts.dir) for (const d of [dir, `${dir}-spool`, `${dir}-config`]) rmSync(d, { recursive: true, force: true });
     },
   };
 }

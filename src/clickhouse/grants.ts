@@ -1,0 +1,112 @@
+/**
+ * What the worker does on ClickHouse, as privileges: one list that both the role `migrate` makes
+ * (`--print-grants`, `--role`) and the start-up check read, so the two cannot drift apart.
+ * - INSERT on the table: the batches.
+ * - SELECT on the table: which rows are stored (the replay check, a lost answer's check, `audit`).
+ * - SELECT on system.columns: the schema check at start.
+ * - SELECT on system.processes: whether its own inserts have ended (insertsEnded, KILL QUERY's own
+ *   read). Killing its own queries needs no KILL QUERY grant: ClickHouse asks for it only to kill
+ *   another user's, which the worker never does.
+ * ClickHouse 18.16 has no SQL users or grants (docs/security.md says what holds there); the
+ * start-up check runs on every server, since users.xml's readonly and allow_databases refuse the
+ * same probes.
+ */
+import type { ClickHouseClient } from "@clickhouse/client";
+import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
+import { CdrWorkerError } from "../errors.ts";
+import { serverError, withCode } from "./insert-error.ts";
+import { COLUMN_TYPES } from "./migrate.ts";
+
+export interface Need {
+  privilege: string;
+  on: string;
+  why: string;
+  /** A statement that needs exactly this privilege and changes nothing. */
+  probe: string;
+}
+
+export function workerNeeds(database: string, table: string): Need[] {
+  for (const name of [database, table])
+    if (!IDENT.test(name))
+      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${JSON.stringify(name)} is not a plain identifier`);
+  const t = `${database}.${table}`;
+  // A zero-row INSERT … SELECT from system.one (readable by every user) asks for INSERT alone.
+  const zero = `CAST(0 AS ${COLUMN_TYPES.get("kafka_partition")!})`;
+  const nothingFrom = (from: string) => `SELECT count() FROM ${from} WHERE 0`;
+  return [
+    {
+      privilege: "INSERT",
+      on: t,
+      why: "insert batches",
+      probe: `INSERT INTO ${t} (kafka_partition) SELECT ${zero} FROM system.one WHERE 0`,
+    },
+    { privilege: "SELECT", on: t, why: "read which rows are stored", probe: nothingFrom(t) },
+    { privilege: "SELECT", on: "system.columns", why: "check the schema", probe: nothingFrom("system.columns") },
+    {
+      privilege: "SELECT",
+      on: "system.processes",
+      why: "see whether its own inserts ended",
+      probe: nothingFrom("system.processes"),
+    },
+  ];
+}
+
+/**
+ * The statements that make `role` hold exactly the worker's privileges (REVOKE first, so a role
+ * made by an older release loses what it no longer needs), and, with a user, make the role that
+ * user's default. The password is never part of them: see userStatement.
+ */
+export function roleStatements(role: string, database: string, table: string, user?: string): string[] {
+  for (const name of [role, ...(user === undefined ? [] : [user])])
+    if (!IDENT.test(name))
+      throw new CdrWorkerError("CONFIG_INVALID", `role or user name ${JSON.stringify(name)} is not a plain identifier`);
+  const grants = new Map<string, string[]>();
+  for (const n of workerNeeds(database, table)) grants.set(n.on, [...(grants.get(n.on) ?? []), n.privilege]);
+  return [
+    `CREATE ROLE IF NOT EXISTS ${role}`,
+    `REVOKE ALL ON *.* FROM ${role}`,
+    ...[...grants].map(([on, privileges]) => `GRANT ${privileges.join(", ")} ON ${on} TO ${role}`),
+    ...(user === undefined ? [] : [`GRANT ${role} TO ${user}`, `SET DEFAULT ROLE ${role} TO ${user}`]),
+  ];
+}
+
+/** Creates the user, or sets its password, with the password as a query parameter, never in the text. */
+export function userStatement(user: string, exists: boolean): string {
+  if (!IDENT.test(user))
+    throw new CdrWorkerError("CONFIG_INVALID", `user name ${JSON.stringify(user)} is not a plain identifier`);
+  return `${exists ? "ALTER" : "CREATE"} USER ${user} IDENTIFIED WITH sha256_password BY {password:String}`;
+}
+
+/** ACCESS_DENIED, READONLY, NOT_ENOUGH_PRIVILEGES: the user may not do this, and no retry changes that. */
+const REFUSED = new Set([497, 164, 477]);
+/** UNKNOWN_TABLE, UNKNOWN_DATABASE: the schema check's to report (run `migrate`). */
+const MISSING = new Set([60, 81]);
+
+/**
+ * Runs each need's probe as the worker's user. A refusal stops the worker with one line naming the
+ * privilege, the object and what it is for; an unreachable server is retryable; a missing table is
+ * left to the schema check.
+ */
+export async function checkGrants(
+  ch: ClickHouseClient,
+  user: string,
+  database: string,
+  table: string,
+): Promise<void> {
+  for (const need of workerNeeds(database, table)) {
+    try {
+      await ch.command({ query: need.probe });
+    } catch (cause) {
+      const { code, type, text } = serverError(cause);
+      if (code !== null && MISSING.has(code)) continue;
+      const refused = code !== null && REFUSED.has(code);
+      const said = withCode(text, code, type).trim();
+      const what = `${need.privilege} ON ${need.on}`;
+      const message = refused
+        ? `ClickHouse user ${user} lacks ${what}, which the worker needs to ${need.why}: grant it ` +
+          `(cdr-worker migrate --print-grants lists every grant); the server said: ${said}`
+        : `cannot check the ClickHouse grants (${what}): ${said}`;
+      throw new CdrWorkerError("CLICKHOUSE_ACCESS", message.replace(/\s*\n\s*/g, " "), code === null, { cause });
+    }
+  }
+}

@@ -1,0 +1,165 @@
+// The worker under exactly the privileges `migrate --print-grants` lists. On the 26.9 engine the
+// engine itself checks them on every statement (chdb-http.py --grants gives its one user the role's
+// grants and nothing else): the worker ingests, replays its check after a restart, and `audit`
+// reads; DDL is refused. A grant missing stops the worker at start with one line naming it, on the
+// 26.9 engine (a grant left out of the role) and on 18.16 (a users.xml user with readonly=2, as
+// 18.16 has no SQL grants). `migrate --role` on 18.16 says why it cannot and exits 2.
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { ClickHouseLogLevel, createClient } from "@clickhouse/client";
+import { userStatement } from "../../src/clickhouse/grants.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { startChdbEndpoint } from "../support/chdb.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { props } from "../support/kafka.ts";
+import { ROOT } from "../support/services.ts";
+import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
+
+const { names } = e2eScope();
+const secrets = mkdtempSync(`${tmpdir()}/cdr-least-privilege-`);
+afterAll(() => rmSync(secrets, { recursive: true, force: true }));
+
+const cli = (env: Record<string, string>, ...args: string[]) => {
+  const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, ...args], { env: { ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+  return { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
+};
+
+async function produce(topic: string, values: string[]): Promise<void> {
+  const p = new Producer(props);
+  try {
+    await Promise.all(values.map((v) => p.produce(topic, v, { partition: 0 })));
+  } finally {
+    p.close();
+  }
+}
+
+/** The names on an engine of its own at `url`: topics from `names`, the table made by `migrate` there. */
+function onEndpoint(n: Names, url: string): Names {
+  const m = { ...n, clickhouseUrl: url };
+  const made = cli(workerEnv(m), "migrate");
+  expect({ code: made.code, stderr: made.stderr }).toEqual({ code: 0, stderr: "" });
+  return m;
+}
+
+const N = 60;
+const INVALID = new Set([5, 17, 40]);
+const records = Array.from({ length: N }, (_, i) => (INVALID.has(i) ? `not json ${i}` : toJson(withFields({ raw_id: `lp-${i}` }))));
+
+test("26.9: the worker runs, restarts and audits under the role's grants alone; DDL is refused", async () => {
+  const n0 = await names("least-priv");
+  const dir = `${ROOT}/.local/tmp/least-privilege-${Date.now().toString(36)}`;
+  const admin = await startChdbEndpoint({ dir });
+  let limited: Awaited<ReturnType<typeof startChdbEndpoint>> | undefined;
+  try {
+    const n = onEndpoint(n0, admin.url);
+    const printed = cli(workerEnv(n), "migrate", "--print-grants", "--user", "cdr_worker");
+    expect(printed.code).toBe(0);
+    const statements = printed.stdout.trim().split("\n");
+    expect(statements).toEqual([
+      "CREATE ROLE IF NOT EXISTS cdr_worker;",
+      "REVOKE ALL ON *.* FROM cdr_worker;",
+      `GRANT INSERT, SELECT ON e2e.${n.table} TO cdr_worker;`,
+      "GRANT SELECT ON system.columns TO cdr_worker;",
+      "GRANT SELECT ON system.processes TO cdr_worker;",
+      "GRANT cdr_worker TO cdr_worker;",
+      "SET DEFAULT ROLE cdr_worker TO cdr_worker;",
+    ]);
+    // Each is 26.9's SQL (the engine parses and formats it; it has no role storage to run it in).
+    const adminCh = createClient({ url: admin.url });
+    for (const s of [...statements, userStatement("cdr_worker", false), userStatement("cdr_worker", true)]) {
+      const rs = await adminCh.query({ query: "SELECT formatQuery({s:String}) AS f", query_params: { s }, format: "JSONEachRow" });
+      expect(((await rs.json<{ f: string }>())[0]!.f).length).toBeGreaterThan(0);
+    }
+    await adminCh.close();
+    await admin.stop();
+
+    const grants = `${secrets}/grants.sql`;
+    writeFileSync(grants, printed.stdout);
+    writeFileSync(`${secrets}/password`, "role-test-secret\n", { mode: 0o600 });
+    limited = await startChdbEndpoint({ dir, grants, user: "cdr_worker", password: "role-test-secret" });
+    const m = { ...n, clickhouseUrl: limited.url };
+    const env = workerEnv(m, { CLICKHOUSE_USER: "cdr_worker", CLICKHOUSE_PASSWORD_FILE: `${secrets}/password` });
+    const ch = createClient({ url: limited.url, username: "cdr_worker", password: "role-test-secret", database: "e2e", log: { level: ClickHouseLogLevel.OFF } });
+    try {
+      // The role holds nothing beyond the list: no DDL, no other table.
+      const refusedType = (e: { type?: string; message: string }) => e.type ?? e.message;
+      expect(await ch.command({ query: `DROP TABLE e2e.${n.table}` }).then(() => "dropped", refusedType)).toBe("ACCESS_DENIED");
+      const create = `CREATE TABLE e2e.${n.table}_2 (x UInt8) ENGINE = MergeTree ORDER BY x`;
+      expect(await ch.command({ query: create }).then(() => "created", refusedType)).toBe("ACCESS_DENIED");
+      await produce(n.raw, records.slice(0, 40));
+      let w = await startWorker(env);
+      let s = await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === 40, 30_000, "first 40 committed");
+      expect(await w.stop()).toBe(0);
+      expect(s.total_dlq).toBe(2);
+      // A restart runs the replay check (a SELECT on the table) before it takes the rest.
+      await produce(n.raw, records.slice(40));
+      w = await startWorker(env);
+      s = await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === N, 30_000, "all committed");
+      expect(await w.stop()).toBe(0);
+      expect(w.logs.filter((l) => l.includes('"level":"error"'))).toEqual([]);
+      const rows = await (await ch.query({ query: `SELECT count() AS c FROM e2e.${n.table}`, format: "JSONEachRow" })).json<{ c: string }>();
+      expect(Number(rows[0]!.c)).toBe(N - INVALID.size);
+      // Its own queries it may end without KILL QUERY, as the lost-answer path does.
+      await ch.command({ query: "KILL QUERY WHERE query_id = 'cdr-worker:no-such-query' SYNC" });
+      const audit = cli(env, "audit");
+      expect({ code: audit.code, stderr: audit.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(audit.stdout).toContain('"audit":"clean"');
+    } finally {
+      await ch.close();
+    }
+  } finally {
+    await admin.stop();
+    await limited?.stop();
+    rmSync(dir, { recursive: true, force: true });
+    for (const d of [`${dir}-spool`, `${dir}-config`]) rmSync(d, { recursive: true, force: true });
+  }
+}, 120_000);
+
+test("26.9: a grant left out of the role stops the worker at start with one line naming it", async () => {
+  const n0 = await names("least-priv-missing");
+  const dir = `${ROOT}/.local/tmp/least-privilege-missing-${Date.now().toString(36)}`;
+  const admin = await startChdbEndpoint({ dir });
+  let limited: Awaited<ReturnType<typeof startChdbEndpoint>> | undefined;
+  try {
+    const n = onEndpoint(n0, admin.url);
+    const printed = cli(workerEnv(n), "migrate", "--print-grants");
+    await admin.stop();
+    const grants = `${secrets}/grants-missing.sql`;
+    // The engine enforces grants on tables; its system tables it lets every user read (clickhouse-local
+    // has no select_from_system_db_requires_grant), so the grant left out is the table's SELECT.
+    writeFileSync(grants, printed.stdout.replace(`GRANT INSERT, SELECT ON e2e.${n.table}`, `GRANT INSERT ON e2e.${n.table}`));
+    limited = await startChdbEndpoint({ dir, grants });
+    const started = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "run"], { env: workerEnv({ ...n, clickhouseUrl: limited.url }), stdout: "pipe", stderr: "pipe", timeout: 50_000 });
+    expect(started.exitCode).toBe(2);
+    const lines = started.stderr.toString().trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toStartWith(`ClickHouse user default lacks SELECT ON e2e.${n.table}, which the worker needs to read which rows are stored`);
+    expect(lines[0]).toContain("ACCESS_DENIED");
+  } finally {
+    await admin.stop();
+    await limited?.stop();
+    for (const d of [dir, `${dir}-spool`, `${dir}-config`]) rmSync(d, { recursive: true, force: true });
+  }
+}, 120_000);
+
+test("18.16: a user who may not write (readonly=2, 18.16's users.xml) stops the worker at start, naming INSERT", async () => {
+  const n = await names("least-priv-1816");
+  const started = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "run"], { env: workerEnv(n, { CLICKHOUSE_USER: "reader" }), stdout: "pipe", stderr: "pipe", timeout: 50_000 });
+  expect(started.exitCode).toBe(2);
+  const lines = started.stderr.toString().trim().split("\n");
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toStartWith(`ClickHouse user reader lacks INSERT ON e2e.${n.table}, which the worker needs to insert batches`);
+  expect(lines[0]).toContain("Code: 164");
+});
+
+test("18.16: migrate --role says the server has no SQL roles and exits 2, after migrating", async () => {
+  const n = await names("least-priv-role-1816");
+  const made = cli(workerEnv(n), "migrate", "--role", "cdr_worker");
+  expect(made.code).toBe(2);
+  expect(made.stdout).toContain(`"migrated":"e2e.${n.table}"`);
+  expect(made.stderr.trim()).toMatch(/^config error: ClickHouse 18\.16\.\S+ has no SQL roles or users \(20\.4 added them\): define the worker's user in users\.xml/);
+});
