@@ -77,8 +77,11 @@ export function userStatement(user: string, exists: boolean): string {
   return `${exists ? "ALTER" : "CREATE"} USER ${user} IDENTIFIED WITH sha256_password BY {password:String}`;
 }
 
-/** ACCESS_DENIED, READONLY, NOT_ENOUGH_PRIVILEGES: the user may not do this, and no retry changes that. */
-const REFUSED = new Set([497, 164, 477]);
+/**
+ * ACCESS_DENIED, READONLY, DATABASE_ACCESS_DENIED (18.16's allow_databases): the user may not do this,
+ * and no retry changes that.
+ */
+const REFUSED = new Set([497, 164, 291]);
 /** UNKNOWN_TABLE, UNKNOWN_DATABASE: the schema check's to report (run `migrate`). */
 const MISSING = new Set([60, 81]);
 

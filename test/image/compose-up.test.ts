@@ -4,14 +4,22 @@
 // the observability profile's Prometheus scrapes it with the shipped rules; and `down` leaves
 // nothing of the project behind.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { composeNetworkHasDns } from "../support/podman.ts";
 import { ROOT, run, waitFor } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
 
 const PROJECT = "cdrtest";
+// The worker's password as a secret file, in a directory only this user enters; the file readable
+// by the image's user (nonroot), as docs/security.md says to make it.
+const secrets = mkdtempSync(`${tmpdir()}/cdr-compose-secrets-`);
+const WORKER_PASSWORD_FILE = `${secrets}/clickhouse-worker-password`;
+writeFileSync(WORKER_PASSWORD_FILE, "compose-test-worker-secret\n");
+chmodSync(WORKER_PASSWORD_FILE, 0o644);
 // Passed to each child: Bun.spawn's children get the environment the process started with.
-const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", GRAFANA_ADMIN_PASSWORD: "compose-test-grafana" } as Record<string, string>;
+const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana" } as Record<string, string>;
 const compose = async (...args: string[]) => {
   const p = Bun.spawn([`${ROOT}/.local/podman-compose/bin/podman-compose`, "-p", PROJECT, "-f", `${ROOT}/compose.yml`, "-f", `${ROOT}/compose.podman.yml`, ...args], { env, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
@@ -57,6 +65,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await compose("down", "--volumes").catch(() => {});
+  rmSync(secrets, { recursive: true, force: true });
 });
 
 test("up: healthy services, one-shots finished, the worker ingests on a loopback-only stats port; down: nothing left", async () => {
@@ -96,6 +105,13 @@ async function upIngestDown(): Promise<void> {
   expect(worker.EffectiveCaps ?? []).toEqual([]);
   expect(JSON.stringify(worker.HostConfig.SecurityOpt)).toContain("no-new-privileges");
   expect(worker.HostConfig.Ulimits.find((u: { Name: string }) => u.Name === "RLIMIT_CORE")).toMatchObject({ Soft: 0, Hard: 0 });
+  // Its own ClickHouse user, its password a mounted file: no password in its environment.
+  const workerEnvNames = (worker.Config.Env as string[]).map((e) => e.split("=")[0]);
+  expect(workerEnvNames).not.toContain("CLICKHOUSE_PASSWORD");
+  expect(worker.Config.Env).toContain("CLICKHOUSE_USER=cdr_worker");
+  expect(worker.Config.Env).toContain("CLICKHOUSE_PASSWORD_FILE=/run/secrets/clickhouse-worker-password");
+  expect(JSON.stringify(worker)).not.toContain("compose-test-worker-secret");
+  expect(worker.Mounts.map((m: { Destination: string }) => m.Destination)).toContain("/run/secrets/clickhouse-worker-password");
 
   const t1 = performance.now();
   await compose("--profile", "demo", "run", "--rm", "generator", "generate", "--count", "2000", "--invalid-share", "0.05");
