@@ -4,8 +4,14 @@
 -- ReplacingMergeTree collapses replays of a record (at-least-once delivery) during merges; the
 -- sorting key ends in cdr_id and every other key column is derived from the same raw record, so
 -- replays share the whole key. Count with `FINAL` or `uniqExact(cdr_id)` to see deduplicated rows.
--- kafka_partition and kafka_offset say which raw record a row came from (`cdr-worker audit` and
--- the worker's replay check read them); -1 marks rows written before the columns existed.
+-- kafka_partition and kafka_offset say which raw record a row came from; -1 marks rows written
+-- before the columns existed.
+-- {table}_offsets holds every stored row's (kafka_partition, kafka_offset, cdr_id), kept by a materialized
+-- view on each insert and sorted by them: the worker's replay check ("which offsets of partition P
+-- at or past O are stored") reads a key range of it instead of scanning the table, and `cdr-worker
+-- audit` finds a row stored twice, or a producer's replay, there after merges have collapsed it
+-- here. A plain MergeTree: it never collapses. The view runs after the table's write in the same insert, so it can lack a row
+-- the table has (the view's write failed), never hold one the table lacks.
 CREATE DATABASE IF NOT EXISTS {database};
 
 CREATE TABLE IF NOT EXISTS {database}.{table}
@@ -31,3 +37,17 @@ CREATE TABLE IF NOT EXISTS {database}.{table}
 ENGINE = ReplacingMergeTree(ingested_at)
 PARTITION BY toYYYYMM(session_start_time)
 ORDER BY (session_start_time, msisdn, cell_id, cdr_id);
+
+CREATE TABLE IF NOT EXISTS {database}.{table}_offsets
+(
+    kafka_partition    Int32,
+    kafka_offset       Int64,
+    cdr_id             UUID,
+    ingested_at        DateTime('UTC')
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMM(ingested_at)
+ORDER BY (kafka_partition, kafka_offset);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.{table}_offsets_mv TO {database}.{table}_offsets
+AS SELECT kafka_partition, kafka_offset, cdr_id, ingested_at FROM {database}.{table} WHERE kafka_offset >= 0;

@@ -23,7 +23,8 @@ const { brokers, raw, dlq, table, ch } = run;
 const exactlyOnce = (process.env.DELIVERY ?? "exactly-once") === "exactly-once";
 // Replays must stay visible: a merge would collapse them behind the count's back. Without merges
 // the parts of every small insert after a restart pile up; the table is made again with room for them.
-await ch.command({ query: `DROP TABLE ${run.database}.${table}` });
+// Its offsets table and view go too: a view made for the dropped table does not follow a new one.
+for (const name of [`${table}_offsets_mv`, `${table}_offsets`, table]) await ch.command({ query: `DROP TABLE ${run.database}.${name}` });
 for (const q of ddlStatements(run.database, table))
   await ch.command({ query: q.startsWith("CREATE TABLE") ? `${q} SETTINGS parts_to_throw_insert = 100000, parts_to_delay_insert = 100000` : q });
 await ch.command({ query: `SYSTEM STOP MERGES ${run.database}.${table}` });

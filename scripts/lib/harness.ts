@@ -119,7 +119,8 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
       return out;
     },
     async cleanup() {
-      await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${table}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));
+      for (const name of [`${table}_offsets_mv`, `${table}_offsets`, table])
+        await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${name}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));
       await ch.close().catch(() => {});
       await admin.deleteTopics([raw, dlq]).catch(() => {});
       admin.close();

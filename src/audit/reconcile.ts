@@ -6,7 +6,7 @@
  *
  * Findings, per offset o in the range:
  *   missing                   o holds a record, and neither a row nor an envelope stands for it
- *   stored_twice              more than one row has o (counted without FINAL)
+ *   stored_twice              o was stored more than once (the offsets table: merges never hide it)
  *   dead_lettered_twice       more than one envelope has o as its source
  *   stored_and_dead_lettered  o has a row and an envelope
  *   not_a_record              a row or an envelope has o, and o holds no record (read_committed)

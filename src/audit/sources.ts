@@ -1,9 +1,9 @@
 /**
  * What the audit reads, each as ascending offsets of one partition at a time (reconcile.ts):
  *   - the raw topic's records, read_committed, from a handle assigned one partition at a time;
- *   - ClickHouse's rows by kafka_offset: one query over every audited partition, ordered by
- *     partition and offset and streamed (the server sorts on disk past 1 GiB), so the table is
- *     scanned once and the client holds one line at a time;
+ *   - ClickHouse's stored offsets (the offsets table, sorted by partition and offset, never
+ *     collapsed by merges): one query over every audited partition's key range, streamed, so the
+ *     client holds one line at a time;
  *   - the DLQ's envelopes by source offset: the DLQ is keyed by nothing the audit can seek, so it
  *     is read whole once and its source offsets kept, 8 bytes each, for the audited partitions.
  */
@@ -50,8 +50,8 @@ export async function* recordOffsets(
   }
 }
 
-/** The rows' offsets of every range, one query; `of(p)` streams partition p's (ascending p, please). */
-export function storedOffsets(ch: ClickHouseClient, table: string, ranges: readonly Range[]) {
+/** The stored offsets of every range, one query; `of(p)` streams partition p's (ascending p, please). */
+export function storedOffsets(ch: ClickHouseClient, offsetsTable: string, ranges: readonly Range[]) {
   const where = ranges
     .map((r) => `(kafka_partition = ${r.partition} AND kafka_offset >= ${r.from} AND kafka_offset < ${r.to})`)
     .join(" OR ");
@@ -65,7 +65,8 @@ export function storedOffsets(ch: ClickHouseClient, table: string, ranges: reado
     }
     lines ??= streamLines(
       ch,
-      `SELECT kafka_partition, kafka_offset FROM ${table} WHERE ${where || "0"} ORDER BY kafka_partition, kafka_offset`,
+      `SELECT kafka_partition, kafka_offset FROM ${offsetsTable} WHERE ${where || "0"} ` +
+        "ORDER BY kafka_partition, kafka_offset",
     );
     const r = await lines.next();
     if (r.done) return null;

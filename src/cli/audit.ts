@@ -10,6 +10,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import type { Message } from "../kafka/message.ts";
 import { ascending, deadLetteredOffsets, recordOffsets, storedOffsets, type Range } from "../audit/sources.ts";
 import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
+import { offsetsTable } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
@@ -18,8 +19,8 @@ import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
 export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N] [--to-offset M]
                  [--since ISO] [--until ISO]
-  Reconciles each partition of KAFKA_TOPIC_RAW: its records (read_committed) against ClickHouse's rows by
-  kafka_offset and the DLQ's envelopes by source offset, counted without FINAL. Prints a JSON line per
+  Reconciles each partition of KAFKA_TOPIC_RAW: its records (read_committed) against the stored offsets
+  (<table>_offsets, which merges never collapse) and the DLQ's envelopes by source offset. Prints a JSON line per
   partition (missing, stored_twice, dead_lettered_twice, stored_and_dead_lettered, not_a_record, with the
   first offsets of each) and a summary, which also counts rows written before the provenance columns
   existed and cdr_ids stored at two offsets (a producer's replay: reported, not a failure).
@@ -61,7 +62,8 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
     const dead = await deadLetteredOffsets(dlq, cfg.kafka.topicDlq, dlqPartitions, raw, ranges, (read, total) => {
       if (tty) process.stderr.write(`\raudit: DLQ ${read} of ${total}`);
     });
-    const stored = storedOffsets(ch, table, ranges);
+    const offsets = `${cfg.clickhouse.database}.${offsetsTable(cfg.clickhouse.table)}`;
+    const stored = storedOffsets(ch, offsets, ranges);
     const totals: Record<string, number> = Object.fromEntries(FINDINGS.map((k) => [k, 0]));
     let recordsRead = 0;
     let replaysCollapsed = 0;
@@ -111,7 +113,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
       );
     const beforeProvenance = await scalar(`SELECT count() FROM ${table} WHERE kafka_offset < 0`);
     const producerReplays = await scalar(
-      `SELECT count() FROM (SELECT cdr_id FROM ${table} WHERE ${inRange} ` +
+      `SELECT count() FROM (SELECT cdr_id FROM ${offsets} WHERE ${inRange} ` +
         "GROUP BY cdr_id HAVING uniqExact(kafka_partition, kafka_offset) > 1)",
     );
     const failed = failures(totals as Record<(typeof FINDINGS)[number], number>);
@@ -166,6 +168,8 @@ function auditRanges(args: ParsedArgs, partitions: number, topic: string, group:
         return n;
       })
     : Array.from({ length: partitions }, (_, p) => p);
+  // Ascending and once each: the stored offsets stream partition after partition (sources.ts).
+  chosen.splice(0, chosen.length, ...new Set(chosen.sort((a, b) => a - b)));
   const offset = (name: string) =>
     args.flags.has(name) ? numberFlag(args, name, 0, 0, Number.MAX_SAFE_INTEGER) : null;
   const time = (name: string) => {

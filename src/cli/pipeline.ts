@@ -58,6 +58,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     instance: cfg.workerInstance,
     user: cfg.clickhouse.user,
     syncDistributed: exactlyOnce,
+    requestTimeoutMs: cfg.clickhouse.requestTimeoutMs,
   });
   const dlq = new DlqPublisher(producer, {
     topic: cfg.kafka.topicDlq,

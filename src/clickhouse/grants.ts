@@ -2,7 +2,8 @@
  * What the worker does on ClickHouse, as privileges: one list that both the role `migrate` makes
  * (`--print-grants`, `--role`) and the start-up check read, so the two cannot drift apart.
  * - INSERT on the table: the batches.
- * - SELECT on the table: which rows are stored (the replay check, a lost answer's check, `audit`).
+ * - SELECT on the table: which rows are stored (a lost answer's check, `audit`).
+ * - SELECT on the offsets table: which offsets are stored (the replay check, `audit`).
  * - SELECT on system.columns: the schema check at start.
  * - SELECT on system.processes: whether its own inserts have ended (insertsEnded, KILL QUERY's own
  *   read). Killing its own queries needs no KILL QUERY grant: ClickHouse asks for it only to kill
@@ -15,7 +16,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { serverError, withCode } from "./insert-error.ts";
-import { COLUMN_TYPES } from "./migrate.ts";
+import { COLUMN_TYPES, offsetsTable } from "./migrate.ts";
 
 export interface Need {
   privilege: string;
@@ -41,6 +42,12 @@ export function workerNeeds(database: string, table: string): Need[] {
       probe: `INSERT INTO ${t} (kafka_partition) SELECT ${zero} FROM system.one WHERE 0`,
     },
     { privilege: "SELECT", on: t, why: "read which rows are stored", probe: nothingFrom(t) },
+    {
+      privilege: "SELECT",
+      on: `${database}.${offsetsTable(table)}`,
+      why: "read which offsets are stored",
+      probe: nothingFrom(`${database}.${offsetsTable(table)}`),
+    },
     { privilege: "SELECT", on: "system.columns", why: "check the schema", probe: nothingFrom("system.columns") },
     {
       privilege: "SELECT",

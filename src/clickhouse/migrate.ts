@@ -48,14 +48,6 @@ export function ddlStatements(database: string, table: string, cluster?: string)
     .map((s) => s.replaceAll("{database}", database).replaceAll("{table}", table));
 }
 
-/**
- * Creates what is missing, then upgrades a table made by an older DDL in place: each column of
- * ADDED_COLUMNS it lacks is added. On a cluster the local tables are altered ON CLUSTER (one
- * replica per shard, ZooKeeper carries it to the others); the Distributed table holds no rows of
- * its own and 18.16 refuses ALTER ON CLUSTER of it where shards replicate internally ("Table isn't
- * replicated"), so it is made anew on every node from the local table's columns (docs/upgrade.md:
- * workers stopped first). Idempotent; returns the columns added, for the log.
- */
 /** Names go into statements as text (18.16 has no identifier parameters): plain ones only. */
 function plainIdentifiers(names: Record<string, string>): void {
   for (const [what, name] of Object.entries(names))
@@ -63,6 +55,18 @@ function plainIdentifiers(names: Record<string, string>): void {
       throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
 }
 
+/** The table the replay check and the audit read stored offsets from (sql/001_cdr.sql). */
+export const offsetsTable = (table: string) => `${table}_offsets`;
+
+/**
+ * Creates what is missing, then upgrades a table made by an older DDL in place: each column of
+ * ADDED_COLUMNS it lacks is added. On a cluster the local tables are altered ON CLUSTER (one
+ * replica per shard, ZooKeeper carries it to the others); the Distributed table holds no rows of
+ * its own and 18.16 refuses ALTER ON CLUSTER of it where shards replicate internally ("Table isn't
+ * replicated"), so it is made anew on every node from the local table's columns (docs/upgrade.md:
+ * workers stopped first). An offsets table made now is filled from the rows already stored before
+ * its view starts to keep it. Idempotent; returns the columns added, for the log.
+ */
 export async function migrate(
   ch: ClickHouseClient,
   database: string,
@@ -70,15 +74,20 @@ export async function migrate(
   cluster?: string,
 ): Promise<string[]> {
   const statements = ddlStatements(database, table, cluster);
-  for (const query of statements) await ch.command({ query });
+  const isView = (s: string) => s.startsWith("CREATE MATERIALIZED VIEW");
+  const rows = cluster ? `${table}_local` : table;
+  const offsets = cluster ? `${offsetsTable(table)}_local` : offsetsTable(table);
+  const hadOffsets = (await readColumns(ch, database, offsets)).length > 0;
+  for (const query of statements) if (!isView(query)) await ch.command({ query });
   const added: string[] = [];
-  for (const target of cluster ? [`${table}_local`, table] : [table]) {
+  for (const target of cluster ? [rows, table] : [table]) {
     const have = new Set((await readColumns(ch, database, target)).map((c) => c.name));
     const missing = ADDED_COLUMNS.filter((c) => !have.has(c.name));
     if (missing.length === 0) continue;
     if (cluster && target === table) {
       await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${table} ON CLUSTER ${cluster}` });
-      await ch.command({ query: statements[statements.length - 1]! });
+      const distributed = `CREATE TABLE IF NOT EXISTS ${database}.${table} `;
+      await ch.command({ query: statements.find((q) => q.startsWith(distributed))! });
     } else {
       const onCluster = cluster ? ` ON CLUSTER ${cluster}` : "";
       for (const c of missing)
@@ -88,6 +97,15 @@ export async function migrate(
     }
     added.push(...missing.map((c) => `${database}.${target}.${c.name}`));
   }
+  // Through the Distributed tables on a cluster: each shard's rows, whichever shard they land on
+  // (the offsets are only ever read whole).
+  if (!hadOffsets)
+    await ch.command({
+      query:
+        `INSERT INTO ${database}.${offsetsTable(table)} SELECT kafka_partition, kafka_offset, cdr_id, ingested_at ` +
+        `FROM ${database}.${table} WHERE kafka_offset >= 0`,
+    });
+  for (const query of statements) if (isView(query)) await ch.command({ query });
   return added;
 }
 
@@ -138,23 +156,28 @@ export async function checkSchemaOnAny(
  */
 export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
   plainIdentifiers({ database, table });
-  let columns: Array<{ name: string; type: string; default_kind: string }>;
-  try {
-    columns = await readColumns(ch, database, table);
-  } catch (cause) {
-    // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
-    // access) will not without an operator.
-    const { code, type, text } = serverError(cause);
-    const message = `cannot read the schema of ${database}.${table}: ${withCode(text, code, type).trim()}`;
-    throw new CdrWorkerError("CLICKHOUSE_SCHEMA", message, code === null, { cause });
-  }
-  if (columns.length === 0)
-    throw new CdrWorkerError(
+  const read = async (name: string) => {
+    try {
+      return await readColumns(ch, database, name);
+    } catch (cause) {
+      // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
+      // access) will not without an operator.
+      const { code, type, text } = serverError(cause);
+      const message = `cannot read the schema of ${database}.${name}: ${withCode(text, code, type).trim()}`;
+      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", message, code === null, { cause });
+    }
+  };
+  const missing = (name: string, why = "") =>
+    new CdrWorkerError(
       "CLICKHOUSE_SCHEMA",
-      `table ${database}.${table} does not exist; run \`cdr-worker migrate\``,
+      `table ${database}.${name} does not exist${why}; run \`cdr-worker migrate\``,
     );
+  const columns = await read(table);
+  if (columns.length === 0) throw missing(table);
   const problems = schemaProblems(columns);
   if (problems.length) throw new SchemaMismatchError(`${database}.${table}`, problems);
+  if ((await read(offsetsTable(table))).length === 0)
+    throw missing(offsetsTable(table), " (the replay check reads the stored offsets there)");
 }
 
 /** What keeps the worker from writing exactly into a table of these columns; empty when nothing. */

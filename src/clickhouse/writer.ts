@@ -28,6 +28,7 @@ import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
+import { offsetsTable } from "./migrate.ts";
 import { insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 
 /** The start of every insert's query id (system.processes). */
@@ -58,6 +59,8 @@ export interface WriterOptions {
   user?: string;
   /** Inserts into a Distributed table wait for the shards (exactly-once: the replay check reads them). */
   syncDistributed?: boolean;
+  /** CLICKHOUSE_REQUEST_TIMEOUT_MS: the replay check's read is ended by the server before it. */
+  requestTimeoutMs?: number;
 }
 
 /** One ClickHouse endpoint and what the worker saw of it (docs/stats.md). */
@@ -75,10 +78,13 @@ export interface Endpoint {
 export class ClickHouseWriter {
   readonly #endpoints: Endpoint[];
   readonly #table: string;
+  readonly #offsetsTable: string;
   readonly #insertQuery: string;
   readonly #queryIdPrefix: string;
   readonly #syncDistributed: boolean;
   readonly #user: string | undefined;
+  /** The replay check's max_execution_time: a second under the request timeout, at least one. */
+  readonly #checkSeconds: number;
   #current = 0;
   #inserts = 0;
   #failing = false;
@@ -96,6 +102,7 @@ export class ClickHouseWriter {
     this.#queryIdPrefix = `${INSERT_QUERY_ID_PREFIX}${opts.instance ?? "worker"}:${Date.now().toString(36)}:${random}:`;
     this.#user = opts.user;
     this.#syncDistributed = opts.syncDistributed ?? false;
+    this.#checkSeconds = Math.max(1, Math.floor((opts.requestTimeoutMs ?? 10_000) / 1000) - 1);
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
     this.#endpoints = list.map(({ name, client }) => ({
       name,
@@ -106,6 +113,7 @@ export class ClickHouseWriter {
       version: null,
     }));
     this.#table = `${database}.${table}`;
+    this.#offsetsTable = `${database}.${offsetsTable(table)}`;
     this.#insertQuery = `INSERT INTO ${this.#table} (${COLUMNS.join(", ")}) FORMAT RowBinary`;
   }
 
@@ -272,20 +280,28 @@ export class ClickHouseWriter {
   }
 
   /**
-   * Rows of these partitions stored at or past each one's offset, ingested since its time: what a
-   * partition's last owner already stored (the replay check). Asked of the endpoints in turn
-   * until one answers; throws when none does.
+   * Offsets of these partitions stored at or past each one's offset, ingested since its time: what
+   * a partition's last owner already stored (the replay check). Read from the offsets table, one
+   * key range per partition (sql/001_cdr.sql), so its cost follows the rows past the commit, not the
+   * table. The server ends it (max_execution_time) a second before the client's request timeout, so
+   * a slow check never leaves a read running behind a retry. Asked of the endpoints in turn until one
+   * answers; throws when none does.
    */
   async storedOffsets(owned: readonly Owned[]): Promise<DeliveredOffsets> {
-    const from = Math.min(...owned.map((o) => o.from));
     // ingested_at is whole seconds taken for a poll before its records' holds are stamped (a pause
     // can fall between): a minute back. The bound only keeps rows of an older incarnation out.
-    const since = Math.floor(Math.min(...owned.map((o) => o.since)) / 1000) - 60;
-    const query =
-      `SELECT kafka_partition, kafka_offset FROM ${this.#table} ` +
-      `WHERE kafka_partition IN (${owned.map((o) => o.partition).join(", ")}) ` +
-      `AND kafka_offset >= ${from} AND ingested_at >= toDateTime(${Math.max(0, since)})`;
-    const read = (c: ClickHouseClient) => c.query({ query, format: "TabSeparated" }).then((r) => r.text());
+    const since = (o: Owned) => Math.max(0, Math.floor(o.since / 1000) - 60);
+    const where = owned
+      .map(
+        (o) =>
+          `(kafka_partition = ${o.partition} AND kafka_offset >= ${o.from} ` +
+          `AND ingested_at >= toDateTime(${since(o)}))`,
+      )
+      .join(" OR ");
+    const query = `SELECT kafka_partition, kafka_offset FROM ${this.#offsetsTable} WHERE ${where || "0"}`;
+    const settings = { max_execution_time: this.#checkSeconds };
+    const read = (c: ClickHouseClient) =>
+      c.query({ query, format: "TabSeparated", clickhouse_settings: settings }).then((r) => r.text());
     const text = await this.#onAnyEndpoint(read).catch((err) => {
       throw permanentOr(err, "replay check: reading what the last owner stored");
     });

@@ -41,7 +41,7 @@ afterAll(async () => {
 test("migrate --cluster: upgrades tables of the older DDL (no provenance) on every replica, local then Distributed; twice without harm", async () => {
   // The tables as a release before the Kafka provenance columns made them.
   const ch0 = replica(REPLICAS[0]!);
-  for (const q of ddlStatements(DB, "cdr", "cdr_cluster")) await ch0.command({ query: q.replace(/,\s*kafka_partition[^\n]*\n\s*kafka_offset[^\n]*/, "") });
+  for (const q of ddlStatements(DB, "cdr", "cdr_cluster").filter((q) => !q.includes("_offsets"))) await ch0.command({ query: q.replace(/,\s*kafka_partition[^\n]*\n\s*kafka_offset[^\n]*/, "") });
   await ch0.close();
   expect(await count(REPLICAS[1]!, `SELECT count() AS c FROM system.columns WHERE database = '${DB}' AND name LIKE 'kafka_%'`)).toBe(0);
   const env = { ...process.env, CLICKHOUSE_URL: REPLICAS[0]!, CLICKHOUSE_DATABASE: DB, CLICKHOUSE_TABLE: "cdr" };
@@ -55,12 +55,18 @@ test("migrate --cluster: upgrades tables of the older DDL (no provenance) on eve
   }
   expect(added).toEqual([[`${DB}.cdr_local.kafka_partition`, `${DB}.cdr_local.kafka_offset`, `${DB}.cdr.kafka_partition`, `${DB}.cdr.kafka_offset`], []]);
   for (const url of REPLICAS)
-    expect(await count(url, `SELECT count() AS c FROM system.columns WHERE database = '${DB}' AND name LIKE 'kafka_%'`)).toBe(4);
+    expect(await count(url, `SELECT count() AS c FROM system.columns WHERE database = '${DB}' AND table IN ('cdr', 'cdr_local') AND name LIKE 'kafka_%'`)).toBe(4);
   for (const url of REPLICAS) {
     const ch = replica(url);
     const rows = await (await ch.query({ query: `SELECT name, engine FROM system.tables WHERE database = '${DB}' ORDER BY name`, format: "JSONEachRow" })).json();
     await ch.close();
-    expect(rows).toEqual([{ name: "cdr", engine: "Distributed" }, { name: "cdr_local", engine: "ReplicatedReplacingMergeTree" }]);
+    expect(rows).toEqual([
+      { name: "cdr", engine: "Distributed" },
+      { name: "cdr_local", engine: "ReplicatedReplacingMergeTree" },
+      { name: "cdr_offsets", engine: "Distributed" },
+      { name: "cdr_offsets_local", engine: "ReplicatedMergeTree" },
+      { name: "cdr_offsets_mv", engine: "MaterializedView" },
+    ]);
   }
 }, 60_000);
 

@@ -47,9 +47,8 @@ const tsvBody = encodeCorpus(new RowBuffer());
 const clients = CLICKHOUSE_SERVERS.map((s) => createClickHouse({ url: s.url, user: "default", password: "", database: "default", table, requestTimeoutMs: 30_000 }, "default"));
 afterAll(async () => {
   for (const ch of clients) {
-    await ch.command({ query: `DROP TABLE IF EXISTS ${DB}.${table}` }).catch(() => {});
-    await ch.command({ query: `DROP TABLE IF EXISTS ${DB}.${table}_default` }).catch(() => {});
-    await ch.command({ query: `DROP TABLE IF EXISTS ${DB}.${table}_tsv` }).catch(() => {});
+    for (const t of [table, `${table}_default`, `${table}_tsv`, `${table}_old`])
+      for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await ch.command({ query: `DROP TABLE IF EXISTS ${DB}.${name}` }).catch(() => {});
     await ch.close();
   }
 });
@@ -110,7 +109,7 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
 
   test("migrate upgrades a table of the older DDL in place: the provenance columns are added, -1 in the rows it held; twice without harm", async () => {
     const old = `${table}_old`;
-    for (const q of ddlStatements(DB, old)) await ch.command({ query: q.replace(/,\s*kafka_partition[^\n]*\n\s*kafka_offset[^\n]*/, "") });
+    for (const q of ddlStatements(DB, old).filter((q) => !q.includes("_offsets"))) await ch.command({ query: q.replace(/,\s*kafka_partition[^\n]*\n\s*kafka_offset[^\n]*/, "") });
     await expect(checkSchema(ch, DB, old)).rejects.toThrow("column kafka_partition is missing; the worker writes it as Int32 (sql/001_cdr.sql): run `cdr-worker migrate`, which adds it");
     await ch.command({ query: `INSERT INTO ${DB}.${old} (${COLUMNS.slice(0, 15).join(", ")}) SELECT ${COLUMNS.slice(0, 15).join(", ")} FROM ${t} LIMIT 3` });
     expect(await migrate(ch, DB, old)).toEqual([`${DB}.${old}.kafka_partition`, `${DB}.${old}.kafka_offset`]);
@@ -121,6 +120,27 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
     const split = await (await ch.query({ query: `SELECT kafka_offset = -1 AND kafka_partition = -1 AS before, count() AS c FROM ${DB}.${old} GROUP BY before ORDER BY before`, format: "JSONEachRow" })).json<{ before: number; c: string }>();
     expect(split.map((r) => [Number(r.before), Number(r.c)])).toEqual([[0, corpus.length], [1, 3]]);
     await ch.command({ query: `DROP TABLE ${DB}.${old}` });
+  });
+
+  test("a table without its offsets table (0.2.0's DDL): run refuses, naming it; migrate makes it, fills it from the rows stored, then keeps it", async () => {
+    const prev = `${table}_prev`;
+    for (const q of ddlStatements(DB, prev).filter((q) => !q.includes("_offsets"))) await ch.command({ query: q });
+    await expect(checkSchema(ch, DB, prev)).rejects.toThrow(
+      `table ${DB}.${prev}_offsets does not exist (the replay check reads the stored offsets there); run \`cdr-worker migrate\``,
+    );
+    const cols = COLUMNS.slice(0, 15).join(", ");
+    await ch.command({ query: `INSERT INTO ${DB}.${prev} (${cols}, kafka_partition, kafka_offset) SELECT ${cols}, 2, 7 FROM ${t} LIMIT 1` });
+    await ch.command({ query: `INSERT INTO ${DB}.${prev} (${cols}) SELECT ${cols} FROM ${t} LIMIT 1` }); // before provenance: -1
+    await migrate(ch, DB, prev);
+    await migrate(ch, DB, prev);
+    await checkSchema(ch, DB, prev);
+    const w = new ClickHouseWriter(ch, DB, prev);
+    await w.insert(body, corpus.length);
+    const offsets = await (await ch.query({ query: `SELECT kafka_partition AS p, count() AS c FROM ${DB}.${prev}_offsets GROUP BY p ORDER BY p`, format: "JSONEachRow" })).json<{ p: number; c: string }>();
+    // The one row stored before, once (a second migrate fills nothing), and every row inserted since.
+    const total = offsets.reduce((n, r) => n + Number(r.c), 0);
+    expect(total).toBe(1 + corpus.length);
+    for (const name of [`${prev}_offsets_mv`, `${prev}_offsets`, prev]) await ch.command({ query: `DROP TABLE ${DB}.${name}` });
   });
 
   test("the body means the same under the server's own defaults (no settings sent): nothing depends on input settings", async () => {

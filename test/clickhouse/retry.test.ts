@@ -69,17 +69,24 @@ test("a row formats as 17 tab-separated columns with exact UInt64 digits, proven
 test("DDL names must be plain identifiers; comments never split statements", () => {
   expect(() => ddlStatements("telecom; DROP", "cdr")).toThrow("plain identifier");
   const stmts = ddlStatements("telecom", "cdr");
-  expect(stmts.length).toBe(2);
+  expect(stmts.length).toBe(4);
   expect(stmts[1]).toContain("ReplacingMergeTree");
+  expect(stmts[2]).toStartWith("CREATE TABLE IF NOT EXISTS telecom.cdr_offsets\n");
+  expect(stmts[3]).toStartWith("CREATE MATERIALIZED VIEW IF NOT EXISTS telecom.cdr_offsets_mv TO telecom.cdr_offsets");
 });
 
 test("the cluster DDL's local table has exactly the single-node table's columns; comments hold no statement", () => {
   const single = ddlStatements("telecom", "cdr")[1]!;
   const cluster = ddlStatements("telecom", "cdr", "c1");
   const columns = (s: string) => s.slice(s.indexOf("("), s.indexOf("\nENGINE"));
-  expect(cluster.length).toBe(3);
+  expect(cluster.length).toBe(6);
   expect(cluster[0]).toBe("CREATE DATABASE IF NOT EXISTS telecom ON CLUSTER c1");
   expect(columns(cluster[1]!)).toBe(columns(single));
   expect(cluster[1]).toContain("ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/telecom/cdr_local', '{replica}', ingested_at)");
   expect(cluster[2]).toContain("ENGINE = Distributed(c1, telecom, cdr_local, cityHash64(toString(cdr_id)))");
+  // The offsets table: the single-node one's columns, replicated, read through a Distributed table.
+  expect(columns(cluster[3]!)).toBe(columns(ddlStatements("telecom", "cdr")[2]!));
+  expect(cluster[3]).toContain("ReplicatedMergeTree('/clickhouse/tables/{shard}/telecom/cdr_offsets_local', '{replica}')");
+  expect(cluster[4]).toContain("ENGINE = Distributed(c1, telecom, cdr_offsets_local, rand())");
+  expect(cluster[5]).toContain("TO telecom.cdr_offsets_local");
 });

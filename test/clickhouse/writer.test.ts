@@ -22,8 +22,8 @@ const cfg = (url: string) => ({ url, user: "default", password: "", database: "d
 const clients = CLICKHOUSE_SERVERS.map((s) => createClickHouse(cfg(s.url), "default"));
 afterAll(async () => {
   for (const ch of clients) {
-    await ch.command({ query: `DROP TABLE IF EXISTS e2e.${table}` }).catch(() => {});
-    await ch.command({ query: `DROP TABLE IF EXISTS e2e.${table}_check` }).catch(() => {});
+    for (const t of [table, `${table}_check`])
+      for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
     await ch.close();
   }
 });
@@ -133,5 +133,33 @@ test("ClickHouse 18.16: another user's long query with a cdr-worker: id does not
   } finally {
     await slow.catch(() => {});
     await other.close();
+  }
+});
+
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, i] as const))("%s: the replay check reads the offsets table, each partition from its own offset and time", async (_n, i) => {
+  const ch = clients[i]!;
+  const t = `${table}_replay`;
+  await migrate(ch, "e2e", t);
+  try {
+    const now = Math.floor(Date.now() / 1000);
+    // Partition 0: its owner committed at 100 an hour ago; a row at 120 from three hours ago is an
+    // older incarnation's. Partition 1: committed at 5 three hours ago, so that row is its own.
+    const rows = [
+      [0, 99, now - 60], [0, 100, now - 60], [0, 120, now - 3 * 3600], [0, 121, now - 60],
+      [1, 4, now - 3 * 3600], [1, 5, now - 3 * 3600 + 120], [1, 7, now - 60],
+    ];
+    const values = rows.map(([p, o, at]) => `(${p}, ${o}, ${at}, '${crypto.randomUUID()}', ${at})`);
+    await ch.command({ query: `INSERT INTO e2e.${t} (kafka_partition, kafka_offset, ingested_at, cdr_id, session_start_time) VALUES ${values.join(", ")}` });
+    // Only the offsets table answers: the table itself is gone.
+    await ch.command({ query: `DROP TABLE e2e.${t}_offsets_mv` });
+    await ch.command({ query: `DROP TABLE e2e.${t}` });
+    const w = new ClickHouseWriter(ch, "e2e", t, { requestTimeoutMs: 5000 });
+    const found = await w.storedOffsets([
+      { partition: 0, from: 100, since: (now - 3600) * 1000 },
+      { partition: 1, from: 5, since: (now - 3 * 3600) * 1000 },
+    ]);
+    expect([...found].sort(([a], [b]) => a - b).map(([p, o]) => [p, [...o].sort((x, y) => x - y)])).toEqual([[0, [100, 121]], [1, [5, 7]]]);
+  } finally {
+    for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
   }
 });

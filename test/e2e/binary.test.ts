@@ -31,7 +31,8 @@ beforeAll(async () => {
 afterAll(async () => {
   killLeftoverWorkers();
   await deleteTopics(n.raw, n.dlq).catch(() => {});
-  await ch.command({ query: `DROP TABLE IF EXISTS e2e.${n.table}` }).catch(() => {});
+  for (const name of [`${n.table}_offsets_mv`, `${n.table}_offsets`, n.table])
+    await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
   await ch.close();
 });
 

@@ -63,6 +63,7 @@ test("26.9: the worker runs, restarts and audits under the role's grants alone; 
       "CREATE ROLE IF NOT EXISTS cdr_worker;",
       "REVOKE ALL ON *.* FROM cdr_worker;",
       `GRANT INSERT, SELECT ON e2e.${n.table} TO cdr_worker;`,
+      `GRANT SELECT ON e2e.${n.table}_offsets TO cdr_worker;`,
       "GRANT SELECT ON system.columns TO cdr_worker;",
       "GRANT SELECT ON system.processes TO cdr_worker;",
       "GRANT cdr_worker TO cdr_worker;",
@@ -101,8 +102,10 @@ test("26.9: the worker runs, restarts and audits under the role's grants alone; 
       s = await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === N, 30_000, "all committed");
       expect(await w.stop()).toBe(0);
       expect(w.logs.filter((l) => l.includes('"level":"error"'))).toEqual([]);
-      const rows = await (await ch.query({ query: `SELECT count() AS c FROM e2e.${n.table}`, format: "JSONEachRow" })).json<{ c: string }>();
-      expect(Number(rows[0]!.c)).toBe(N - INVALID.size);
+      const count = async (t: string) => Number((await (await ch.query({ query: `SELECT count() AS c FROM e2e.${t}`, format: "JSONEachRow" })).json<{ c: string }>())[0]!.c);
+      expect(await count(n.table)).toBe(N - INVALID.size);
+      // The view kept the offsets table under the worker's user's inserts.
+      expect(await count(`${n.table}_offsets`)).toBe(N - INVALID.size);
       // Its own queries it may end without KILL QUERY, as the lost-answer path does.
       await ch.command({ query: "KILL QUERY WHERE query_id = 'cdr-worker:no-such-query' SYNC" });
       const audit = cli(env, "audit");

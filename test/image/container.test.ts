@@ -45,7 +45,8 @@ const ch = clickhouse();
 
 afterAll(async () => {
   await podman("rm", "--force", container).catch(() => {});
-  await ch.command({ query: `DROP TABLE IF EXISTS e2e.${names.table}` }).catch(() => {});
+  for (const name of [`${names.table}_offsets_mv`, `${names.table}_offsets`, names.table])
+    await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
   await ch.close();
   await deleteTopics(names.raw, names.dlq).catch(() => {});
 });

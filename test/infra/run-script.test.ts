@@ -33,7 +33,7 @@ test("Ctrl-C stops `bash scripts/run.sh` cleanly: the worker gets one SIGINT, fl
   expect(output).toContain('"msg":"stopped cleanly"');
   expect(output).not.toContain("second signal");
   const ch = clickhouse();
-  await ch.command({ query: `DROP TABLE IF EXISTS e2e.${table}` });
+  for (const name of [`${table}_offsets_mv`, `${table}_offsets`, table]) await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` });
   await ch.close();
   await deleteTopics(raw, dlq);
 }, 300_000);

@@ -16,7 +16,9 @@ export function e2eScope(clickhouseUrl = CLICKHOUSE_URL) {
   afterAll(async () => {
     killLeftoverWorkers();
     await deleteTopics(...topics).catch(() => {});
-    for (const t of tables) await ch.command({ query: `DROP TABLE IF EXISTS ${t}` }).catch(() => {});
+    // The table, and its offsets table and the view that keeps it (sql/001_cdr.sql).
+    for (const t of tables)
+      for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await ch.command({ query: `DROP TABLE IF EXISTS ${name}` }).catch(() => {});
     await ch.close();
   });
   return {
