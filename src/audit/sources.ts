@@ -18,9 +18,6 @@ export interface Range {
   to: number;
 }
 
-/** A partition's end is taken as reached after this long without a record below `to`. */
-const IDLE_END_MS = 2_000;
-
 /** Offsets of the records in [from, to) of one partition, ascending. */
 export async function* recordOffsets(
   consumer: Consumer,
@@ -30,16 +27,15 @@ export async function* recordOffsets(
 ): AsyncGenerator<number> {
   if (r.to <= r.from) return;
   consumer.assign([{ topic, partition: r.partition, offset: BigInt(r.from) }]);
-  let lastAt = Date.now();
   for (;;) {
     const batch = consumer.poll();
     if (batch.length === 0) {
-      // Offsets up to `to` that never arrive hold no record (a transaction's marker, an aborted record).
-      if (Date.now() - lastAt > IDLE_END_MS) return;
+      // Offsets up to `to` that never arrive hold no record (a transaction's marker, an aborted
+      // record): the fetcher's end of the partition at or past `to` says so (enable.partition.eof).
+      if ((consumer.endReached(r.partition) ?? -1) >= r.to) return;
       await consumer.waitForMessages(100);
       continue;
     }
-    lastAt = Date.now();
     for (const m of batch) {
       if (m.partition !== r.partition || m.offset < r.from) continue;
       if (m.offset >= r.to) return;

@@ -47,6 +47,8 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
       props: kafkaProps(cfg, {
         "group.id": `cdr-worker-audit-${what}-${process.pid}-${Date.now()}`,
         "isolation.level": "read_committed",
+        // Reads end at each partition's end as the fetcher reports it, never after a quiet spell.
+        "enable.partition.eof": "true",
       }),
       topics: [],
       readHeaders: what === "dlq",

@@ -105,7 +105,10 @@ async function scan(
   admin.close();
   if (partitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const consumer = new Consumer({
-    props: kafkaProps(cfg, { "group.id": `cdr-worker-dlq-reader-${process.pid}-${Date.now()}` }),
+    props: kafkaProps(cfg, {
+      "group.id": `cdr-worker-dlq-reader-${process.pid}-${Date.now()}`,
+      "enable.partition.eof": "true",
+    }),
     topics: [],
     readHeaders: true,
   });

@@ -113,6 +113,8 @@ async function dlqOffsets(cfg: Config, owned: readonly Owned[]) {
     props: kafkaProps(cfg, {
       "group.id": `${cfg.kafka.groupId}-replay-check`,
       "client.id": `${cfg.workerInstance}-replay-check`,
+      // The read ends at each partition's end, whatever its last offsets hold (dlq/reader.ts).
+      "enable.partition.eof": "true",
     }),
     topics: [],
     readHeaders: true,

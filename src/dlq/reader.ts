@@ -3,7 +3,8 @@
  * to the caller as it is read and nothing is kept, so a DLQ of any length (7 days of retention) is
  * read in bounded memory. It reads an offset range of each partition, by default from the low
  * watermark to the high watermark seen at start, with partitions assigned directly (no group, no
- * rebalance, nothing committed); it gives up only when no record arrives for IDLE_TIMEOUT_MS.
+ * rebalance, nothing committed), up to each partition's end as the fetcher reports it (the consumer
+ * needs `enable.partition.eof=true`); it gives up only when no record arrives for IDLE_TIMEOUT_MS.
  */
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
@@ -104,9 +105,17 @@ export async function readDlq(
   const done = new Set<number>();
   let read = 0;
   let lastRecordAt = Date.now();
+  // A partition is read once a record at or past its end arrives, or the fetcher reports the
+  // partition's end at or past it: the last offsets may hold no record for this reader (a
+  // transaction's marker, aborted records), so waiting for one at end − 1 could wait for ever.
+  const reachedEnds = () => {
+    for (const [p, end] of ends) if (!done.has(p) && (consumer.endReached(p) ?? -1) >= end) done.add(p);
+  };
   while (done.size < ends.size && !range.stop?.()) {
     const batch = consumer.poll();
     if (batch.length === 0) {
+      reachedEnds();
+      if (done.size === ends.size) break;
       if (Date.now() - lastRecordAt > IDLE_TIMEOUT_MS)
         throw new Error(`reading ${topic}: no record for ${IDLE_TIMEOUT_MS / 1000} s with ${total - read} to go`);
       await Bun.sleep(5);

@@ -75,6 +75,8 @@ export class Consumer {
   readonly #meta: Float64Array;
   readonly #metaPtr: Pointer;
   readonly #rebalance = new Rebalance(() => this.#h.rk);
+  /** Each partition's offset at its last end-of-partition event (`enable.partition.eof=true`). */
+  readonly #ends = new Map<number, number>();
   #closed = false;
   /** An error no retry gets past, thrown by the next poll. */
   #fatal: KafkaError | null = null;
@@ -188,7 +190,7 @@ export class Consumer {
       const offset = meta[r + META.offset]!;
       if (err !== 0) {
         if (isRecordError(err)) out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err));
-        else this.#consumerError(err, partition);
+        else this.#consumerError(err, partition, offset);
         continue;
       }
       if (!Number.isSafeInteger(offset)) throw new KafkaError("KAFKA_CLIENT", `offset of ${partition} exceeds 2^53`);
@@ -232,8 +234,11 @@ export class Consumer {
    * use the group or read the topic) fails the next poll, so the worker stops with a line that
    * names it instead of polling an empty queue for ever.
    */
-  #consumerError(err: number, partition: number): void {
-    if (err === RD.ERR__PARTITION_EOF) return;
+  #consumerError(err: number, partition: number, offset: number): void {
+    if (err === RD.ERR__PARTITION_EOF) {
+      this.#ends.set(partition, offset);
+      return;
+    }
     if (AUTHORIZATION_ERRORS.has(err)) {
       this.#fatal ??= kafkaError("KAFKA_CLIENT", "kafka consumer refused", err, false);
       log.error("kafka consumer refused: not authorized", { code: errName(err), partition });
@@ -288,7 +293,7 @@ export class Consumer {
           out.push(this.#undecodable(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset), err));
           continue;
         }
-        this.#consumerError(err, partition);
+        this.#consumerError(err, partition, readExactI64(m, MESSAGE.offset));
         lib.rd_kafka_message_destroy(m);
         continue;
       }
@@ -373,6 +378,8 @@ export class Consumer {
    */
   assign(partitions: readonly TopicPartition[]): void {
     if (this.#closed) throw closedError("assign");
+    // An end found before belongs to a read that is over: this one has not reached it yet.
+    this.#ends.clear();
     const err = withNativeList(partitions, (list) => rdk().rd_kafka_assign(this.#h.rk, list));
     if (err !== 0) throw kafkaError("KAFKA_CLIENT", "assign", err);
   }
@@ -387,6 +394,16 @@ export class Consumer {
   /** Gives up the pending revoked partitions; call after their offsets are committed. */
   completeRevoke(): void {
     this.#rebalance.completeRevoke();
+  }
+
+  /**
+   * The offset where the fetcher last found this partition's end (its high watermark then), with
+   * `enable.partition.eof=true`; undefined before. A reader of a range knows it has read every
+   * record below that offset even when the last offsets hold no record for it (a transaction's
+   * marker, aborted records under read_committed).
+   */
+  endReached(partition: number): number | undefined {
+    return this.#ends.get(partition);
   }
 
   /** Committed offsets as the broker has them (blocking up to timeoutMs: for tools and tests). */
