@@ -13,7 +13,8 @@ export type ErrorCode =
   | "TOPOLOGY"
   | "CLICKHOUSE_INSERT"
   | "CLICKHOUSE_SCHEMA"
-  | "CLICKHOUSE_ACCESS";
+  | "CLICKHOUSE_ACCESS"
+  | "CLICKHOUSE_UNREACHABLE";
 
 export class CdrWorkerError extends Error {
   override name = "CdrWorkerError";

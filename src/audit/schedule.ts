@@ -8,6 +8,9 @@
 import { log } from "../log.ts";
 import type { Finding } from "./reconcile.ts";
 
+/** Set for the scheduled audit's child: the worker's pid, which the child ends with (libc.endWithParent). */
+export const PARENT_PID_VARIABLE = "CDR_WORKER_PARENT_PID";
+
 export interface AuditResult {
   /** When the run ended (ms). */
   at: number;
@@ -28,6 +31,8 @@ export class AuditSchedule {
   readonly #intervalMs: number;
   readonly #timer: ReturnType<typeof setInterval>;
   #running: Promise<void> | null = null;
+  #child: ReturnType<typeof Bun.spawn> | null = null;
+  #stopped = false;
 
   constructor(intervalMs: number) {
     this.#intervalMs = intervalMs;
@@ -36,8 +41,11 @@ export class AuditSchedule {
     }, intervalMs);
   }
 
+  /** No run starts after this, and a run going now is ended: the audit never outlives its worker. */
   stop(): void {
     clearInterval(this.#timer);
+    this.#stopped = true;
+    this.#child?.kill("SIGTERM");
   }
 
   async #run(): Promise<void> {
@@ -46,11 +54,14 @@ export class AuditSchedule {
     let result: AuditResult["result"] = "error";
     let findings: AuditResult["findings"] = null;
     try {
+      // PARENT_PID_VARIABLE: the child asks the kernel to end it should this process end first
+      // (SIGKILL, a crash), which stop() cannot cover.
       const child = Bun.spawn([...self(), "audit", "--since", since], {
-        env: { ...process.env, LOG_LEVEL: "warn" },
+        env: { ...process.env, LOG_LEVEL: "warn", [PARENT_PID_VARIABLE]: String(process.pid) },
         stdout: "pipe",
         stderr: "pipe",
       });
+      this.#child = child;
       const [out, err, code] = await Promise.all([
         new Response(child.stdout).text(),
         new Response(child.stderr).text(),
@@ -63,9 +74,12 @@ export class AuditSchedule {
         result = summary.audit === "clean" ? "clean" : "failed";
         const { missing, stored_twice, dead_lettered_twice, stored_and_dead_lettered, not_a_record } = summary;
         findings = { missing, stored_twice, dead_lettered_twice, stored_and_dead_lettered, not_a_record };
-      } else log.warn("scheduled audit could not run", { exit_code: code, stderr: err.trim().slice(-2000) });
+      } else if (!this.#stopped)
+        log.warn("scheduled audit could not run", { exit_code: code, stderr: err.trim().slice(-2000) });
     } catch (e) {
       log.warn("scheduled audit could not run", { err: e as Error });
+    } finally {
+      this.#child = null;
     }
     this.runs[result]++;
     this.last = { at: Date.now(), seconds: (Date.now() - started) / 1000, result, findings };

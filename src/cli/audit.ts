@@ -9,27 +9,35 @@ import { PhoneNormalizer } from "../cdr/phone.ts";
 import type { ClickHouseClient } from "@clickhouse/client";
 import type { Message } from "../kafka/message.ts";
 import { ascending, deadLetteredOffsets, recordOffsets, storedOffsets, type Range } from "../audit/sources.ts";
+import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
 import { offsetsTable } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
+import { endWithParent } from "../kafka/libc.ts";
+import { log } from "../log.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
 export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N] [--to-offset M]
                  [--since ISO] [--until ISO]
-  Reconciles each partition of KAFKA_TOPIC_RAW: its records (read_committed) against the stored offsets
-  (<table>_offsets, which merges never collapse) and the DLQ's envelopes by source offset. Prints a JSON line per
-  partition (missing, stored_twice, dead_lettered_twice, stored_and_dead_lettered, not_a_record, with the
-  first offsets of each) and a summary, which also counts rows written before the provenance columns
-  existed and cdr_ids stored at two offsets (a producer's replay: reported, not a failure).
-  Exit 1 on any finding. Default range: from the low watermark to the group's committed offset
-  (KAFKA_GROUP_ID): what the workers say is done. --since/--until select records by timestamp
+  Reconciles each partition of KAFKA_TOPIC_RAW: its records (read_committed) against the stored
+  offsets (<table>_offsets, which merges never collapse) and the DLQ's envelopes by source offset.
+  Prints a JSON line per partition (missing, stored_twice, dead_lettered_twice,
+  stored_and_dead_lettered, not_a_record, with the first offsets of each) and a summary, which also
+  counts rows written before the provenance columns existed and cdr_ids stored at two offsets (a
+  producer's replay: reported, not a failure). Reads the first of CLICKHOUSE_URL's endpoints that
+  answers. Exit 1 on any finding. Default range: from the low watermark to the group's committed
+  offset (KAFKA_GROUP_ID): what the workers say is done. --since/--until select records by timestamp
   ([since, until)); --from-offset/--to-offset by offset. Commits nothing. Progress goes to stderr on a
   terminal.`;
 
 export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+  // Started by a worker's schedule: end with it, however it ends.
+  const parent = Number(process.env[PARENT_PID_VARIABLE]);
+  if (Number.isInteger(parent) && parent > 1 && !endWithParent(parent))
+    log.warn("the scheduled audit could not ask to end with its worker (prctl refused)");
   const raw = cfg.kafka.topicRaw;
   const admin = new Admin(kafkaProps(cfg));
   let counts: Map<string, number | null>;
@@ -56,7 +64,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
   const group = new Consumer({ props: kafkaProps(cfg, { "group.id": cfg.kafka.groupId }), topics: [] });
   const records = reader("raw");
   const dlq = reader("dlq");
-  const ch = createClickHouse(cfg.clickhouse, undefined, clickhouseUrls(cfg.clickhouse.url)[0]);
+  const ch = await answeringEndpoint(cfg);
   const table = `${cfg.clickhouse.database}.${cfg.clickhouse.table}`;
   const tty = process.stderr.isTTY;
   try {
@@ -133,6 +141,25 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
   } finally {
     await Promise.all([records.close(), dlq.close(), group.close(), ch.close()]);
   }
+}
+
+/**
+ * The first of CLICKHOUSE_URL's endpoints that answers, in order: each holds every row (a server, or
+ * a replica whose Distributed table reads every shard), so any one will do, but not only the first.
+ */
+async function answeringEndpoint(cfg: Config): Promise<ClickHouseClient> {
+  const failures: string[] = [];
+  for (const url of clickhouseUrls(cfg.clickhouse.url)) {
+    const ch = createClickHouse(cfg.clickhouse, undefined, url);
+    const answer = await ch.query({ query: "SELECT 1", format: "TabSeparated" }).then(
+      (r) => r.text(),
+      (e: Error) => e,
+    );
+    if (typeof answer === "string") return ch;
+    failures.push(`${new URL(url).host}: ${answer.message}`);
+    await ch.close();
+  }
+  throw new CdrWorkerError("CLICKHOUSE_UNREACHABLE", `no ClickHouse endpoint answers: ${failures.join("; ")}`, true);
 }
 
 /** Missing offsets of one partition looked up by cdr_id; past this many, the rest stay missing. */

@@ -13,6 +13,9 @@ export const libc = dlopen("libc.so.6", {
   // The core file size limit (coreDumps below).
   getrlimit: { args: ["i32", "ptr"], returns: "i32" },
   setrlimit: { args: ["i32", "ptr"], returns: "i32" },
+  // A child that ends with its parent (endWithParent below).
+  prctl: { args: ["i32", "u64", "u64", "u64", "u64"], returns: "i32" },
+  getppid: { args: [], returns: "i32" },
 }).symbols;
 
 /** <sys/resource.h>: RLIMIT_CORE on Linux; struct rlimit { rlim_t rlim_cur; rlim_t rlim_max; }. */
@@ -38,6 +41,21 @@ export const coreDumps = {
     return this.started === null || libc.setrlimit(RLIMIT_CORE, ptr(this.started)) === 0;
   },
 };
+
+/** <linux/prctl.h> PR_SET_PDEATHSIG; <signal.h> SIGTERM. */
+const PR_SET_PDEATHSIG = 1;
+const SIGTERM = 15;
+
+/**
+ * Asks the kernel for SIGTERM when the parent ends, however it ends (SIGKILL included): a child the
+ * worker starts (the scheduled audit) must not outlive it. A parent already gone before the ask
+ * (getppid is no longer `parent`) ends this process at once. Returns false when libc refused.
+ */
+export function endWithParent(parent: number): boolean {
+  if (libc.prctl(PR_SET_PDEATHSIG, BigInt(SIGTERM), 0n, 0n, 0n) !== 0) return false;
+  if (libc.getppid() !== parent) process.exit(1);
+  return true;
+}
 
 export const O_NONBLOCK = 0o4000;
 export const O_CLOEXEC = 0o2000000;

@@ -19,7 +19,10 @@ const REPLAYED = 90; // the producer sends record 30 again as offset 90 (same ra
 const value = (i: number) => (INVALID.has(i) ? `not json ${i}` : toJson(withFields({ raw_id: `audit-${i === REPLAYED ? 30 : i}` })));
 
 function audit(n: Names, ...flags: string[]) {
-  const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "audit", ...flags], { env: workerEnv(n, { LOG_LEVEL: "warn" }), stdout: "pipe", stderr: "pipe" });
+  return auditWith(n, {}, ...flags);
+}
+function auditWith(n: Names, env: Record<string, string>, ...flags: string[]) {
+  const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "audit", ...flags], { env: workerEnv(n, { LOG_LEVEL: "warn", ...env }), stdout: "pipe", stderr: "pipe" });
   const lines = p.stdout.toString().trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
   return { code: p.exitCode, partitions: lines.slice(0, -1), summary: lines.at(-1), stderr: p.stderr.toString() };
 }
@@ -50,6 +53,10 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
       [2, 0, 0, 0, 0, 0],
     ]);
     expect(clean.summary).toMatchObject({ audit: "clean", missing: 0, stored_twice: 0, rows_before_provenance: 0 });
+    // The first endpoint down: the audit reads the next one.
+    const failover = auditWith(n, { CLICKHOUSE_URL: `http://127.0.0.1:1,${n.clickhouseUrl}` });
+    expect({ code: failover.code, stderr: failover.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(failover.summary).toMatchObject({ audit: "clean" });
     // Partitions named out of order, one twice: read in order, once each, still clean.
     const unsorted = audit(n, "--partitions", "2,0,0");
     expect({ code: unsorted.code, stderr: unsorted.stderr }).toEqual({ code: 0, stderr: "" });
