@@ -7,6 +7,7 @@ import * as v from "valibot";
 import { hostname } from "node:os";
 import { getCountries, type CountryCode } from "libphonenumber-js/max";
 import { ConfigError, type ConfigProblem } from "./errors.ts";
+import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -97,6 +98,14 @@ export const VARIABLES = {
       "a batch also flushes once its insert body and original payloads reach this many bytes, so memory " +
       "is bounded by bytes whatever the record size (docs/internals.md \"Memory, in bytes\")",
   },
+  BATCH_BACKLOG_ROWS: {
+    schema: int(0, 1_000_000),
+    default: "0",
+    help:
+      "rows a batch may grow to while every insert is in flight (a backlog), so that a busy ClickHouse gets " +
+      "fewer, larger inserts; 0: 10 × BATCH_SIZE, at most what keeps the memory bound (2 × BATCH_MAX_BYTES ÷ " +
+      "8 KiB rows), never below BATCH_SIZE; BATCH_SIZE turns it off",
+  },
   BATCH_FLUSH_INTERVAL_SECONDS: {
     schema: num(0.01, 3600),
     default: "2",
@@ -105,7 +114,7 @@ export const VARIABLES = {
   FLUSH_CONCURRENCY: {
     schema: int(1, 16),
     default: "2",
-    help: "inserts in flight at once; memory is bounded by (this + 1) × BATCH_SIZE rows",
+    help: "inserts in flight at once; memory is bounded by (this + 1) × BATCH_BACKLOG_ROWS rows",
   },
   CH_RETRY_MAX_ATTEMPTS: { schema: int(1, 100), default: "3", help: "insert attempts before a batch goes to the DLQ" },
   CH_RETRY_INITIAL_DELAY_MS: { schema: int(0, 600_000), default: "500", help: "delay before the second attempt" },
@@ -207,7 +216,8 @@ export interface Config {
     keepAliveIdleMs?: number;
     caCert?: Buffer;
   };
-  batch: { size: number; maxBytes: number; flushIntervalMs: number; concurrency: number };
+  /** backlogRows: what a batch may grow to while every insert slot is taken (≥ size). */
+  batch: { size: number; backlogRows: number; maxBytes: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number; whenUnreachable: "dlq" | "wait" };
   dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
   delivery: "exactly-once" | "at-least-once";
@@ -268,6 +278,16 @@ export function kafkaPropName(suffix: string): string {
     .replace(/\u0001/g, "-")
     .replace(/\u0002/g, "_")
     .toLowerCase();
+}
+
+/**
+ * BATCH_BACKLOG_ROWS as the batcher uses it. Its default grows a batch tenfold under a backlog, but
+ * no further than the memory bound already allows for a batch of BATCH_MAX_BYTES
+ * (stats/memory-bound.ts: a slot holds max(2 × bytes, 8 KiB a row)), so the default does not raise it.
+ */
+export function backlogRows(size: number, setting: number, maxBytes: number): number {
+  if (setting > 0) return Math.max(size, setting);
+  return Math.max(size, Math.min(10 * size, Math.floor((2 * maxBytes) / HEAP_BYTES_PER_ROW)));
 }
 
 /** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
@@ -373,6 +393,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     },
     batch: {
       size: p.BATCH_SIZE,
+      backlogRows: backlogRows(p.BATCH_SIZE, p.BATCH_BACKLOG_ROWS, p.BATCH_MAX_BYTES),
       maxBytes: p.BATCH_MAX_BYTES,
       flushIntervalMs: Math.round(p.BATCH_FLUSH_INTERVAL_SECONDS * 1000),
       concurrency: p.FLUSH_CONCURRENCY,

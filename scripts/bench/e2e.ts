@@ -83,6 +83,7 @@ for (;;) {
 }
 const cpu1 = { worker: run.threadCpuSeconds(worker.pid), workerTotal: run.cpuSeconds(worker.pid), ch: processCpuSeconds(chPid), kafka: processCpuSeconds(kafkaPid) };
 const drainSeconds = (Date.parse(last.last_commit_at) - t0) / 1000;
+const inserts = (last.clickhouse_endpoints as Array<{ inserts: number }>).reduce((n, e) => n + e.inserts, 0);
 const workerRate = N / drainSeconds;
 const wholeRunSeconds = (Date.parse(last.last_commit_at) - spawnedAt) / 1000;
 const perRecord = (s: number) => +((s * 1e6) / N).toFixed(2);
@@ -177,6 +178,8 @@ console.log(JSON.stringify({
   records: N, batch_size: BATCH, warmup_records: WARMUP, worker_records_per_s: r(workerRate), drain_seconds: +drainSeconds.toFixed(2),
   worker_whole_run_records_per_s: r(N / wholeRunSeconds), whole_run_seconds: +wholeRunSeconds.toFixed(2), worker_exit_code: exitCode, peak_rss_mib: r(peakRss),
   cpu,
+  // What ClickHouse got: a batch grows past BATCH_SIZE while every insert is in flight (BATCH_BACKLOG_ROWS).
+  inserts: { rows_per_insert: r(last.total_clickhouse / inserts), per_s: r(inserts / drainSeconds) },
   information: { kcat_drain_records_per_s: r(kcatRate), clickhouse_alone_rows_per_s: r(chRate) },
   kafka_engine_peer: peer && {
     rows: peer.rows, whole_run_rows_per_s: r(peer.rowsPerSecond), final_flush_wait_s: +peer.finalWaitSeconds.toFixed(2),

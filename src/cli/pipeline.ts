@@ -69,6 +69,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     {
       topic: cfg.kafka.topicRaw,
       batchSize: cfg.batch.size,
+      batchBacklogRows: cfg.batch.backlogRows,
       batchMaxBytes: cfg.batch.maxBytes,
       flushIntervalMs: cfg.batch.flushIntervalMs,
       concurrency: cfg.batch.concurrency,

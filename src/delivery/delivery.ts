@@ -42,6 +42,8 @@ const MAX_POLL = 300;
 export interface DeliveryOptions {
   topic: string;
   batchSize: number;
+  /** BATCH_BACKLOG_ROWS: what a batch may grow to while every insert is in flight (default: batchSize). */
+  batchBacklogRows?: number;
   /** Bytes of body plus payloads at which a batch seals (BATCH_MAX_BYTES); default 16 MiB. */
   batchMaxBytes?: number;
   flushIntervalMs: number;
@@ -97,6 +99,7 @@ export class Delivery {
     this.#deps = deps;
     this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBinaryBuffer(), {
       maxBytes: opts.batchMaxBytes ?? 16 << 20,
+      backlogRows: opts.batchBacklogRows ?? opts.batchSize,
     });
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
     this.#gate = new Gate(deps.consumer);
@@ -180,7 +183,7 @@ export class Delivery {
     if (result.ok) {
       // A batch full by bytes with no free slot takes the rest of this poll (at most the 4 MiB
       // prefetch queue, docs/internals.md "Memory, in bytes"); the loop polls nothing more until a slot frees.
-      if (this.#batcher.current.full && this.#batcher.canSeal) this.#flush(this.#batcher.seal());
+      if (this.#batcher.sealable) this.#flush(this.#batcher.seal());
       const batch = this.#batcher.current;
       const hold = this.#tracker.track(m.partition, m.offset, batch);
       if (hold) this.#holdsOf(batch).push(hold);

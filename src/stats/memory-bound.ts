@@ -1,11 +1,11 @@
 /**
  * The resident memory a worker is sized to stay under, from its own settings: what
  * `cdr_worker_memory_bound_bytes` exports and the CdrWorkerMemoryNearBound alert compares RSS
- * with, so the alert follows BATCH_SIZE, BATCH_MAX_BYTES, FLUSH_CONCURRENCY and PHONE_CACHE_SIZE
+ * with, so the alert follows BATCH_SIZE, BATCH_BACKLOG_ROWS, BATCH_MAX_BYTES, FLUSH_CONCURRENCY and PHONE_CACHE_SIZE
  * instead of one fixed number (docs/internals.md "Memory, in bytes").
  *
  *   bound = 160 MiB + 512 B × PHONE_CACHE_SIZE
- *           + (FLUSH_CONCURRENCY + 1) × max(2 × BATCH_MAX_BYTES, 8 KiB × BATCH_SIZE)
+ *           + (FLUSH_CONCURRENCY + 1) × max(2 × BATCH_MAX_BYTES, 8 KiB × max(BATCH_SIZE, BATCH_BACKLOG_ROWS))
  *
  * 160 MiB is the runtime, librdkafka's queues and the DLQ sends awaited (2 × 32 MiB); a phone
  * verdict kept costs about 116 bytes of heap with a digit key (measured over 200,000 of them), more
@@ -20,12 +20,13 @@ export const HEAP_BYTES_PER_ROW = 8 * 1024;
 export const BYTES_PER_PHONE_VERDICT = 512;
 
 export function memoryBoundBytes(
-  batch: { size: number; maxBytes: number; concurrency: number },
+  batch: { size: number; backlogRows?: number; maxBytes: number; concurrency: number },
   phoneCacheSize: number,
 ): number {
+  const rows = Math.max(batch.size, batch.backlogRows ?? 0);
   return (
     BASE_BYTES +
     BYTES_PER_PHONE_VERDICT * phoneCacheSize +
-    (batch.concurrency + 1) * Math.max(2 * batch.maxBytes, HEAP_BYTES_PER_ROW * batch.size)
+    (batch.concurrency + 1) * Math.max(2 * batch.maxBytes, HEAP_BYTES_PER_ROW * rows)
   );
 }

@@ -1,13 +1,18 @@
 /**
  * The bounded buffer: one batch filling plus at most `concurrency` sealed batches being inserted, in a
- * fixed pool of (concurrency + 1) batch slots. A batch is full at `size` rows or at `maxBytes`
- * (body plus payloads). When the filling batch is full and every slot is sealed, `room` is 0
- * and the worker stops polling Kafka: memory stays bounded by bytes whatever the input rate.
+ * fixed pool of (concurrency + 1) batch slots. A batch is due at `size` rows (BATCH_SIZE) and sealed
+ * as soon as a slot is free. While every slot is taken (a backlog: ClickHouse takes inserts slower
+ * than they come), the filling batch goes on growing up to `backlogRows`, so that the next insert
+ * carries what piled up instead of the worker waiting idle: fewer, larger inserts exactly when
+ * ClickHouse is the bottleneck, and nothing changes at low rates. A batch is full at `backlogRows`
+ * rows or at `maxBytes` (body plus payloads); when the filling batch is full and every slot is
+ * sealed, `room` is 0 and the worker stops polling Kafka: memory stays bounded whatever the rate.
  */
 import { Batch, type RowSink } from "./batch.ts";
 
 export class Batcher {
   readonly size: number;
+  readonly backlogRows: number;
   readonly concurrency: number;
   readonly #free: Batch[] = [];
   #current: Batch;
@@ -19,13 +24,14 @@ export class Batcher {
     size: number,
     concurrency: number,
     newBody: () => RowSink,
-    opts: { maxBytes?: number; now?: number } = {},
+    opts: { maxBytes?: number; now?: number; backlogRows?: number } = {},
   ) {
     this.size = size;
+    this.backlogRows = Math.max(size, opts.backlogRows ?? size);
     this.concurrency = concurrency;
     const maxBytes = opts.maxBytes ?? Number.POSITIVE_INFINITY;
-    for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(size, newBody(), maxBytes));
-    this.#current = new Batch(size, newBody(), maxBytes);
+    for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(this.backlogRows, newBody(), maxBytes));
+    this.#current = new Batch(this.backlogRows, newBody(), maxBytes);
     this.#lastFlushAt = opts.now ?? Date.now();
   }
 
@@ -33,10 +39,19 @@ export class Batcher {
     return this.#current;
   }
 
-  /** Rows that can still be added before the worker must wait for a flush to finish. */
+  /**
+   * Rows a poll may take now. With a free slot, up to BATCH_SIZE (a batch at it is sealed first);
+   * with none, what the filling batch can still grow by; 0 when it is full too.
+   */
   get room(): number {
-    if (this.#current.full) return this.#free.length > 0 ? this.size : 0;
-    return this.size - this.#current.count;
+    const c = this.#current;
+    if (this.#free.length > 0) return c.count >= this.size || c.full ? this.size : this.size - c.count;
+    return c.full ? 0 : this.backlogRows - c.count;
+  }
+
+  /** The filling batch is due by size (BATCH_SIZE, or full by bytes) and a slot is free to seal it into. */
+  get sealable(): boolean {
+    return this.#free.length > 0 && (this.#current.full || this.#current.count >= this.size);
   }
 
   /** Bytes that can still be added before the worker must wait for a flush (cf. `room`). */
@@ -61,10 +76,10 @@ export class Batcher {
     return this.#current.count + this.#sealedRows;
   }
 
-  /** Whether the filling batch should be sealed now: full, or non-empty and the interval passed. */
+  /** Whether the filling batch should be sealed now: at BATCH_SIZE, full, or non-empty and the interval passed. */
   due(intervalMs: number, now = Date.now()): boolean {
     if (this.#current.count === 0 || this.#free.length === 0) return false;
-    return this.#current.full || now - this.#lastFlushAt >= intervalMs;
+    return this.sealable || now - this.#lastFlushAt >= intervalMs;
   }
 
   /** Takes the filling batch for flushing (requires a free slot) and starts a new one. */

@@ -48,6 +48,30 @@ test("backpressure: with every slot in flight and the filling batch full, room i
   expect(b.bufferedRows).toBe(2);
 });
 
+test("a backlog: with every slot in flight the filling batch grows past BATCH_SIZE to backlogRows, then is sealed whole", () => {
+  const b = new Batcher(2, 1, rowBuffer, { now: 0, backlogRows: 6 });
+  add(b, 2);
+  expect(b.sealable).toBe(true);
+  const inFlight = b.seal(0);
+  add(b, 2);
+  expect(b.sealable).toBe(false); // at BATCH_SIZE, but no slot
+  expect(b.room).toBe(4); // it goes on filling instead of stopping the poll
+  add(b, 4);
+  expect([b.current.count, b.current.full, b.room]).toEqual([6, true, 0]);
+  b.release(inFlight);
+  expect(b.due(60_000, 1)).toBe(true);
+  expect(b.seal(1).count).toBe(6); // one insert of what piled up
+  expect(b.room).toBe(6); // that one in flight, the next batch empty: it may grow again
+  expect(b.current.count).toBe(0);
+});
+
+test("no backlog: a batch at BATCH_SIZE with a free slot is sealed at BATCH_SIZE, whatever backlogRows allows", () => {
+  const b = new Batcher(2, 2, rowBuffer, { now: 0, backlogRows: 6 });
+  add(b, 2);
+  expect([b.sealable, b.due(60_000, 0), b.room]).toEqual([true, true, 2]);
+  expect(b.seal(0).count).toBe(2);
+});
+
 test("a released slot is reused clean", () => {
   const b = new Batcher(2, 1, rowBuffer, { now: 0 });
   add(b, 2);
