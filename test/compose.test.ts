@@ -15,7 +15,12 @@ test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the w
   expect(s.clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:/);
   // An operator's topic configs survive every `up`: compose creates what is missing and keeps the rest.
   expect(s.topics.command).toEqual(["topics", "ensure", "--keep-configs"]);
-  expect(s.migrate.command).toEqual(["migrate"]);
+  // migrate, as the admin, makes the worker's role and user; the worker logs in as that user, its password a file.
+  expect(s.migrate.command).toEqual(["migrate", "--role", "cdr_worker", "--user", "cdr_worker", "--password-file", "/run/secrets/clickhouse-worker-password"]);
+  expect(s.worker.environment.CLICKHOUSE_USER).toBe("cdr_worker");
+  expect(s.worker.environment.CLICKHOUSE_PASSWORD_FILE).toBe("/run/secrets/clickhouse-worker-password");
+  expect(s.worker.environment.CLICKHOUSE_PASSWORD).toBeUndefined();
+  expect(s.worker.secrets).toEqual(["clickhouse-worker-password"]);
   expect(s.migrate.depends_on.topics.condition).toBe("service_completed_successfully");
   expect(s.worker.depends_on.migrate.condition).toBe("service_completed_successfully");
   expect(s.worker.healthcheck.test).toEqual(["CMD", "/usr/local/bin/cdr-worker", "probe", "http://127.0.0.1:8081/readyz"]);
@@ -36,6 +41,8 @@ test("compose.yml: no default password (every use of CLICKHOUSE_PASSWORD require
   const uses = [...text.matchAll(/\$\{CLICKHOUSE_PASSWORD([^}]*)\}/g)].map((m) => m[1]!);
   expect(uses.length).toBeGreaterThanOrEqual(2);
   for (const u of uses) expect(u).toStartWith(":?");
+  // The worker's own password: a file compose refuses to start without.
+  expect(text).toContain("file: ${CLICKHOUSE_WORKER_PASSWORD_FILE:?");
   const s = (Bun.YAML.parse(text) as { services: Record<string, any> }).services;
   for (const [name, svc] of Object.entries(s)) for (const p of svc.ports ?? []) if (String(p).endsWith(":8081")) expect([name, String(p)]).toEqual([name, "127.0.0.1:8081:8081"]);
 });

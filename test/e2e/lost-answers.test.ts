@@ -30,7 +30,8 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s.url] as const))("lost ins
     proxy.loseAnswers((k) => (k % 3 === 2 ? (k % 2 === 0 ? "reset" : "late") : null));
     try {
       const w = await startWorker(
-        workerEnv({ ...n, clickhouseUrl: proxy.url }, { BATCH_SIZE: "500", CLICKHOUSE_REQUEST_TIMEOUT_MS: "1500", CH_RETRY_INITIAL_DELAY_MS: "50" }),
+        // Batches of 500 and no growth under a backlog: a dozen inserts, so every kind of loss comes round.
+        workerEnv({ ...n, clickhouseUrl: proxy.url }, { BATCH_SIZE: "500", BATCH_BACKLOG_ROWS: "500", CLICKHOUSE_REQUEST_TIMEOUT_MS: "1500", CH_RETRY_INITIAL_DELAY_MS: "50" }),
       );
       const committed = (s: Record<string, any>) => [0, 1, 2].reduce((sum, q) => sum + (s.partitions[String(q)]?.committed_offset ?? 0), 0);
       const s = await statsWhen(w, (s) => committed(s) === RECORDS, 90_000, "every offset committed");
