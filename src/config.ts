@@ -150,6 +150,15 @@ export const VARIABLES = {
       "circuit breaker: stop consuming when the DLQ share of the last DLQ_RATIO_WINDOW records exceeds this " +
       "(1 = off)",
   },
+  DLQ_PROVENANCE_KEY: {
+    schema: v.union([v.literal(""), v.pipe(v.string(), v.minLength(16, "at least 16 characters"))]),
+    default: "",
+    secret: true,
+    help:
+      "a secret every worker of the group shares (or DLQ_PROVENANCE_KEY_FILE): each DLQ envelope carries its MAC, " +
+      "and the replay check and the audit take only envelopes with a valid one; empty: envelopes are trusted " +
+      "as they are (docs/security.md)",
+  },
   DLQ_RATIO_WINDOW: { schema: int(10, 10_000_000), default: "1000", help: "records in the breaker's sliding window" },
   DEFAULT_PHONE_REGION: {
     schema: v.union([v.literal(""), oneOf(COUNTRIES)], "an ISO 3166-1 alpha-2 region such as DE, or empty"),
@@ -219,7 +228,13 @@ export interface Config {
   /** backlogRows: what a batch may grow to while every insert slot is taken (≥ size). */
   batch: { size: number; backlogRows: number; maxBytes: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number; whenUnreachable: "dlq" | "wait" };
-  dlq: { storageFailureReason: "normalization_error" | "ch_insert_failed"; maxRatio: number; ratioWindow: number };
+  dlq: {
+    storageFailureReason: "normalization_error" | "ch_insert_failed";
+    maxRatio: number;
+    ratioWindow: number;
+    /** DLQ_PROVENANCE_KEY; "" when unset. */
+    provenanceKey: string;
+  };
   delivery: "exactly-once" | "at-least-once";
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
   stats: { host: string; port: number };
@@ -291,7 +306,7 @@ export function backlogRows(size: number, setting: number, maxBytes: number): nu
 }
 
 /** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
-const FILE_FORMS = ["CLICKHOUSE_PASSWORD"] as const;
+const FILE_FORMS = ["CLICKHOUSE_PASSWORD", "DLQ_PROVENANCE_KEY"] as const;
 
 /**
  * The environment with every `<NAME>_FILE` of CLICKHOUSE_PASSWORD and of any KAFKA_PROP_* replaced
@@ -408,6 +423,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       storageFailureReason: p.DLQ_STORAGE_FAILURE_REASON,
       maxRatio: p.DLQ_MAX_RATIO,
       ratioWindow: p.DLQ_RATIO_WINDOW,
+      provenanceKey: p.DLQ_PROVENANCE_KEY,
     },
     delivery: p.DELIVERY,
     phone: {
@@ -438,8 +454,8 @@ export function configHelp(): string {
       "(KAFKA_PROP_SECURITY_PROTOCOL → security.protocol)",
   );
   lines.push(
-    `  ${"<NAME>_FILE".padEnd(30)} CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_<NAME>_FILE: read the value from a file ` +
-      "(mounted secrets); not with <NAME> too",
+    `  ${"<NAME>_FILE".padEnd(30)} CLICKHOUSE_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE, KAFKA_PROP_<NAME>_FILE: ` +
+      "read the value from a file (mounted secrets); not with <NAME> too",
   );
   return lines.join("\n");
 }

@@ -9,6 +9,7 @@
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { sourceOffsets } from "../dlq/delivered.ts";
+import type { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 
@@ -95,7 +96,10 @@ async function* streamLines(ch: ClickHouseClient, query: string): AsyncGenerator
     for (const row of rows) yield row.text;
 }
 
-/** The DLQ's source offsets for the audited ranges, sorted, by partition. */
+/**
+ * The DLQ's source offsets for the audited ranges, sorted, by partition; with a provenance key only
+ * envelopes whose MAC is right, and how many were not (`unproven`: forged, or written without it).
+ */
 export async function deadLetteredOffsets(
   consumer: Consumer,
   dlqTopic: string,
@@ -103,7 +107,8 @@ export async function deadLetteredOffsets(
   rawTopic: string,
   ranges: readonly Range[],
   onProgress: (read: number, total: number) => void = () => {},
-): Promise<Map<number, Float64Array>> {
+  key?: ProvenanceKey,
+): Promise<{ offsets: Map<number, Float64Array>; unproven: number }> {
   const byPartition = new Map(ranges.map((r) => [r.partition, r]));
   const found = await sourceOffsets(
     consumer,
@@ -116,8 +121,10 @@ export async function deadLetteredOffsets(
       return r !== undefined && o >= r.from && o < r.to;
     },
     (p) => onProgress(p.read, p.total),
+    key,
   );
-  return new Map([...found].map(([p, list]) => [p, Float64Array.from(list).sort()]));
+  const offsets = new Map([...found.offsets].map(([p, list]) => [p, Float64Array.from(list).sort()]));
+  return { offsets, unproven: found.unproven };
 }
 
 export async function* ascending(values: ArrayLike<number> | undefined): AsyncGenerator<number> {

@@ -17,6 +17,7 @@ import { CdrWorkerError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { endWithParent } from "../kafka/libc.ts";
+import { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { log } from "../log.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
@@ -69,9 +70,19 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
   const tty = process.stderr.isTTY;
   try {
     const ranges = auditRanges(args, rawPartitions, raw, group, records);
-    const dead = await deadLetteredOffsets(dlq, cfg.kafka.topicDlq, dlqPartitions, raw, ranges, (read, total) => {
+    const key = cfg.dlq.provenanceKey ? new ProvenanceKey(cfg.dlq.provenanceKey) : undefined;
+    const progress = (read: number, total: number) => {
       if (tty) process.stderr.write(`\raudit: DLQ ${read} of ${total}`);
-    });
+    };
+    const { offsets: dead, unproven } = await deadLetteredOffsets(
+      dlq,
+      cfg.kafka.topicDlq,
+      dlqPartitions,
+      raw,
+      ranges,
+      progress,
+      key,
+    );
     const offsets = `${cfg.clickhouse.database}.${offsetsTable(cfg.clickhouse.table)}`;
     const stored = storedOffsets(ch, offsets, ranges);
     const totals: Record<string, number> = Object.fromEntries(FINDINGS.map((k) => [k, 0]));
@@ -135,6 +146,9 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
         rows_before_provenance: beforeProvenance,
         producer_replays: producerReplays,
         producer_replays_collapsed: replaysCollapsed,
+        // With DLQ_PROVENANCE_KEY: envelopes naming an audited record without a valid MAC, not counted
+        // as dead-lettered (forged, or written by a worker without the key).
+        ...(key ? { unproven_envelopes: unproven } : {}),
       }),
     );
     return failed === 0 ? 0 : 1;

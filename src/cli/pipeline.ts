@@ -6,6 +6,7 @@ import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
+import { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
@@ -14,6 +15,7 @@ import { Producer } from "../kafka/producer.ts";
 import { Counters } from "../stats/counters.ts";
 import { Delivery } from "../delivery/delivery.ts";
 import { Worker } from "../worker/worker.ts";
+import { log } from "../log.ts";
 
 export interface Pipeline {
   counters: Counters;
@@ -64,6 +66,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     topic: cfg.kafka.topicDlq,
     workerInstance: cfg.workerInstance,
     storageFailureReason: cfg.dlq.storageFailureReason,
+    ...(cfg.dlq.provenanceKey ? { key: new ProvenanceKey(cfg.dlq.provenanceKey) } : {}),
   });
   const delivery = new Delivery(
     {
@@ -77,14 +80,20 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       dlqMaxRatio: cfg.dlq.maxRatio,
       dlqRatioWindow: cfg.dlq.ratioWindow,
     },
-    { consumer, writer, dlq, counters, ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer) } : {}) },
+    {
+      consumer,
+      writer,
+      dlq,
+      counters,
+      ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer, counters) } : {}),
+    },
   );
   const worker = new Worker({ consumer, phone, delivery });
   return { counters, phone, producer, consumer, writer, delivery, worker };
 }
 
 /** The replay check's parts: the group's commits, ClickHouse's provenance columns, the DLQ's headers. */
-function replayCheck(cfg: Config, consumer: Consumer, writer: ClickHouseWriter) {
+function replayCheck(cfg: Config, consumer: Consumer, writer: ClickHouseWriter, counters: Counters) {
   const topic = cfg.kafka.topicRaw;
   return {
     findDelivered: (partitions: number[]) =>
@@ -95,13 +104,13 @@ function replayCheck(cfg: Config, consumer: Consumer, writer: ClickHouseWriter) 
         lowWatermark: (p) => consumer.queryWatermarks(topic, p).low,
         insertsEnded: () => writer.insertsEnded(),
         stored: (owned) => writer.storedOffsets(owned),
-        deadLettered: (owned) => dlqOffsets(cfg, owned),
+        deadLettered: (owned) => dlqOffsets(cfg, owned, counters),
       }),
   };
 }
 
 /** Reads the DLQ with handles of its own, made for the check and closed after it (checks are rare). */
-async function dlqOffsets(cfg: Config, owned: readonly Owned[]) {
+async function dlqOffsets(cfg: Config, owned: readonly Owned[], counters: Counters) {
   const admin = new Admin(kafkaProps(cfg));
   let partitions: number | null | undefined;
   try {
@@ -121,7 +130,11 @@ async function dlqOffsets(cfg: Config, owned: readonly Owned[]) {
     readHeaders: true,
   });
   try {
-    return await deadLetteredOffsets(reader, cfg.kafka.topicDlq, partitions, cfg.kafka.topicRaw, owned);
+    const key = cfg.dlq.provenanceKey ? new ProvenanceKey(cfg.dlq.provenanceKey) : undefined;
+    return await deadLetteredOffsets(reader, cfg.kafka.topicDlq, partitions, cfg.kafka.topicRaw, owned, key, (n) => {
+      counters.replayEnvelopesUnproven += n;
+      log.warn("DLQ envelopes without a valid MAC were not taken as delivered", { envelopes: n });
+    });
   } finally {
     await reader.close();
   }

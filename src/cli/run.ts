@@ -62,6 +62,9 @@ export async function runCommand(cfg: Config): Promise<number> {
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
   // graceful stop, not the default action (seen: exit 143 in the image test).
   onShutdownSignals(() => worker.stop(), cfg.shutdownTimeoutMs);
+  if (cfg.delivery === "exactly-once" && !cfg.dlq.provenanceKey)
+    log.warn("DLQ_PROVENANCE_KEY is not set: the replay check takes any DLQ envelope's source headers as true, " +
+      "so whoever may write to the DLQ topic can make it skip records (docs/security.md)");
   log.info("cdr-worker running", {
     version: VERSION,
     worker_instance: cfg.workerInstance,

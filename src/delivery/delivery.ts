@@ -169,7 +169,7 @@ export class Delivery {
   /** One decoded record handed over: a row to buffer, a rejection to dead-letter, or a replay to skip. */
   handOver(m: Message, result: Decoded, ingestedAt: number): void {
     const { counters } = this.#deps;
-    if (this.#replays?.delivered(m.partition, m.offset)) {
+    if (this.#replays?.delivered(m.partition, m.offset, result)) {
       // The last owner's: durable already, counted by replays_skipped, never in flight here.
       counters.consumed--;
       counters.replaysSkipped++;

@@ -14,6 +14,8 @@ import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
 import type { Counters } from "../stats/counters.ts";
 import type { Gate } from "./gate.ts";
+import type { Decoded } from "../cdr/decode.ts";
+import { payloadDigest } from "../dlq/provenance-mac.ts";
 import type { Delivered } from "./offsets/replay-check.ts";
 
 export interface ReplayFinder {
@@ -33,7 +35,7 @@ export class Replays {
   #checks = 0;
   #stopped = false;
   /** Offsets the last owner delivered, per partition; forgotten past `max`. */
-  readonly #delivered = new Map<number, { offsets: Set<number>; max: number }>();
+  readonly #delivered = new Map<number, { offsets: Set<number>; max: number; digests?: Map<number, string> }>();
   /**
    * The `since` each check read from, kept while a commit could fall at or before the last offset
    * it skips: such a commit must lead the next owner's check back as far (commitSince).
@@ -58,8 +60,12 @@ export class Replays {
     return this.#checking.size;
   }
 
-  /** True once for each offset the last owner delivered: the caller marks it durable and sends it nowhere. */
-  delivered(partition: number, offset: number): boolean {
+  /**
+   * True once for each offset the last owner delivered: the caller marks it durable and sends it
+   * nowhere. The record's decoded text is hashed only where a proven envelope names the SHA-256
+   * the record there must have.
+   */
+  delivered(partition: number, offset: number, record?: Decoded): boolean {
     if (this.#delivered.size === 0) return false;
     const d = this.#delivered.get(partition);
     if (!d) return false;
@@ -69,6 +75,16 @@ export class Replays {
     }
     if (!d.offsets.delete(offset)) return false;
     if (d.offsets.size === 0) this.#delivered.delete(partition);
+    const digest = d.digests?.get(offset);
+    const payload = record && (record.ok ? record.payload : record.rejection.payload);
+    if (digest !== undefined && payload !== undefined && payloadDigest(payload) !== digest) {
+      this.#counters.replayEnvelopesMismatched++;
+      log.warn("a DLQ envelope names this record's offset but another payload: the record is processed", {
+        partition,
+        offset,
+      });
+      return false;
+    }
     return true;
   }
 
@@ -138,7 +154,7 @@ export class Replays {
       const offsets = f.offsets;
       let max = -1;
       for (const o of offsets) if (o > max) max = o;
-      this.#delivered.set(p, { offsets, max });
+      this.#delivered.set(p, { offsets, max, ...(f.digests ? { digests: f.digests } : {}) });
       this.#checked.set(p, { max, since: f.since });
       delivered += offsets.size;
     }

@@ -7,16 +7,28 @@
  * thread stamped) to its end.
  */
 import type { Consumer } from "../kafka/consumer.ts";
-import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
+import type { DeadLettered, Owned } from "../delivery/offsets/replay-check.ts";
 import { envelopeSource } from "./envelope.ts";
+import type { ProvenanceKey } from "./provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress } from "./reader.ts";
 
 const SLACK_MS = 60_000;
 
+/** What the DLQ says of the raw topic's records: offsets by partition, and with a key what it proved. */
+export interface SourceOffsets {
+  offsets: Map<number, number[]>;
+  /** With a key: each proven offset's payload SHA-256, by partition. */
+  digests: Map<number, Map<number, string>>;
+  /** With a key: envelopes naming a wanted source without a valid MAC (forged, or from a worker without the key). */
+  unproven: number;
+}
+
 /**
  * The source offsets of the raw topic's records that have an envelope, by partition, for those
  * `wanted` keeps: the DLQ read over `range` (reader.ts), the source taken from the headers (an
- * envelope whose body is not JSON still names it). The replay check and the audit both read it.
+ * envelope whose body is not JSON still names it). With a provenance key only envelopes whose MAC
+ * is right count (provenance-mac.ts); the others are counted apart. The replay check and the audit
+ * both read it.
  */
 export async function sourceOffsets(
   consumer: Consumer,
@@ -26,13 +38,24 @@ export async function sourceOffsets(
   range: OffsetRange,
   wanted: (partition: number, offset: number) => boolean,
   onProgress?: (p: ReadProgress) => void,
-): Promise<Map<number, number[]>> {
-  const out = new Map<number, number[]>();
+  key?: ProvenanceKey,
+): Promise<SourceOffsets> {
+  const out: SourceOffsets = { offsets: new Map(), digests: new Map(), unproven: 0 };
   const source = (headers: Parameters<typeof envelopeSource>[0]) => {
     const src = envelopeSource(headers);
     if (!src || src.topic !== rawTopic || !wanted(src.partition, src.offset)) return;
-    let list = out.get(src.partition);
-    if (!list) out.set(src.partition, (list = []));
+    if (key) {
+      const { digest, mac } = src;
+      if (digest === undefined || mac === undefined || !key.verify(rawTopic, src.partition, src.offset, digest, mac)) {
+        out.unproven++;
+        return;
+      }
+      let digests = out.digests.get(src.partition);
+      if (!digests) out.digests.set(src.partition, (digests = new Map()));
+      digests.set(src.offset, digest);
+    }
+    let list = out.offsets.get(src.partition);
+    if (!list) out.offsets.set(src.partition, (list = []));
     list.push(src.offset);
   };
   await readDlq(
@@ -47,25 +70,34 @@ export async function sourceOffsets(
   return out;
 }
 
-/** What the DLQ holds of these partitions at or past each one's committed offset, produced since `since`. */
+/**
+ * What the DLQ holds of these partitions at or past each one's committed offset, produced since
+ * `since`; with a key, only what it proves, and `onUnproven` hears how many envelopes it did not.
+ */
 export async function deadLetteredOffsets(
   consumer: Consumer,
   dlqTopic: string,
   dlqPartitions: number,
   rawTopic: string,
   owned: readonly Owned[],
-): Promise<DeliveredOffsets> {
+  key?: ProvenanceKey,
+  onUnproven: (n: number) => void = () => {},
+): Promise<DeadLettered> {
   const since = Math.min(...owned.map((o) => o.since)) - SLACK_MS;
   const all = Array.from({ length: dlqPartitions }, (_, p) => p);
   const starts = new Map([...consumer.offsetsForTimes(dlqTopic, all, Math.max(0, since))].filter(([, o]) => o >= 0));
-  if (starts.size === 0) return new Map();
+  if (starts.size === 0) return { offsets: new Map(), digests: new Map() };
   const from = new Map(owned.map((o) => [o.partition, o.from]));
-  return sourceOffsets(
+  const found = await sourceOffsets(
     consumer,
     dlqTopic,
     dlqPartitions,
     rawTopic,
     { starts },
     (p, o) => o >= (from.get(p) ?? Infinity),
+    undefined,
+    key,
   );
+  if (found.unproven) onUnproven(found.unproven);
+  return { offsets: found.offsets, digests: found.digests };
 }

@@ -29,6 +29,9 @@ export const HEADERS = {
   detail: "dlq.error.detail",
   attempts: "dlq.error.attempts",
   stage: "dlq.error.stage",
+  /** The payload's SHA-256 and the worker's MAC of the source (provenance-mac.ts), with a key set. */
+  sourceDigest: "dlq.source.sha256",
+  sourceMac: "dlq.source.mac",
 } as const;
 
 const headerText = new TextDecoder();
@@ -39,7 +42,7 @@ const headerText = new TextDecoder();
  */
 export function envelopeSource(
   headers: Record<string, string> | ReadonlyArray<readonly [string, Uint8Array]> | undefined,
-): { topic: string; partition: number; offset: number } | null {
+): { topic: string; partition: number; offset: number; digest?: string; mac?: string } | null {
   const h = Array.isArray(headers)
     ? Object.fromEntries(headers.map(([k, v]) => [k, headerText.decode(v)]))
     : ((headers ?? {}) as Record<string, string>);
@@ -47,7 +50,14 @@ export function envelopeSource(
   const partition = Number(h[HEADERS.sourcePartition]);
   const offset = Number(h[HEADERS.sourceOffset]);
   if (topic === undefined || !Number.isInteger(partition) || !Number.isInteger(offset)) return null;
-  return { topic, partition, offset };
+  const [digest, mac] = [h[HEADERS.sourceDigest], h[HEADERS.sourceMac]];
+  return {
+    topic,
+    partition,
+    offset,
+    ...(digest !== undefined ? { digest } : {}),
+    ...(mac !== undefined ? { mac } : {}),
+  };
 }
 
 /**
@@ -109,6 +119,8 @@ export interface Provenance {
   detail: string;
   attempts?: number;
   truncated?: boolean;
+  /** With a provenance key: the payload's SHA-256 and the MAC (provenance-mac.ts). */
+  proof?: { digest: string; mac: string };
 }
 
 export function provenanceHeaders(p: Provenance): Array<[string, string]> {
@@ -121,5 +133,6 @@ export function provenanceHeaders(p: Provenance): Array<[string, string]> {
   ];
   if (p.attempts !== undefined) h.push([HEADERS.attempts, String(p.attempts)]);
   if (p.truncated) h.push([HEADERS.truncated, "true"]);
+  if (p.proof) h.push([HEADERS.sourceDigest, p.proof.digest], [HEADERS.sourceMac, p.proof.mac]);
   return h;
 }

@@ -6,6 +6,7 @@ import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
 import type { Producer } from "../kafka/producer.ts";
 import { encodeEnvelope, isTruncated, provenanceHeaders, type DlqStage } from "./envelope.ts";
+import { payloadDigest, type ProvenanceKey } from "./provenance-mac.ts";
 
 /** A record of the source topic, as the DLQ needs it. */
 export interface SourceRecord {
@@ -20,6 +21,8 @@ export interface DlqPublisherOptions {
   workerInstance: string;
   /** failure_reason for records whose inserts exhausted their retries. */
   storageFailureReason: FailureReason;
+  /** DLQ_PROVENANCE_KEY: each envelope carries the MAC of its source (provenance-mac.ts). */
+  key?: ProvenanceKey;
 }
 
 export class DlqPublisher {
@@ -38,9 +41,23 @@ export class DlqPublisher {
   /** One invalid record. */
   async publishRejection(r: Rejection, source: { topic: string; partition: number; offset: number }): Promise<void> {
     const value = encodeEnvelope(r, new Date(), this.#opts.workerInstance);
+    const proof = this.#proof(source.topic, source.partition, source.offset, r.payload);
     await this.#producer.produce(this.#opts.topic, value, {
-      headers: provenanceHeaders({ ...source, stage: "decode", detail: r.detail, truncated: isTruncated(r.payload) }),
+      headers: provenanceHeaders({
+        ...source,
+        stage: "decode",
+        detail: r.detail,
+        truncated: isTruncated(r.payload),
+        ...(proof ? { proof } : {}),
+      }),
     });
+  }
+
+  #proof(topic: string, partition: number, offset: number, payload: string) {
+    const key = this.#opts.key;
+    if (!key) return undefined;
+    const digest = payloadDigest(payload);
+    return { digest, mac: key.sign(topic, partition, offset, digest) };
   }
 
   /**
@@ -92,6 +109,7 @@ export class DlqPublisher {
       new Date(),
       this.#opts.workerInstance,
     );
+    const proof = this.#proof(topic, r.partition, r.offset, r.payload);
     await this.#producer.produce(this.#opts.topic, value, {
       headers: provenanceHeaders({
         topic,
@@ -101,6 +119,7 @@ export class DlqPublisher {
         detail,
         attempts,
         truncated: isTruncated(r.payload),
+        ...(proof ? { proof } : {}),
       }),
     });
   }

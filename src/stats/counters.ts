@@ -78,6 +78,10 @@ export class Counters {
   /** Replay checks answered, and failed attempts (each tried again). */
   replayChecks = 0;
   replayCheckFailures = 0;
+  /** DLQ envelopes the replay check did not count: no valid MAC (DLQ_PROVENANCE_KEY set). */
+  replayEnvelopesUnproven = 0;
+  /** Proven envelopes whose offset held another payload: the record there was processed. */
+  replayEnvelopesMismatched = 0;
   /** Histogram buckets (seconds) of flush latency and rows per batch. */
   readonly flushSeconds = new Histogram([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
   readonly batchRows = new Histogram([1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000]);

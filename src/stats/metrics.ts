@@ -174,6 +174,16 @@ const offsets: Section = (s, c, { metric }) => {
     "Replay checks that failed (ClickHouse or Kafka not answering); each is tried again, its partitions paused.",
     [[{}, c.replayCheckFailures]],
   );
+  metric(
+    "cdr_worker_replay_envelopes_refused_total",
+    "counter",
+    "DLQ envelopes the replay check did not take as delivered: without a valid MAC (DLQ_PROVENANCE_KEY set), " +
+      "or proven for another payload than the record at their offset.",
+    [
+      [{ why: "unproven" }, c.replayEnvelopesUnproven],
+      [{ why: "mismatched" }, c.replayEnvelopesMismatched],
+    ],
+  );
   metric("cdr_worker_replay_checks_pending", "gauge", "Partitions paused until their replay check answers.", [
     [{}, s.replayChecksPending?.() ?? 0],
   ]);

@@ -98,6 +98,8 @@ export function statsSnapshot(s: StatsSource) {
     replay_checks: c.replayChecks,
     replay_check_failures: c.replayCheckFailures,
     replay_checks_pending: s.replayChecksPending?.() ?? 0,
+    replay_envelopes_unproven: c.replayEnvelopesUnproven,
+    replay_envelopes_mismatched: c.replayEnvelopesMismatched,
     last_audit: lastAudit(s),
     by_service_type: Object.fromEntries(c.byService),
     by_rat: { ...c.byRat },

@@ -107,3 +107,14 @@ test("regression: a commit at or before the last skipped offset carries the sinc
   expect(s.r.commitSince(0, 13, 9_000)).toBe(9_000); // past the range
   expect(s.r.commitSince(0, 12, 9_000)).toBe(9_000); // and forgotten
 });
+
+test("an offset known from a proven envelope is skipped only when the record there has the envelope's payload", async () => {
+  const { payloadDigest } = await import("../../src/dlq/provenance-mac.ts");
+  const s = setup(async () => new Map([[0, { offsets: new Set([3, 4]), since: 1000, digests: new Map([[3, payloadDigest('{"a":1}')], [4, payloadDigest('{"b":2}')]]) }]]));
+  s.r.check([tp(0)]);
+  await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "check done");
+  const record = (payload: string) => ({ ok: false as const, rejection: { reason: "malformed_json" as const, field: null, detail: "", payload, payloadIsObject: false } });
+  expect(s.r.delivered(0, 3, record('{"a":1}'))).toBe(true); // the envelope's record
+  expect(s.r.delivered(0, 4, record('{"b":"other"}'))).toBe(false); // another record at that offset: processed
+  expect(s.counters.replayEnvelopesMismatched).toBe(1);
+});

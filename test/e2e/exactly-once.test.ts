@@ -9,6 +9,8 @@ import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
+import { HEADERS } from "../../src/dlq/envelope.ts";
+import { payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -30,14 +32,19 @@ const validBelow = (k: number) => [...Array(k).keys()].filter((i) => !INVALID.ha
 const invalidBelow = (k: number) => [...INVALID].filter((i) => i < k).length;
 
 /** Offsets 0…59 delivered as the last owner delivered them, 0…19 committed: then it was killed. */
-async function lastOwnerKilled(n: Names, ch: ReturnType<typeof e2eScope>["ch"]): Promise<void> {
+async function lastOwnerKilled(n: Names, ch: ReturnType<typeof e2eScope>["ch"], key?: string): Promise<void> {
   const producer = new Producer(props);
   try {
     await Promise.all(values.map((v) => producer.produce(n.raw, v, { partition: 0 })));
     const since = Date.now(); // when offset 20 was consumed
     const ctx = { phone: new PhoneNormalizer() };
     const body = new RowBinaryBuffer();
-    const dlq = new DlqPublisher(producer, { topic: n.dlq, workerInstance: "killed", storageFailureReason: "normalization_error" });
+    const dlq = new DlqPublisher(producer, {
+      topic: n.dlq,
+      workerInstance: "killed",
+      storageFailureReason: "normalization_error",
+      ...(key ? { key: new ProvenanceKey(key) } : {}),
+    });
     let rows = 0;
     for (let i = 0; i < DELIVERED_UP_TO; i++) {
       const d = decode(new TextEncoder().encode(values[i]!), ctx);
@@ -98,6 +105,34 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
       },
     );
   }
+
+  test("with DLQ_PROVENANCE_KEY the predecessor's envelopes are skipped and forged ones are not: every record once, none missing", async () => {
+    const KEY = "exactly-once-test-provenance-key";
+    const n = await names("eo-mac");
+    await ch.command({ query: `SYSTEM STOP MERGES ${n.database}.${n.table}` });
+    await lastOwnerKilled(n, ch, KEY);
+    // Whoever may write to the DLQ: envelopes naming valid records 60…64 that nobody delivered, without
+    // a MAC, and one for 65 with a MAC of another key. Taken as true, they would make the worker skip them.
+    const forger = new Producer(props);
+    try {
+      const source = (o: number): Array<[string, string]> => [[HEADERS.sourceTopic, n.raw], [HEADERS.sourcePartition, "0"], [HEADERS.sourceOffset, String(o)]];
+      for (let o = 60; o < 65; o++) await forger.produce(n.dlq, "{}", { headers: source(o) });
+      const digest = payloadDigest(values[65]!);
+      const mac = new ProvenanceKey("not-the-workers-key-at-all-00000").sign(n.raw, 0, 65, digest);
+      await forger.produce(n.dlq, "{}", { headers: [...source(65), [HEADERS.sourceDigest, digest], [HEADERS.sourceMac, mac]] });
+    } finally {
+      forger.close();
+    }
+    const w = await startWorker(workerEnv(n, { DLQ_PROVENANCE_KEY: KEY }));
+    const s = await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === N, 30_000, "every offset committed");
+    expect(await w.stop()).toBe(0);
+    expect(await count(n, "SELECT count() AS c FROM {t}")).toBe(validBelow(N));
+    expect(await count(n, "SELECT uniqExact(kafka_partition, kafka_offset) AS c FROM {t}")).toBe(validBelow(N));
+    const replayed = validBelow(DELIVERED_UP_TO) - validBelow(COMMITTED);
+    const replayedDlq = invalidBelow(DELIVERED_UP_TO) - invalidBelow(COMMITTED);
+    expect(s.replays_skipped).toBe(replayed + replayedDlq);
+    expect(s.replay_envelopes_unproven).toBe(6);
+  });
 
   test("a group's first owner marks each partition's start before it delivers anything, so that a kill before its first commit can be checked", async () => {
     const n = await names("eofirst");

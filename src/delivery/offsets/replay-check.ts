@@ -30,11 +30,25 @@ export interface Owned {
 /** Offsets delivered, by partition. */
 export type DeliveredOffsets = Map<number, number[]>;
 
+/**
+ * Offsets the DLQ holds an envelope for, with the payload SHA-256 its MAC proved, by partition and
+ * offset (with DLQ_PROVENANCE_KEY; dlq/provenance-mac.ts). Without a key, plain offsets.
+ */
+export interface DeadLettered {
+  offsets: DeliveredOffsets;
+  digests: Map<number, Map<number, string>>;
+}
+
 /** What the check found of one partition: the offsets delivered past the commit, and the commit's time. */
 export interface Delivered {
   offsets: Set<number>;
   /** The `since` the check read from (the commit's metadata, or the time of the commit it made). */
   since: number;
+  /**
+   * Offsets known only from a proven envelope: the record read there is skipped only if its payload
+   * has this SHA-256 (another record at that offset is not the one the envelope stands for).
+   */
+  digests?: Map<number, string>;
 }
 
 export interface ReplayCheckDeps {
@@ -46,7 +60,7 @@ export interface ReplayCheckDeps {
   /** Resolves once the inserts running on the server when it was called have ended. */
   insertsEnded(): Promise<void>;
   stored(owned: readonly Owned[]): Promise<DeliveredOffsets>;
-  deadLettered(owned: readonly Owned[]): Promise<DeliveredOffsets>;
+  deadLettered(owned: readonly Owned[]): Promise<DeliveredOffsets | DeadLettered>;
   now?: () => number;
 }
 
@@ -87,11 +101,20 @@ export async function findDelivered(
   );
   if (owned.length === 0) return delivered;
   await d.insertsEnded();
-  const [stored, deadLettered] = await Promise.all([d.stored(owned), d.deadLettered(owned)]);
+  const [stored, dead] = await Promise.all([d.stored(owned), d.deadLettered(owned)]);
+  const deadLettered = dead instanceof Map ? dead : dead.offsets;
   for (const found of [stored, deadLettered])
     for (const [p, offsets] of found) {
       const set = delivered.get(p)?.offsets;
       if (set) for (const o of offsets) set.add(o);
+    }
+  if (!(dead instanceof Map))
+    for (const [p, digests] of dead.digests) {
+      const f = delivered.get(p);
+      if (!f) continue;
+      // A row stored there needs no proof of the payload: the table's own provenance stands.
+      const storedHere = new Set(stored.get(p) ?? []);
+      for (const [o, digest] of digests) if (!storedHere.has(o)) (f.digests ??= new Map()).set(o, digest);
     }
   return delivered;
 }
