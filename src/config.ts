@@ -7,6 +7,7 @@ import * as v from "valibot";
 import { hostname } from "node:os";
 import { getCountries, type CountryCode } from "libphonenumber-js/max";
 import { ConfigError, type ConfigProblem } from "./errors.ts";
+import { MIN_KEY_CHARS } from "./dlq/provenance-mac.ts";
 import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
 
 type Env = Record<string, string | undefined>;
@@ -151,7 +152,10 @@ export const VARIABLES = {
       "(1 = off)",
   },
   DLQ_PROVENANCE_KEY: {
-    schema: v.union([v.literal(""), v.pipe(v.string(), v.minLength(16, "at least 16 characters"))]),
+    schema: v.union([
+      v.literal(""),
+      v.pipe(v.string(), v.minLength(MIN_KEY_CHARS, `at least ${MIN_KEY_CHARS} characters`)),
+    ]),
     default: "",
     secret: true,
     help:
@@ -305,6 +309,11 @@ export function backlogRows(size: number, setting: number, maxBytes: number): nu
   return Math.max(size, Math.min(10 * size, Math.floor((2 * maxBytes) / HEAP_BYTES_PER_ROW)));
 }
 
+/** A secret file's content with one trailing newline dropped, as editors and `echo` leave one. */
+export function readSecretFile(path: string): string {
+  return readFileSync(path, "utf8").replace(/\r?\n$/, "");
+}
+
 /** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
 const FILE_FORMS = ["CLICKHOUSE_PASSWORD", "DLQ_PROVENANCE_KEY"] as const;
 
@@ -329,7 +338,7 @@ function withFileForms(env: Env, problems: ConfigProblem[]): Env {
       continue;
     }
     try {
-      out[base] = readFileSync(path, "utf8").replace(/\r?\n$/, "");
+      out[base] = readSecretFile(path);
     } catch (e) {
       problems.push({
         variable: name,

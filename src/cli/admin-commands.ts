@@ -1,10 +1,10 @@
 /** `migrate`, `topics ensure`, `topics describe`: idempotent set-up commands for operators. */
 import { createClickHouse } from "../clickhouse/client.ts";
-import { roleStatements, userStatement } from "../clickhouse/grants.ts";
+import { roleStatements, userStatements } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
 import { CdrWorkerError } from "../errors.ts";
-import { kafkaProps, type Config } from "../config.ts";
+import { kafkaProps, readSecretFile, type Config } from "../config.ts";
 import { Admin } from "../kafka/admin.ts";
 import { integerFlag, stringFlag, type ParsedArgs } from "./args.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
@@ -39,7 +39,7 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<num
   }
   if (user !== undefined && (role === undefined || passwordFile === undefined))
     throw new CdrWorkerError("CONFIG_INVALID", "--user needs --role and --password-file");
-  const password = passwordFile === undefined ? undefined : await readPassword(passwordFile);
+  const password = passwordFile === undefined ? undefined : readPassword(passwordFile);
   const ch = createClickHouse(cfg.clickhouse, "default");
   try {
     const added = await migrate(ch, database, table, cluster);
@@ -54,12 +54,8 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<num
         `ClickHouse ${version.trim()} has no SQL roles or users (20.4 added them): define the worker's user in ` +
           "users.xml instead (docs/security.md), and run migrate without --role",
       );
-    if (user !== undefined) {
-      const query = "SELECT count() FROM system.users WHERE name = {user:String}";
-      const found = await ch.query({ query, query_params: { user }, format: "TabSeparated" });
-      const exists = (await found.text()).trim() !== "0";
-      await ch.command({ query: userStatement(user, exists), query_params: { password } });
-    }
+    if (user !== undefined)
+      for (const query of userStatements(user)) await ch.command({ query, query_params: { password } });
     for (const query of roleStatements(role, database, table, user)) await ch.command({ query });
     console.log(JSON.stringify({ role, ...(user ? { user } : {}) }));
     return 0;
@@ -68,12 +64,14 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<num
   }
 }
 
-/** A secret file's content, one trailing newline dropped, as `<NAME>_FILE` variables are read (config.ts). */
-async function readPassword(path: string): Promise<string> {
-  const text = await Bun.file(path).text().catch((e: Error) => {
-    throw new CdrWorkerError("CONFIG_INVALID", `--password-file ${path}: ${e.message}`);
-  });
-  const password = text.replace(/\r?\n$/, "");
+/** The password file, read as `<NAME>_FILE` variables are (config.ts). */
+function readPassword(path: string): string {
+  let password: string;
+  try {
+    password = readSecretFile(path);
+  } catch (e) {
+    throw new CdrWorkerError("CONFIG_INVALID", `--password-file ${path}: ${(e as Error).message}`);
+  }
   if (!password) throw new CdrWorkerError("CONFIG_INVALID", `--password-file ${path} is empty`);
   return password;
 }

@@ -200,7 +200,7 @@ async function storedIds(ch: ClickHouseClient, table: string, candidates: Map<st
 /** Each audited partition's [from, to): the selection, within the watermarks, up to what is committed. */
 function auditRanges(args: ParsedArgs, partitions: number, topic: string, group: Consumer, records: Consumer): Range[] {
   const list = stringFlag(args, "partitions");
-  const chosen = list
+  const named = list
     ? list.split(",").map((p) => {
         const n = Number(p.trim());
         if (!Number.isInteger(n) || n < 0 || n >= partitions)
@@ -212,7 +212,7 @@ function auditRanges(args: ParsedArgs, partitions: number, topic: string, group:
       })
     : Array.from({ length: partitions }, (_, p) => p);
   // Ascending and once each: the stored offsets stream partition after partition (sources.ts).
-  chosen.splice(0, chosen.length, ...new Set(chosen.sort((a, b) => a - b)));
+  const chosen = [...new Set(named)].sort((a, b) => a - b);
   const offset = (name: string) =>
     args.flags.has(name) ? numberFlag(args, name, 0, 0, Number.MAX_SAFE_INTEGER) : null;
   const time = (name: string) => {

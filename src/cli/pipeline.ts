@@ -62,11 +62,13 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     syncDistributed: exactlyOnce,
     requestTimeoutMs: cfg.clickhouse.requestTimeoutMs,
   });
+  // One key signs what this worker dead-letters and proves what its replay check reads.
+  const key = cfg.dlq.provenanceKey ? new ProvenanceKey(cfg.dlq.provenanceKey) : undefined;
   const dlq = new DlqPublisher(producer, {
     topic: cfg.kafka.topicDlq,
     workerInstance: cfg.workerInstance,
     storageFailureReason: cfg.dlq.storageFailureReason,
-    ...(cfg.dlq.provenanceKey ? { key: new ProvenanceKey(cfg.dlq.provenanceKey) } : {}),
+    ...(key ? { key } : {}),
   });
   const delivery = new Delivery(
     {
@@ -85,7 +87,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       writer,
       dlq,
       counters,
-      ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer, counters) } : {}),
+      ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer, counters, key) } : {}),
     },
   );
   const worker = new Worker({ consumer, phone, delivery });
@@ -93,7 +95,13 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
 }
 
 /** The replay check's parts: the group's commits, ClickHouse's provenance columns, the DLQ's headers. */
-function replayCheck(cfg: Config, consumer: Consumer, writer: ClickHouseWriter, counters: Counters) {
+function replayCheck(
+  cfg: Config,
+  consumer: Consumer,
+  writer: ClickHouseWriter,
+  counters: Counters,
+  key: ProvenanceKey | undefined,
+) {
   const topic = cfg.kafka.topicRaw;
   return {
     findDelivered: (partitions: number[]) =>
@@ -104,13 +112,13 @@ function replayCheck(cfg: Config, consumer: Consumer, writer: ClickHouseWriter, 
         lowWatermark: (p) => consumer.queryWatermarks(topic, p).low,
         insertsEnded: () => writer.insertsEnded(),
         stored: (owned) => writer.storedOffsets(owned),
-        deadLettered: (owned) => dlqOffsets(cfg, owned, counters),
+        deadLettered: (owned) => dlqOffsets(cfg, owned, counters, key),
       }),
   };
 }
 
 /** Reads the DLQ with handles of its own, made for the check and closed after it (checks are rare). */
-async function dlqOffsets(cfg: Config, owned: readonly Owned[], counters: Counters) {
+async function dlqOffsets(cfg: Config, owned: readonly Owned[], counters: Counters, key: ProvenanceKey | undefined) {
   const admin = new Admin(kafkaProps(cfg));
   let partitions: number | null | undefined;
   try {
@@ -130,7 +138,6 @@ async function dlqOffsets(cfg: Config, owned: readonly Owned[], counters: Counte
     readHeaders: true,
   });
   try {
-    const key = cfg.dlq.provenanceKey ? new ProvenanceKey(cfg.dlq.provenanceKey) : undefined;
     return await deadLetteredOffsets(reader, cfg.kafka.topicDlq, partitions, cfg.kafka.topicRaw, owned, key, (n) => {
       counters.replayEnvelopesUnproven += n;
       log.warn("DLQ envelopes without a valid MAC were not taken as delivered", { envelopes: n });

@@ -13,10 +13,9 @@
  * same probes.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
-import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { serverError, withCode } from "./insert-error.ts";
-import { COLUMN_TYPES, offsetsTable } from "./migrate.ts";
+import { COLUMN_TYPES, offsetsTable, plainIdentifiers } from "./migrate.ts";
 
 export interface Need {
   privilege: string;
@@ -27,9 +26,7 @@ export interface Need {
 }
 
 export function workerNeeds(database: string, table: string): Need[] {
-  for (const name of [database, table])
-    if (!IDENT.test(name))
-      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${JSON.stringify(name)} is not a plain identifier`);
+  plainIdentifiers({ database, table });
   const t = `${database}.${table}`;
   // A zero-row INSERT … SELECT from system.one (readable by every user) asks for INSERT alone.
   const zero = `CAST(0 AS ${COLUMN_TYPES.get("kafka_partition")!})`;
@@ -61,12 +58,10 @@ export function workerNeeds(database: string, table: string): Need[] {
 /**
  * The statements that make `role` hold exactly the worker's privileges (REVOKE first, so a role
  * made by an older release loses what it no longer needs), and, with a user, make the role that
- * user's default. The password is never part of them: see userStatement.
+ * user's default. The password is never part of them: see userStatements.
  */
 export function roleStatements(role: string, database: string, table: string, user?: string): string[] {
-  for (const name of [role, ...(user === undefined ? [] : [user])])
-    if (!IDENT.test(name))
-      throw new CdrWorkerError("CONFIG_INVALID", `role or user name ${JSON.stringify(name)} is not a plain identifier`);
+  plainIdentifiers({ role, ...(user === undefined ? {} : { user }) }, "CONFIG_INVALID");
   const grants = new Map<string, string[]>();
   for (const n of workerNeeds(database, table)) grants.set(n.on, [...(grants.get(n.on) ?? []), n.privilege]);
   return [
@@ -77,11 +72,15 @@ export function roleStatements(role: string, database: string, table: string, us
   ];
 }
 
-/** Creates the user, or sets its password, with the password as a query parameter, never in the text. */
-export function userStatement(user: string, exists: boolean): string {
-  if (!IDENT.test(user))
-    throw new CdrWorkerError("CONFIG_INVALID", `user name ${JSON.stringify(user)} is not a plain identifier`);
-  return `${exists ? "ALTER" : "CREATE"} USER ${user} IDENTIFIED WITH sha256_password BY {password:String}`;
+/**
+ * Creates the user if missing and sets its password either way, with the password as a query
+ * parameter, never in the text. Two statements instead of a look at system.users first, which would
+ * need SHOW USERS besides.
+ */
+export function userStatements(user: string): string[] {
+  plainIdentifiers({ user }, "CONFIG_INVALID");
+  const identified = "IDENTIFIED WITH sha256_password BY {password:String}";
+  return [`CREATE USER IF NOT EXISTS ${user} ${identified}`, `ALTER USER ${user} ${identified}`];
 }
 
 /**

@@ -6,7 +6,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
 import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
-import { CdrWorkerError, SchemaMismatchError } from "../errors.ts";
+import { CdrWorkerError, SchemaMismatchError, type ErrorCode } from "../errors.ts";
 import { serverError, withCode } from "./insert-error.ts";
 
 
@@ -49,10 +49,10 @@ export function ddlStatements(database: string, table: string, cluster?: string)
 }
 
 /** Names go into statements as text (18.16 has no identifier parameters): plain ones only. */
-function plainIdentifiers(names: Record<string, string>): void {
+export function plainIdentifiers(names: Record<string, string>, code: ErrorCode = "CLICKHOUSE_SCHEMA"): void {
   for (const [what, name] of Object.entries(names))
     if (!IDENT.test(name))
-      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `${what} name ${JSON.stringify(name)} is not a plain identifier`);
+      throw new CdrWorkerError(code, `${what} name ${JSON.stringify(name)} is not a plain identifier`);
 }
 
 /** The table the replay check and the audit read stored offsets from (sql/001_cdr.sql). */

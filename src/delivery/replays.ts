@@ -76,8 +76,8 @@ export class Replays {
     if (!d.offsets.delete(offset)) return false;
     if (d.offsets.size === 0) this.#delivered.delete(partition);
     const digest = d.digests?.get(offset);
-    const payload = record && (record.ok ? record.payload : record.rejection.payload);
-    if (digest !== undefined && payload !== undefined && payloadDigest(payload) !== digest) {
+    const payload = digest === undefined || !record ? null : record.ok ? record.payload : record.rejection.payload;
+    if (payload !== null && payloadDigest(payload) !== digest) {
       this.#counters.replayEnvelopesMismatched++;
       log.warn("a DLQ envelope names this record's offset but another payload: the record is processed", {
         partition,

@@ -293,7 +293,9 @@ export class Consumer {
           out.push(this.#undecodable(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset), err));
           continue;
         }
-        this.#consumerError(err, partition, readExactI64(m, MESSAGE.offset));
+        // Only an end-of-partition event's offset is used; read without the 2^53 check, which may not
+        // stop a poll over an error message.
+        this.#consumerError(err, partition, Number(read.i64(m, MESSAGE.offset)));
         lib.rd_kafka_message_destroy(m);
         continue;
       }

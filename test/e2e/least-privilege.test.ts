@@ -8,7 +8,7 @@ import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { ClickHouseLogLevel, createClient } from "@clickhouse/client";
-import { userStatement } from "../../src/clickhouse/grants.ts";
+import { userStatements } from "../../src/clickhouse/grants.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { startChdbEndpoint } from "../support/chdb.ts";
@@ -71,7 +71,7 @@ test("26.9: the worker runs, restarts and audits under the role's grants alone; 
     ]);
     // Each is 26.9's SQL (the engine parses and formats it; it has no role storage to run it in).
     const adminCh = createClient({ url: admin.url });
-    for (const s of [...statements, userStatement("cdr_worker", false), userStatement("cdr_worker", true)]) {
+    for (const s of [...statements, ...userStatements("cdr_worker")]) {
       const rs = await adminCh.query({ query: "SELECT formatQuery({s:String}) AS f", query_params: { s }, format: "JSONEachRow" });
       expect(((await rs.json<{ f: string }>())[0]!.f).length).toBeGreaterThan(0);
     }
@@ -165,4 +165,25 @@ test("18.16: migrate --role says the server has no SQL roles and exits 2, after 
   expect(made.code).toBe(2);
   expect(made.stdout).toContain(`"migrated":"e2e.${n.table}"`);
   expect(made.stderr.trim()).toMatch(/^config error: ClickHouse 18\.16\.\S+ has no SQL roles or users \(20\.4 added them\): define the worker's user in users\.xml/);
+});
+
+test("26.9: migrate --role --user passes the version gate and sends the user's statement with its password as a parameter", async () => {
+  // The engine has no writable access storage (clickhouse-local), so its own refusal of CREATE USER is
+  // the furthest a run gets here: what it shows is that every statement before it is the engine's SQL,
+  // and that the password reaches it as a parameter, never in the text or the error.
+  const n0 = await names("least-priv-role-269");
+  const admin = await startChdbEndpoint({});
+  try {
+    const n = onEndpoint(n0, admin.url);
+    writeFileSync(`${secrets}/role-password`, "never-in-any-message\n", { mode: 0o600 });
+    const made = cli(workerEnv(n), "migrate", "--role", "cdr_worker", "--user", "cdr_worker", "--password-file", `${secrets}/role-password`);
+    expect(made.code).toBe(1);
+    expect(made.stdout).toContain(`"migrated":"e2e.${n.table}"`);
+    // The engine's own refusal of the statement itself: it has no access management to create users.
+    expect(made.stderr).toContain("CREATE USER");
+    expect(made.stderr).toContain('"code":"497"');
+    expect(made.stderr + made.stdout).not.toContain("never-in-any-message");
+  } finally {
+    await admin.stop();
+  }
 });

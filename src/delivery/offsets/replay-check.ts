@@ -31,8 +31,8 @@ export interface Owned {
 export type DeliveredOffsets = Map<number, number[]>;
 
 /**
- * Offsets the DLQ holds an envelope for, with the payload SHA-256 its MAC proved, by partition and
- * offset (with DLQ_PROVENANCE_KEY; dlq/provenance-mac.ts). Without a key, plain offsets.
+ * Offsets the DLQ holds an envelope for, and with DLQ_PROVENANCE_KEY the payload SHA-256 each one's
+ * MAC proved, by partition and offset (dlq/provenance-mac.ts); without a key `digests` is empty.
  */
 export interface DeadLettered {
   offsets: DeliveredOffsets;
@@ -60,7 +60,7 @@ export interface ReplayCheckDeps {
   /** Resolves once the inserts running on the server when it was called have ended. */
   insertsEnded(): Promise<void>;
   stored(owned: readonly Owned[]): Promise<DeliveredOffsets>;
-  deadLettered(owned: readonly Owned[]): Promise<DeliveredOffsets | DeadLettered>;
+  deadLettered(owned: readonly Owned[]): Promise<DeadLettered>;
   now?: () => number;
 }
 
@@ -102,19 +102,17 @@ export async function findDelivered(
   if (owned.length === 0) return delivered;
   await d.insertsEnded();
   const [stored, dead] = await Promise.all([d.stored(owned), d.deadLettered(owned)]);
-  const deadLettered = dead instanceof Map ? dead : dead.offsets;
-  for (const found of [stored, deadLettered])
+  for (const found of [stored, dead.offsets])
     for (const [p, offsets] of found) {
       const set = delivered.get(p)?.offsets;
       if (set) for (const o of offsets) set.add(o);
     }
-  if (!(dead instanceof Map))
-    for (const [p, digests] of dead.digests) {
-      const f = delivered.get(p);
-      if (!f) continue;
-      // A row stored there needs no proof of the payload: the table's own provenance stands.
-      const storedHere = new Set(stored.get(p) ?? []);
-      for (const [o, digest] of digests) if (!storedHere.has(o)) (f.digests ??= new Map()).set(o, digest);
-    }
+  for (const [p, digests] of dead.digests) {
+    const f = delivered.get(p);
+    if (!f) continue;
+    // A row stored there needs no proof of the payload: the table's own provenance stands.
+    const storedHere = new Set(stored.get(p) ?? []);
+    for (const [o, digest] of digests) if (!storedHere.has(o)) (f.digests ??= new Map()).set(o, digest);
+  }
   return delivered;
 }

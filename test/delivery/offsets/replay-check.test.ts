@@ -21,7 +21,7 @@ test("marked partitions are checked from their commit; unmarked ones get their s
     commit: async (offsets) => void calls.push(`commit ${offsets.map((o) => `${o.partition}@${o.offset}:${o.metadata}`).join(" ")}`),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async (owned: readonly Owned[]) => (calls.push(`stored ${JSON.stringify(owned)}`), new Map([[0, [100, 101]]])),
-    deadLettered: async () => (calls.push("dead-lettered"), new Map([[0, [102]], [9, [1]]])),
+    deadLettered: async () => (calls.push("dead-lettered"), { offsets: new Map([[0, [102]], [9, [1]]]), digests: new Map() }),
   });
   expect(calls[0]).toBe(`commit 1@40:${commitMetadata(5000)} 2@7:${commitMetadata(5000)}`);
   expect(calls[1]).toBe("inserts ended");
@@ -40,7 +40,7 @@ test("nothing to check: no query at all", async () => {
     commit: async () => void calls.push("commit"),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async () => (calls.push("stored"), new Map()),
-    deadLettered: async () => (calls.push("dead-lettered"), new Map()),
+    deadLettered: async () => (calls.push("dead-lettered"), { offsets: new Map(), digests: new Map() }),
   });
   expect(calls).toEqual(["commit"]);
   expect(found.get(0)!.offsets.size).toBe(0);
@@ -60,7 +60,7 @@ test("regression: a partition whose committed offset came back with an error fai
     commit: async () => void calls.push("commit"),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async () => new Map(),
-    deadLettered: async () => new Map(),
+    deadLettered: async () => ({ offsets: new Map(), digests: new Map() }),
   });
   const err = await check.then(() => null, (e: unknown) => e as { retryable: boolean; message: string });
   expect(err?.retryable).toBe(true);
