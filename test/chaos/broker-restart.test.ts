@@ -6,7 +6,7 @@ import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { committedOffsets, consumeN, header, props, topicLength } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { ROOT, run, waitFor } from "../support/services.ts";
+import { ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
@@ -46,6 +46,16 @@ test("broker restart mid-stream: every valid record in ClickHouse, every invalid
 
 test("SIGTERM while the broker does not answer (kill -STOP): exit 1 within the shutdown timeout plus 2 s, no hang in the consumer's close", async () => {
   const n = await names("brokerstopped");
+  // The test before restarted the broker, which may still be loading its group coordinator: a member
+  // that joined meanwhile can close without one. Its committed offsets answering says it is loaded.
+  await waitFor(() => {
+    try {
+      committedOffsets(uniqueName("coordinator-probe"), n.raw, 1);
+      return true;
+    } catch {
+      return undefined;
+    }
+  }, 30_000, "the broker's group coordinator loaded");
   const w = await startWorker(workerEnv(n, { SHUTDOWN_TIMEOUT_SECONDS: "4" }));
   // The check at assignment still makes blocking calls to the broker (committed(), watermarks): a
   // broker stopped in the middle of them holds the event loop, and with it the shutdown timer. The
