@@ -14,7 +14,8 @@ export type ErrorCode =
   | "CLICKHOUSE_INSERT"
   | "CLICKHOUSE_SCHEMA"
   | "CLICKHOUSE_ACCESS"
-  | "CLICKHOUSE_UNREACHABLE";
+  | "CLICKHOUSE_UNREACHABLE"
+  | "KAFKA_ASSIGNMENT_LOST";
 
 export class CdrWorkerError extends Error {
   override name = "CdrWorkerError";
@@ -44,6 +45,19 @@ export class KafkaError extends CdrWorkerError {
     options?: { cause?: unknown },
   ) {
     super(code, message, retryable, options);
+  }
+}
+
+/**
+ * The group gave this batch's partitions to another member (or may have: the worker was frozen
+ * past its session) before the batch was stored: it is dropped, never sent, and its records are
+ * replayed by their next owner. No retry here can help; the next owner's read does.
+ */
+export class AssignmentLostError extends CdrWorkerError {
+  override name = "AssignmentLostError";
+  constructor(what: string) {
+    const why = "the partitions were lost to another member; their next owner replays them";
+    super("KAFKA_ASSIGNMENT_LOST", `${what}: ${why}`);
   }
 }
 

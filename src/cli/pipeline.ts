@@ -37,19 +37,20 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       "message.max.bytes": String(DLQ_MAX_MESSAGE_BYTES + 65536),
     }),
   );
+  const consumerProps = kafkaProps(cfg, {
+    "group.id": cfg.kafka.groupId,
+    "client.id": cfg.workerInstance,
+    // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
+    // librdkafka stops fetching a partition once its queue is over this and waits
+    // fetch.queue.backoff.ms before it looks again; at its default (1 s) a worker-speed consumer
+    // waited on an empty queue 85 % of the time with 4 MiB and 45 % with 16 MiB; with 10 ms,
+    // never, down to 2 MiB at 250k records/s (scripts/bench/prefetch.ts). 4 MiB (~16k records)
+    // leaves room for a broker further away than loopback.
+    "queued.max.messages.kbytes": "4096",
+    "fetch.queue.backoff.ms": "10",
+  });
   const consumer = new Consumer({
-    props: kafkaProps(cfg, {
-      "group.id": cfg.kafka.groupId,
-      "client.id": cfg.workerInstance,
-      // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
-      // librdkafka stops fetching a partition once its queue is over this and waits
-      // fetch.queue.backoff.ms before it looks again; at its default (1 s) a worker-speed consumer
-      // waited on an empty queue 85 % of the time with 4 MiB and 45 % with 16 MiB; with 10 ms,
-      // never, down to 2 MiB at 250k records/s (scripts/bench/prefetch.ts). 4 MiB (~16k records)
-      // leaves room for a broker further away than loopback.
-      "queued.max.messages.kbytes": "4096",
-      "fetch.queue.backoff.ms": "10",
-    }),
+    props: consumerProps,
     topics: [cfg.kafka.topicRaw],
     maxBatch: cfg.batch.size,
     // For the end-to-end latency histogram (read in the native batch copy: no call per message).
@@ -81,6 +82,9 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       retry: cfg.retry,
       dlqMaxRatio: cfg.dlq.maxRatio,
       dlqRatioWindow: cfg.dlq.ratioWindow,
+      // librdkafka's defaults unless set (KAFKA_PROP_*): a freeze and a stuck revocation are judged by them.
+      sessionTimeoutMs: Number(consumerProps["session.timeout.ms"] ?? 45_000),
+      maxPollIntervalMs: Number(consumerProps["max.poll.interval.ms"] ?? 300_000),
     },
     {
       consumer,

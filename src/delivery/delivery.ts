@@ -5,14 +5,15 @@
  * done here when its destination acknowledged; a sealed batch goes through the flush stage
  * (flush/flush-batch.ts) and what is durable is committed (offsets/). A DLQ or commit failure is
  * fatal: `onFatal`, and nothing is committed after it. The DLQ breaker (breaker.ts), ClickHouse
- * waits and replay checks pause consumption through one gate (gate.ts).
+ * waits, replay checks, revocations and a possible freeze (lease.ts) pause consumption through one
+ * gate (gate.ts). Partitions the group took away are dropped, not flushed (`abandon`).
  */
 import type { Decoded, Rejection } from "../cdr/decode.ts";
 import type { RetryPolicy } from "../clickhouse/retry.ts";
 import { RowBinaryBuffer } from "../clickhouse/row-binary.ts";
 import type { ClickHouseWriter } from "../clickhouse/writer.ts";
 import type { DlqPublisher } from "../dlq/publisher.ts";
-import { KafkaError } from "../errors.ts";
+import { AssignmentLostError, KafkaError } from "../errors.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { Message } from "../kafka/message.ts";
@@ -24,6 +25,7 @@ import { Batcher } from "./batch/batcher.ts";
 import { DlqBreaker } from "./breaker.ts";
 import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
 import { Gate } from "./gate.ts";
+import { Lease } from "./lease.ts";
 import { Pending } from "./pending.ts";
 import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
@@ -51,6 +53,10 @@ export interface DeliveryOptions {
   retry: RetryPolicy;
   dlqMaxRatio: number;
   dlqRatioWindow: number;
+  /** The group's session.timeout.ms (librdkafka's default 45 s): half of it unseen looks like a freeze. */
+  sessionTimeoutMs?: number;
+  /** max.poll.interval.ms (default 300 s): a revocation unsettled past it is dropped, not flushed. */
+  maxPollIntervalMs?: number;
 }
 
 export interface DeliveryDeps {
@@ -81,6 +87,11 @@ export class Delivery {
   readonly #pending: Pending;
   readonly #commits: CommitScheduler;
   #replays: Replays | null = null;
+  readonly #lease: Lease;
+  /** Aborted when the assignment is lost: what was sent under it sends nothing more. */
+  #epoch = new AbortController();
+  /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
+  #abandoned = Promise.withResolvers<void>();
   #dlqAwaited = 0;
   #dlqAwaitedBytes = 0;
   /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait). */
@@ -105,7 +116,18 @@ export class Delivery {
     this.#gate = new Gate(deps.consumer);
     const { writer, dlq, counters } = deps;
     const onWaiting = (waiting: boolean) => this.#onWaiting(waiting);
-    this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting };
+    const admit = (signal: AbortSignal) => this.#admit(signal);
+    this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting, admit };
+    this.#lease = new Lease((opts.sessionTimeoutMs ?? 45_000) / 2, {
+      onHold: () => {
+        counters.loopStalls++;
+        this.#gate.closeAll("lease");
+      },
+      onClear: () => {
+        this.#gate.openAll("lease");
+        this.#events.onSettled();
+      },
+    });
     this.#pending = new Pending(
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
@@ -133,6 +155,8 @@ export class Delivery {
   get tripped(): boolean { return this.#breaker.tripped; } // prettier-ignore
   /** Partitions paused until their replay check answers (exactly-once). */
   get replayChecksPending(): number { return this.#replays?.pending ?? 0; } // prettier-ignore
+  /** How long a revocation may take to settle before the group has surely evicted the member. */
+  get maxPollIntervalMs(): number { return this.#opts.maxPollIntervalMs ?? 300_000; } // prettier-ignore
   positions(): Map<number, { committed: number; consumed: number }> {
     return this.#tracker.positions();
   }
@@ -204,6 +228,7 @@ export class Delivery {
 
   /** Seals and flushes the filling batch when it is full or its interval passed. */
   flushIfDue(): void {
+    if (this.#lease.look()) return; // perhaps a zombie: the group's verdict first
     if (this.#batcher.due(this.#opts.flushIntervalMs)) this.#flush(this.#batcher.seal());
   }
 
@@ -216,15 +241,50 @@ export class Delivery {
 
   /** Flushes what is buffered and waits until every record is durable and its offset committed. */
   async settle(): Promise<void> {
+    const epoch = this.#epoch;
     for (;;) {
       if (this.#batcher.current.count > 0 && this.#batcher.sealed < this.#batcher.concurrency)
         this.#flush(this.#batcher.seal());
       if (this.#pending.size === 0 && this.#batcher.current.count === 0) break;
-      await this.#pending.any();
-      if (this.#commits.stopped) return;
+      await Promise.race([this.#pending.any(), this.#abandoned.promise]);
+      if (this.#commits.stopped || this.#epoch !== epoch) return;
     }
     this.#commits.schedule();
     await this.#commits.settled();
+  }
+
+  /** Pauses every partition while a revocation settles: the loop polls for the group, not for records. */
+  pauseForRevoke(): void {
+    this.#gate.closeAll("revoke");
+  }
+
+  resumeAfterRevoke(): void {
+    this.#gate.openAll("revoke");
+  }
+
+  /**
+   * The group took the whole assignment away (a lost revocation): its next owner's replay check may
+   * already have run, so nothing held of it may reach ClickHouse or be committed now. The filling
+   * batch is dropped; sealed batches send nothing more (an insert already on the wire ends as it
+   * ends, and was sent before the loss was known); no hold of it is marked or committed. Their
+   * records are the next owner's to replay. DLQ sends already handed to the producer still go: an
+   * envelope of a record its next owner dead-letters again is a duplicate in the DLQ, not a loss.
+   */
+  abandon(): void {
+    const { counters } = this.#deps;
+    const dropped = this.#batcher.bufferedRows;
+    this.#epoch.abort();
+    this.#epoch = new AbortController();
+    this.#holds.delete(this.#batcher.current);
+    this.#batcher.discard();
+    this.#tracker.reset();
+    this.#abandoned.resolve();
+    this.#abandoned = Promise.withResolvers<void>();
+    counters.assignmentsLost++;
+    counters.lostRowsDropped += dropped;
+    log.warn("assignment lost: held rows dropped, unsent inserts cancelled; their next owner replays them", {
+      rows: dropped,
+    });
   }
 
   /** Revoked partitions, settled first: forgotten, so their positions are never handed out again. */
@@ -239,6 +299,13 @@ export class Delivery {
   stop(): void {
     this.#commits.stop();
     this.#replays?.stop();
+    this.#lease.stop();
+  }
+
+  /** Before each insert is sent: not while a freeze's verdict is awaited, never after a loss. */
+  async #admit(signal: AbortSignal): Promise<void> {
+    await this.#lease.clear();
+    if (signal.aborted) throw new AssignmentLostError("insert not sent");
   }
 
   #holdsOf(batch: Batch): Hold[] {
@@ -249,9 +316,11 @@ export class Delivery {
 
   /** A sealed batch into ClickHouse; its rows' offsets become committable once it is durable. */
   #flush(batch: Batch): void {
+    const { signal } = this.#epoch;
     this.#pending.add(
-      flushBatch(batch, this.#flushDeps).then(() => {
-        for (const h of this.#holds.get(batch) ?? []) h.done = true;
+      flushBatch(batch, this.#flushDeps, signal).then(() => {
+        // Abandoned: its holds were forgotten with the lost assignment and must never commit.
+        if (!signal.aborted) for (const h of this.#holds.get(batch) ?? []) h.done = true;
         this.#holds.delete(batch);
         // A batch sealed by bytes held records of megabytes each: their poll copies, texts and rows
         // are garbage now. The collector is paced by the heap, not by these buffers outside it, and
@@ -273,11 +342,12 @@ export class Delivery {
     const bytes = rejection.payload.length;
     this.#dlqAwaited++;
     this.#dlqAwaitedBytes += bytes;
+    const { signal } = this.#epoch;
     this.#pending.add(
       this.#deps.dlq.publishRejection(rejection, { topic, partition, offset }).then(() => {
         this.#dlqAwaited--;
         this.#dlqAwaitedBytes -= bytes;
-        hold.done = true;
+        if (!signal.aborted) hold.done = true;
         this.#deps.counters.recordRejected(partition, rejection.reason);
         this.#commits.schedule();
       }),

@@ -137,6 +137,11 @@ export class Consumer {
     return this.#rebalance.pendingRevoke;
   }
 
+  /** The pending revocation is of partitions the group already gave to others. */
+  get revokeLost(): boolean {
+    return this.#rebalance.revokeLost;
+  }
+
   /** The partitions each assignment since the last call added, oldest first (revocations: pendingRevoke). */
   takeAssigned(): TopicPartition[][] {
     return this.#rebalance.takeAssigned();
@@ -157,11 +162,12 @@ export class Consumer {
 
   /**
    * Returns at once with up to maxBatch messages (possibly none). Serves rebalance, log and error
-   * callbacks. Returns nothing while a revocation is pending.
+   * callbacks. Returns nothing while a revocation is pending, unless `revoking`: the loop polls
+   * while it settles one, so the group keeps the member (max.poll.interval.ms) and a loss is heard.
    */
-  poll(max = this.#slots.length): Message[] {
+  poll(max = this.#slots.length, revoking = false): Message[] {
     if (this.#fatal) throw this.#fatal;
-    if (this.#closed || this.#rebalance.pendingRevoke || max <= 0) return [];
+    if (this.#closed || (this.#rebalance.pendingRevoke && !revoking) || max <= 0) return [];
     const lib = rdk();
     const n = Number(
       lib.rd_kafka_consume_batch_queue(this.#queue, 0, this.#slotsPtr, Math.min(max, this.#slots.length)),

@@ -83,6 +83,7 @@ const symbols = {
   rd_kafka_incremental_assign: { args: ["ptr", "ptr"], returns: "ptr" },
   rd_kafka_incremental_unassign: { args: ["ptr", "ptr"], returns: "ptr" },
   rd_kafka_rebalance_protocol: { args: ["ptr"], returns: "cstring" },
+  rd_kafka_assignment_lost: { args: ["ptr"], returns: "i32" },
   rd_kafka_commit: { args: ["ptr", "ptr", "i32"], returns: "i32" },
   rd_kafka_commit_queue: { args: ["ptr", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
   rd_kafka_event_topic_partition_list: { args: ["ptr"], returns: "ptr" },

@@ -3,7 +3,9 @@
  * consume_batch_queue on the JS thread. An assignment is applied at once; a revocation is only
  * recorded and the call yields, so the caller can flush and commit the revoked partitions (async
  * work) before `completeRevoke()` gives them up. The caller hears of them on one channel each:
- * `takeAssigned()` for what was added, `pendingRevoke` for what must be given up. Eager protocols
+ * `takeAssigned()` for what was added, `pendingRevoke` for what must be given up, and `revokeLost`
+ * when librdkafka says the group has already given them to others (rd_kafka_assignment_lost: the
+ * session ran out, or max.poll.interval.ms): then nothing of them may be flushed. Eager protocols
  * replace the whole assignment, incremental ones (cooperative-sticky, KIP-848's
  * `group.protocol=consumer`) add and remove.
  */
@@ -19,6 +21,7 @@ export class Rebalance {
   readonly #rk: () => Pointer;
   #assignment: TopicPartition[] = [];
   #pendingRevoke: TopicPartition[] | null = null;
+  #revokeLost = false;
   #assigned: TopicPartition[][] = [];
   /** While the consumer closes, revocations are given up at once: nothing is left to commit. */
   closing = false;
@@ -35,6 +38,13 @@ export class Rebalance {
     return this.#pendingRevoke;
   }
 
+  /** The pending revocation is of an assignment the group already took away (a zombie's). */
+  get revokeLost(): boolean {
+    // Also asked live: librdkafka may mark a loss while the revocation is settling without calling
+    // back again (the group was already rebalancing).
+    return this.#revokeLost || (this.#pendingRevoke !== null && rdk().rd_kafka_assignment_lost(this.#rk()) === 1);
+  }
+
   /** The partitions each assignment since the last call added, oldest first. */
   takeAssigned(): TopicPartition[][] {
     const a = this.#assigned;
@@ -47,6 +57,7 @@ export class Rebalance {
     const revoked = this.#pendingRevoke;
     if (!revoked) return;
     this.#pendingRevoke = null;
+    this.#revokeLost = false;
     this.#unassign(revoked);
   }
 
@@ -67,10 +78,16 @@ export class Rebalance {
       return;
     }
     if (err === RD.ERR__REVOKE_PARTITIONS && !this.closing) {
-      this.#pendingRevoke = partitions;
-      log.info("partitions revoked; committing before release", {
-        partitions: partitions.map((p) => `${p.topic}[${p.partition}]`),
-      });
+      // A loss may follow a revocation still being settled (the loop polls meanwhile): it covers
+      // the whole assignment, and it sticks until the revocation completes.
+      const lost = lib.rd_kafka_assignment_lost(rk) === 1;
+      this.#pendingRevoke = union(this.#pendingRevoke ?? [], partitions);
+      this.#revokeLost ||= lost;
+      const named = partitions.map((p) => `${p.topic}[${p.partition}]`);
+      if (lost) log.warn("partitions lost: the group gave them to others; dropping what is held of them", {
+          partitions: named,
+        });
+      else log.info("partitions revoked; committing before release", { partitions: named });
       lib.rd_kafka_yield(rk);
       return;
     }
@@ -101,6 +118,12 @@ export class Rebalance {
       this.#assignment = [];
     }
   }
+}
+
+function union(a: TopicPartition[], b: TopicPartition[]): TopicPartition[] {
+  const key = (p: TopicPartition) => `${p.topic}\0${p.partition}`;
+  const seen = new Set(a.map(key));
+  return [...a, ...b.filter((p) => !seen.has(key(p)))];
 }
 
 function codeError(err: number): KafkaError | null {

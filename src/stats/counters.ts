@@ -72,6 +72,11 @@ export class Counters {
   commits = 0;
   /** Commits the group refused while it rebalanced (sent again for partitions still owned). */
   commitsRefused = 0;
+  /** Assignments the group took away before they were released (lost revocations), and rows dropped with them. */
+  assignmentsLost = 0;
+  lostRowsDropped = 0;
+  /** Gaps in the worker's own run longer than half the session (a freeze): sends waited for the group's verdict. */
+  loopStalls = 0;
   lastCommitAt: number | null = null;
   /** Records skipped because the partition's last owner had delivered them (exactly-once). */
   replaysSkipped = 0;

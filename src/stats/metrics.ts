@@ -157,6 +157,24 @@ const offsets: Section = (s, c, { metric }) => {
     [[{}, c.commitsRefused]],
   );
   metric(
+    "cdr_worker_assignments_lost_total",
+    "counter",
+    "Assignments the group took away before the worker released them; their held rows were dropped, not flushed.",
+    [[{}, c.assignmentsLost]],
+  );
+  metric(
+    "cdr_worker_lost_rows_dropped_total",
+    "counter",
+    "Rows held for lost partitions and dropped unsent: their next owner replays them.",
+    [[{}, c.lostRowsDropped]],
+  );
+  metric(
+    "cdr_worker_loop_stalls_total",
+    "counter",
+    "Times the worker did not run for over half its session (a freeze); sends waited for the group's verdict.",
+    [[{}, c.loopStalls]],
+  );
+  metric(
     "cdr_worker_exactly_once",
     "gauge",
     "1 when DELIVERY=exactly-once: a partition's next owner skips what its last owner delivered; 0 at-least-once.",

@@ -1,6 +1,6 @@
 /**
  * The stage order, and nothing else: poll → decode (parse, validate, normalize) → hand over a row
- * or a rejection → flush when due → settle on revoke or stop. Everything after the hand-over
+ * or a rejection → flush when due → settle on revoke (revoke.ts) or stop. Everything after the hand-over
  * (batches, the DLQ, offsets and commits, pauses) is delivery's (src/delivery/). A DLQ, commit or
  * poll failure is fatal: the worker stops without flushing or committing further.
  */
@@ -10,6 +10,7 @@ import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
 import { decodeOne } from "./decode-guard.ts";
+import { releaseRevoked } from "./revoke.ts";
 
 export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
 
@@ -104,13 +105,11 @@ export class Worker {
     for (const m of messages) this.#delivery.handOver(m, decodeOne(m, ctx), ingestedAt);
   }
 
-  /** Commits everything of the revoked partitions before librdkafka gives them away. */
+  /** Commits everything of the revoked partitions before librdkafka gives them away (or drops it, lost). */
   async #releaseRevoked(): Promise<void> {
-    const revoked = this.#consumer.pendingRevoke!;
-    await this.#delivery.settle();
-    if (this.#fatal) return;
-    this.#delivery.release(revoked);
-    this.#consumer.completeRevoke();
+    const failed = () => this.#fatal !== null;
+    const kept = await releaseRevoked(this.#consumer, this.#delivery, failed).catch((e) => (this.#fail(e), []));
+    if (kept.length > 0) this.#handOver(kept);
   }
 
   #fail(e: unknown): void {

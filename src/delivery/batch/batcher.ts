@@ -100,6 +100,13 @@ export class Batcher {
     this.#free.push(batch);
   }
 
+  /** Empties the filling batch, dropping its rows (their partitions were lost); returns how many. */
+  discard(): number {
+    const n = this.#current.count;
+    this.#current.reset();
+    return n;
+  }
+
   /** Restarts the interval (e.g. after a flush triggered by a rebalance). */
   touch(now = Date.now()): void {
     this.#lastFlushAt = now;

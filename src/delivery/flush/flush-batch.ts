@@ -2,6 +2,8 @@
  * The flush stage: a sealed batch into ClickHouse (clickhouse/store.ts isolates the rows it
  * refuses and retries what is transient), every row it did not take into the DLQ, and the
  * counters updated. Resolves when both destinations acknowledged; a DLQ failure rejects (fatal).
+ * Once `signal` aborts (the partitions were lost) it sends nothing more, to either, and resolves:
+ * the rows are the next owner's.
  */
 import type { Batch } from "../batch/batch.ts";
 import type { RetryPolicy } from "../../clickhouse/retry.ts";
@@ -21,12 +23,19 @@ export interface FlushDeps {
   retry: RetryPolicy;
   /** Hears when this batch starts and stops waiting for an unreachable ClickHouse. */
   onWaiting: (waiting: boolean) => void;
+  /** Awaited before each insert is sent; throws once the partitions were lost. */
+  admit: (signal: AbortSignal) => Promise<void>;
 }
 
-export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
+export async function flushBatch(
+  batch: Batch,
+  d: FlushDeps,
+  signal = new AbortController().signal,
+): Promise<void> {
   const started = performance.now();
-  const once = insertOnce(batch, d.writer);
+  const once = insertOnce(batch, d.writer, () => d.admit(signal));
   const outcome = await storeBatch(batch.count, once.insert, d.retry, {
+    sleep: (ms) => sleepUnless(ms, signal),
     onRetry: (attempt, error, delayMs) => {
       d.counters.chRetries++;
       log.warn("ClickHouse insert failed; retrying", {
@@ -38,6 +47,10 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
     },
     onWaiting: (waiting) => d.onWaiting(waiting),
   });
+  if (signal.aborted) {
+    log.warn("a batch of lost partitions was dropped; their next owner replays it", { rows: batch.count });
+    return;
+  }
   const sends: Promise<void>[] = [];
   const notInserted: number[] = [];
   for (const { row, error } of outcome.refused) {
@@ -77,6 +90,20 @@ export async function flushBatch(batch: Batch, d: FlushDeps): Promise<void> {
   d.counters.recordFlush(batch, outcome, notInserted, (performance.now() - started) / 1000);
   await Promise.all(sends);
   d.counters.recordStoredInDlq(batch, notInserted, outcome.refused.length, d.dlq.storageFailureReason);
+}
+
+/** A retry's pause, cut short when the partitions are lost: the next attempt then ends the batch. */
+function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done);
+  });
 }
 
 function sourceRecord(batch: Batch, i: number): SourceRecord {

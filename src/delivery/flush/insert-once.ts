@@ -28,7 +28,8 @@ export interface InsertOnce {
   settle(): Promise<void>;
 }
 
-export function insertOnce(batch: Batch, writer: ClickHouseWriter): InsertOnce {
+/** `admit` is awaited before each send and throws when the batch may no longer be sent (lost partitions). */
+export function insertOnce(batch: Batch, writer: ClickHouseWriter, admit = async () => {}): InsertOnce {
   const stored = new Uint8Array(batch.count);
   // Failed attempts not yet checked, and the rows they carried.
   let unchecked: { attempts: ClickHouseInsertError["attempts"]; rows: number[] } | null = null;
@@ -74,10 +75,12 @@ export function insertOnce(batch: Batch, writer: ClickHouseWriter): InsertOnce {
 
   const insert: InsertRange = async (lo, hi) => {
     for (let attempt = 0; ; attempt++) {
+      await admit();
       if (unchecked) await checkOrFail();
       const rows: number[] = [];
       for (let i = lo; i < hi; i++) if (!stored[i]) rows.push(i);
       if (rows.length === 0) return;
+      await admit();
       try {
         await writer.insert(bodyOf(batch, rows, lo, hi), rows.length);
         return;

@@ -48,10 +48,44 @@ test("a refused row goes to the DLQ alone; the rest are stored and counted, part
   const batch = batchOf(10);
   const f = fakes((l) => l.includes("\tr7\t"));
   const counters = new Counters();
-  await flushBatch(batch, { writer: f.writer, dlq: f.dlq, counters, topic: "cdr.raw", retry: { maxAttempts: 3, initialDelayMs: 0, backoffFactor: 1 }, onWaiting: () => {} });
+  await flushBatch(batch, { writer: f.writer, dlq: f.dlq, counters, topic: "cdr.raw", retry: { maxAttempts: 3, initialDelayMs: 0, backoffFactor: 1 }, onWaiting: () => {}, admit: async () => {} });
   expect(f.stored.length).toBe(9);
   expect(f.refused.map((x) => [x.r.offset, x.r.partition, x.column])).toEqual([[107, 1, "raw_id"]]);
   expect([counters.durableClickhouse, counters.durableDlq, counters.chRefusedRows, counters.byDlqReason.normalization_error]).toEqual([9, 1, 1, 1]);
   expect(Object.fromEntries(counters.byService)).toEqual({ voice: 5, data: 4 });
   expect(counters.endToEndSeconds.count).toBe(9);
+});
+
+test("a batch whose partitions were lost while it waited to retry sends nothing more, to ClickHouse or the DLQ, and counts nothing", async () => {
+  const batch = batchOf(10);
+  let inserts = 0;
+  const writer = {
+    async insert() {
+      inserts++;
+      throw new ClickHouseInsertError("connect ECONNREFUSED", "transient", { code: null }, { unreachable: true });
+    },
+  } as unknown as ClickHouseWriter;
+  const dlq = {
+    storageFailureReason: "ch_insert_failed",
+    async publishRefused() { throw new Error("nothing may be dead-lettered"); },
+    async publishStorageFailure() { throw new Error("nothing may be dead-lettered"); },
+  } as unknown as DlqPublisher;
+  const counters = new Counters();
+  const epoch = new AbortController();
+  const admit = async (signal: AbortSignal) => {
+    if (signal.aborted) throw new Error("lost");
+  };
+  const waiting: boolean[] = [];
+  // Waits for ClickHouse (policy "wait", pauses of 60 s), and is abandoned during its first pause.
+  const retry = { maxAttempts: 3, initialDelayMs: 60_000, backoffFactor: 1, whenUnreachable: "wait" as const };
+  const flushed = flushBatch(batch, { writer, dlq, counters, topic: "cdr.raw", retry, onWaiting: (w) => {
+    waiting.push(w);
+    if (w) queueMicrotask(() => epoch.abort());
+  }, admit }, epoch.signal);
+  const started = performance.now();
+  await flushed;
+  expect(performance.now() - started).toBeLessThan(5_000); // the pause was cut short
+  expect(inserts).toBe(1);
+  expect(waiting).toEqual([true, false]);
+  expect([counters.durableClickhouse, counters.durableDlq, counters.chExhausted]).toEqual([0, 0, 0]);
 });

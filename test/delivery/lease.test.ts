@@ -1,0 +1,35 @@
+// The freeze detector with real clocks: a synchronous block stands in for a frozen process (the
+// e2e test test/e2e/zombie.test.ts freezes a real worker with SIGSTOP).
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { Lease } from "../../src/delivery/lease.ts";
+
+setDefaultTimeout(60_000);
+
+test("no gap: sends go at once", async () => {
+  const events: string[] = [];
+  const lease = new Lease(200, { onHold: () => events.push("hold"), onClear: () => events.push("clear") }, 300);
+  try {
+    expect(lease.look()).toBe(false);
+    await lease.clear();
+    expect(events).toEqual([]);
+  } finally {
+    lease.stop();
+  }
+});
+
+test("a gap longer than the threshold holds sends for the verdict window, then lets them go", async () => {
+  const events: string[] = [];
+  const lease = new Lease(200, { onHold: () => events.push("hold"), onClear: () => events.push("clear") }, 300);
+  try {
+    Bun.sleepSync(450); // frozen: no timer, no look, for longer than the threshold
+    const seen = performance.now();
+    expect(lease.look()).toBe(true);
+    expect(events).toEqual(["hold"]);
+    await lease.clear();
+    expect(performance.now() - seen).toBeGreaterThanOrEqual(250);
+    expect(events).toEqual(["hold", "clear"]);
+    expect(lease.look()).toBe(false);
+  } finally {
+    lease.stop();
+  }
+});
