@@ -108,7 +108,7 @@ export async function deadLetteredOffsets(
   ranges: readonly Range[],
   onProgress: (read: number, total: number) => void = () => {},
   key?: ProvenanceKey,
-): Promise<{ offsets: Map<number, Float64Array>; unproven: number }> {
+): Promise<{ offsets: Map<number, Float64Array>; unproven: number; digests: Map<number, Map<number, string>> }> {
   const byPartition = new Map(ranges.map((r) => [r.partition, r]));
   const found = await sourceOffsets(
     consumer,
@@ -124,7 +124,7 @@ export async function deadLetteredOffsets(
     key,
   );
   const offsets = new Map([...found.offsets].map(([p, list]) => [p, Float64Array.from(list).sort()]));
-  return { offsets, unproven: found.unproven };
+  return { offsets, unproven: found.unproven, digests: found.digests };
 }
 
 export async function* ascending(values: ArrayLike<number> | undefined): AsyncGenerator<number> {

@@ -17,7 +17,7 @@ import { CdrWorkerError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { endWithParent } from "../kafka/libc.ts";
-import { ProvenanceKey } from "../dlq/provenance-mac.ts";
+import { payloadDigest, ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { log } from "../log.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
@@ -74,7 +74,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
     const progress = (read: number, total: number) => {
       if (tty) process.stderr.write(`\raudit: DLQ ${read} of ${total}`);
     };
-    const { offsets: dead, unproven } = await deadLetteredOffsets(
+    const { offsets: dead, unproven, digests } = await deadLetteredOffsets(
       dlq,
       cfg.kafka.topicDlq,
       dlqPartitions,
@@ -88,11 +88,24 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
     const totals: Record<string, number> = Object.fromEntries(FINDINGS.map((k) => [k, 0]));
     let recordsRead = 0;
     let replaysCollapsed = 0;
+    let mismatched = 0;
     const ctx = { phone: new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion }) };
     for (const r of ranges) {
       let current: Message | null = null;
       // Missing offsets whose record decodes: its cdr_id may be stored at a replay's offset.
       const candidates = new Map<string, number>();
+      // A proven envelope counts for the record at its offset only if it was made of that record's
+      // payload (a topic made again holds other records at the same offsets).
+      const proofs = digests.get(r.partition);
+      const notThisRecord = (o: number): number => {
+        const digest = proofs?.get(o);
+        const m = current as Message | null;
+        if (digest === undefined || m?.offset !== o) return 0;
+        const d = decode(m.value, ctx);
+        if (payloadDigest(d.ok ? d.payload : d.rejection.payload) === digest) return 0;
+        mismatched++;
+        return 1;
+      };
       const f: PartitionFindings = await reconcile(
         r.partition,
         r,
@@ -109,6 +122,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
           const d = decode(m.value, ctx);
           if (d.ok) candidates.set(d.row.cdr_id, o);
         },
+        notThisRecord,
       );
       if (candidates.size) collapsedReplays(f, await storedIds(ch, table, candidates));
       replaysCollapsed += f.replays_collapsed;
@@ -148,7 +162,8 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
         producer_replays_collapsed: replaysCollapsed,
         // With DLQ_PROVENANCE_KEY: envelopes naming an audited record without a valid MAC, not counted
         // as dead-lettered (forged, or written by a worker without the key).
-        ...(key ? { unproven_envelopes: unproven } : {}),
+        // …and envelopes proven for another payload than the record at their offset, not counted either.
+        ...(key ? { unproven_envelopes: unproven, mismatched_envelopes: mismatched } : {}),
       }),
     );
     return failed === 0 ? 0 : 1;

@@ -18,7 +18,7 @@ import { commitMetadata } from "../../src/delivery/offsets/commit-metadata.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedOffsets, props, topicLength } from "../support/kafka.ts";
-import { CLICKHOUSE_SERVERS } from "../support/services.ts";
+import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
@@ -120,6 +120,10 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
       const digest = payloadDigest(values[65]!);
       const mac = new ProvenanceKey("not-the-workers-key-at-all-00000").sign(n.raw, 0, 65, digest);
       await forger.produce(n.dlq, "{}", { headers: [...source(65), [HEADERS.sourceDigest, digest], [HEADERS.sourceMac, mac]] });
+      // And a genuine envelope (the worker's key) of another record at offset 66: a topic made again.
+      const other = payloadDigest(values[0]!);
+      const proof = new ProvenanceKey(KEY).sign(n.raw, 0, 66, other);
+      await forger.produce(n.dlq, "{}", { headers: [...source(66), [HEADERS.sourceDigest, other], [HEADERS.sourceMac, proof]] });
     } finally {
       forger.close();
     }
@@ -132,6 +136,15 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
     const replayedDlq = invalidBelow(DELIVERED_UP_TO) - invalidBelow(COMMITTED);
     expect(s.replays_skipped).toBe(replayed + replayedDlq);
     expect(s.replay_envelopes_unproven).toBe(6);
+    expect(s.replay_envelopes_mismatched).toBe(1);
+    // The audit sees the same: the six unproven and the mismatched one reported apart, none counted
+    // as a record's envelope, so no record looks both stored and dead-lettered.
+    const audit = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "audit", "--partitions", "0"], {
+      env: workerEnv(n, { LOG_LEVEL: "warn", DLQ_PROVENANCE_KEY: KEY }), stdout: "pipe", stderr: "pipe",
+    });
+    const summary = JSON.parse(audit.stdout.toString().trim().split("\n").at(-1)!);
+    expect({ code: audit.exitCode, stderr: audit.stderr.toString() }).toEqual({ code: 0, stderr: "" });
+    expect(summary).toMatchObject({ audit: "clean", missing: 0, stored_and_dead_lettered: 0, unproven_envelopes: 6, mismatched_envelopes: 1 });
   });
 
   test("a group's first owner marks each partition's start before it delivers anything, so that a kill before its first commit can be checked", async () => {
