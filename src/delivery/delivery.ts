@@ -282,6 +282,7 @@ export class Delivery {
     this.#abandoned = Promise.withResolvers<void>();
     counters.assignmentsLost++;
     counters.lostRowsDropped += dropped;
+    counters.forgetInFlight();
     log.warn("assignment lost: held rows dropped, unsent inserts cancelled; their next owner replays them", {
       rows: dropped,
     });
@@ -347,7 +348,8 @@ export class Delivery {
       this.#deps.dlq.publishRejection(rejection, { topic, partition, offset }).then(() => {
         this.#dlqAwaited--;
         this.#dlqAwaitedBytes -= bytes;
-        if (!signal.aborted) hold.done = true;
+        if (signal.aborted) return; // forgotten with the lost assignment
+        hold.done = true;
         this.#deps.counters.recordRejected(partition, rejection.reason);
         this.#commits.schedule();
       }),

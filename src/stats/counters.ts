@@ -197,6 +197,15 @@ export class Counters {
 
   readonly #ratCounts = new Float64Array(256);
 
+  /** A lost assignment: its records in flight will never be durable here (their next owner's). */
+  forgetInFlight(): void {
+    for (const pc of this.partitions.values()) {
+      const n = inFlightOf(pc);
+      pc.consumed -= n;
+      this.consumed -= n;
+    }
+  }
+
   get totalProcessed(): number {
     return this.durableClickhouse + this.durableDlq;
   }

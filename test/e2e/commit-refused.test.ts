@@ -49,12 +49,14 @@ describe("commits refused during a rebalance", () => {
         await waitFor(async () => ((await owned(b)) === 3 ? true : undefined), 30_000, "b owns every partition");
         a.proc.kill("SIGCONT");
         workers.push(await startWorker(env));
-        const refused = await statsWhen(a, (s) => s.commits_refused > 0, 30_000, "a's commit refused");
-        expect(refused.commits_refused).toBeGreaterThan(0);
+        // Thawed, a either has a commit refused, or first hears that its assignment was lost and
+        // drops what it held (test/e2e/zombie.test.ts): either way it goes on.
+        const thawed = await statsWhen(a, (s) => s.commits_refused > 0 || s.assignments_lost > 0, 30_000, "a's commit refused or its assignment lost");
+        expect(thawed.commits_refused + thawed.assignments_lost).toBeGreaterThan(0);
         const codes = a.logs.filter((l) => l.includes('"commit refused')).map((l) => JSON.parse(l).code as string);
-        expect(codes.length).toBeGreaterThan(0);
+        expect(codes.length > 0 || thawed.assignments_lost > 0).toBe(true);
         for (const c of codes) expect(["REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH"]).toContain(c);
-        console.log(`${protocol}: refused with ${[...new Set(codes)].join(", ")}`);
+        console.log(`${protocol}: refused with ${[...new Set(codes)].join(", ") || "none"}, assignments lost ${thawed.assignments_lost}`);
         await Bun.sleep(2000);
       } finally {
         streaming = false;
