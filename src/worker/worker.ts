@@ -79,6 +79,7 @@ export class Worker {
     }
     if (!this.#fatal) {
       this.#state = "draining";
+      if (this.#consumer.revokeLost) this.#delivery.abandon(); // a zombie's shutdown flushes nothing
       await this.#delivery.settle();
     }
     if (this.#fatal) {
