@@ -20,7 +20,10 @@ test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the w
   expect(s.worker.environment.CLICKHOUSE_USER).toBe("cdr_worker");
   expect(s.worker.environment.CLICKHOUSE_PASSWORD_FILE).toBe("/run/secrets/clickhouse-worker-password");
   expect(s.worker.environment.CLICKHOUSE_PASSWORD).toBeUndefined();
-  expect(s.worker.secrets).toEqual(["clickhouse-worker-password"]);
+  expect(s.worker.secrets).toEqual(["clickhouse-worker-password", "dlq-provenance-key"]);
+  // …and it signs what it dead-letters with a key of the same kind (docs/security.md).
+  expect(s.worker.environment.DLQ_PROVENANCE_KEY_FILE).toBe("/run/secrets/dlq-provenance-key");
+  expect(s.worker.environment.DLQ_PROVENANCE_KEY).toBeUndefined();
   expect(s.migrate.depends_on.topics.condition).toBe("service_completed_successfully");
   expect(s.worker.depends_on.migrate.condition).toBe("service_completed_successfully");
   expect(s.worker.healthcheck.test).toEqual(["CMD", "/usr/local/bin/cdr-worker", "probe", "http://127.0.0.1:8081/readyz"]);
@@ -43,6 +46,8 @@ test("compose.yml: no default password (every use of CLICKHOUSE_PASSWORD require
   for (const u of uses) expect(u).toStartWith(":?");
   // The worker's own password: a file compose refuses to start without.
   expect(text).toContain("file: ${CLICKHOUSE_WORKER_PASSWORD_FILE:?");
+  // …and the key that signs the DLQ's envelopes.
+  expect(text).toContain("file: ${DLQ_PROVENANCE_KEY_FILE:?");
   const s = (Bun.YAML.parse(text) as { services: Record<string, any> }).services;
   for (const [name, svc] of Object.entries(s)) for (const p of svc.ports ?? []) if (String(p).endsWith(":8081")) expect([name, String(p)]).toEqual([name, "127.0.0.1:8081:8081"]);
 });

@@ -18,8 +18,11 @@ const secrets = mkdtempSync(`${tmpdir()}/cdr-compose-secrets-`);
 const WORKER_PASSWORD_FILE = `${secrets}/clickhouse-worker-password`;
 writeFileSync(WORKER_PASSWORD_FILE, "compose-test-worker-secret\n");
 chmodSync(WORKER_PASSWORD_FILE, 0o644);
+const DLQ_KEY_FILE = `${secrets}/dlq-provenance-key`;
+writeFileSync(DLQ_KEY_FILE, "compose-test-dlq-provenance-key\n");
+chmodSync(DLQ_KEY_FILE, 0o644);
 // Passed to each child: Bun.spawn's children get the environment the process started with.
-const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana" } as Record<string, string>;
+const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE: DLQ_KEY_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana" } as Record<string, string>;
 const compose = async (...args: string[]) => {
   const p = Bun.spawn([`${ROOT}/.local/podman-compose/bin/podman-compose`, "-p", PROJECT, "-f", `${ROOT}/compose.yml`, "-f", `${ROOT}/compose.podman.yml`, ...args], { env, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
@@ -112,6 +115,13 @@ async function upIngestDown(): Promise<void> {
   expect(worker.Config.Env).toContain("CLICKHOUSE_PASSWORD_FILE=/run/secrets/clickhouse-worker-password");
   expect(JSON.stringify(worker)).not.toContain("compose-test-worker-secret");
   expect(worker.Mounts.map((m: { Destination: string }) => m.Destination)).toContain("/run/secrets/clickhouse-worker-password");
+  // The DLQ provenance key, a mounted file as well: the worker signs its envelopes with it.
+  expect(worker.Config.Env).toContain("DLQ_PROVENANCE_KEY_FILE=/run/secrets/dlq-provenance-key");
+  expect(JSON.stringify(worker)).not.toContain("compose-test-dlq-provenance-key");
+  expect(worker.Mounts.map((m: { Destination: string }) => m.Destination)).toContain("/run/secrets/dlq-provenance-key");
+  const workerLog = await run(["sh", "-c", `podman logs ${PROJECT}_worker_1 2>&1`]);
+  expect(workerLog).toContain("cdr-worker running");
+  expect(workerLog).not.toContain("DLQ_PROVENANCE_KEY is not set");
 
   const t1 = performance.now();
   await compose("--profile", "demo", "run", "--rm", "generator", "generate", "--count", "2000", "--invalid-share", "0.05");
