@@ -300,7 +300,6 @@ export class Delivery {
   stop(): void {
     this.#commits.stop();
     this.#replays?.stop();
-    this.#lease.stop();
   }
 
   /** Before each insert is sent: not while a freeze's verdict is awaited, never after a loss. */

@@ -10,11 +10,13 @@
  * once a second and its overdue heartbeat goes at once. A loss drops what is held (Delivery.abandon);
  * otherwise the work goes on where it stopped. A long synchronous call looks the same and costs
  * the same short pause, never a record.
+ *
+ * The clocks are looked at by the poll loop on every pass (at least every 50 ms while it runs) and
+ * before every insert: no timer of its own, so a Delivery that is never run or stopped leaves
+ * nothing behind, and whatever runs first after a freeze sees it.
  */
 import { log } from "../log.ts";
 
-/** How often the clocks are looked at when nothing else looks. */
-const TICK_MS = 250;
 /** How long sends wait after a gap, for librdkafka to say whether the assignment was lost. */
 export const VERDICT_MS = 3_000;
 
@@ -33,14 +35,11 @@ export class Lease {
   #wall = Date.now();
   #holdUntil = 0;
   #clear: Promise<void> = Promise.resolve();
-  #ticker: ReturnType<typeof setInterval> | null;
 
   constructor(suspectAfterMs: number, events: LeaseEvents, verdictMs = VERDICT_MS) {
     this.#suspectAfterMs = suspectAfterMs;
     this.#verdictMs = verdictMs;
     this.#events = events;
-    this.#ticker = setInterval(() => this.look(), Math.min(TICK_MS, suspectAfterMs / 4));
-    this.#ticker.unref();
   }
 
   /** Looks at the clocks; true while sends must wait. Cheap: called before every send. */
@@ -57,11 +56,6 @@ export class Lease {
   /** Resolves once sends may go (at once unless a gap was seen within the verdict window). */
   clear(): Promise<void> {
     return this.look() ? this.#clear : Promise.resolve();
-  }
-
-  stop(): void {
-    if (this.#ticker) clearInterval(this.#ticker);
-    this.#ticker = null;
   }
 
   #hold(gapMs: number): void {
