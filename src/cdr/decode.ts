@@ -65,6 +65,11 @@ export interface Rejection {
 
 export type Decoded = { ok: true; row: CdrRow; payload: string } | { ok: false; rejection: Rejection };
 
+/** The record's payload text, whichever way it decoded. */
+export function payloadOf(d: Decoded): string {
+  return d.ok ? d.payload : d.rejection.payload;
+}
+
 export interface DecodeContext {
   phone: PhoneNormalizer;
 }

@@ -4,7 +4,7 @@
  * JSON line; then a summary line. Exit 1 on any finding (audit/reconcile.ts lists them).
  */
 import { collapsedReplays, reconcile, failures, FINDINGS, type PartitionFindings } from "../audit/reconcile.ts";
-import { decode } from "../cdr/decode.ts";
+import { decode, payloadOf } from "../cdr/decode.ts";
 import { PhoneNormalizer } from "../cdr/phone.ts";
 import type { ClickHouseClient } from "@clickhouse/client";
 import type { Message } from "../kafka/message.ts";
@@ -101,8 +101,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
         const digest = proofs?.get(o);
         const m = current as Message | null;
         if (digest === undefined || m?.offset !== o) return 0;
-        const d = decode(m.value, ctx);
-        if (payloadDigest(d.ok ? d.payload : d.rejection.payload) === digest) return 0;
+        if (payloadDigest(payloadOf(decode(m.value, ctx))) === digest) return 0;
         mismatched++;
         return 1;
       };
@@ -160,9 +159,9 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
         rows_before_provenance: beforeProvenance,
         producer_replays: producerReplays,
         producer_replays_collapsed: replaysCollapsed,
-        // With DLQ_PROVENANCE_KEY: envelopes naming an audited record without a valid MAC, not counted
-        // as dead-lettered (forged, or written by a worker without the key).
-        // …and envelopes proven for another payload than the record at their offset, not counted either.
+        // With DLQ_PROVENANCE_KEY, envelopes not counted as an audited record's: without a valid MAC
+        // (forged, or written by a worker without the key), or proven for another payload than the
+        // record at their offset.
         ...(key ? { unproven_envelopes: unproven, mismatched_envelopes: mismatched } : {}),
       }),
     );

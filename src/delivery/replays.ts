@@ -14,7 +14,7 @@ import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
 import type { Counters } from "../stats/counters.ts";
 import type { Gate } from "./gate.ts";
-import type { Decoded } from "../cdr/decode.ts";
+import { payloadOf, type Decoded } from "../cdr/decode.ts";
 import { payloadDigest } from "../dlq/provenance-mac.ts";
 import type { Delivered } from "./offsets/replay-check.ts";
 
@@ -76,8 +76,7 @@ export class Replays {
     if (!d.offsets.delete(offset)) return false;
     if (d.offsets.size === 0) this.#delivered.delete(partition);
     const digest = d.digests?.get(offset);
-    const payload = digest === undefined || !record ? null : record.ok ? record.payload : record.rejection.payload;
-    if (payload !== null && payloadDigest(payload) !== digest) {
+    if (digest !== undefined && record && payloadDigest(payloadOf(record)) !== digest) {
       this.#counters.replayEnvelopesMismatched++;
       log.warn("a DLQ envelope names this record's offset but another payload: the record is processed", {
         partition,

@@ -100,11 +100,9 @@ export class Batcher {
     this.#free.push(batch);
   }
 
-  /** Empties the filling batch, dropping its rows (their partitions were lost); returns how many. */
-  discard(): number {
-    const n = this.#current.count;
+  /** Empties the filling batch, dropping its rows (their partitions were lost). */
+  discard(): void {
     this.#current.reset();
-    return n;
   }
 
   /** Restarts the interval (e.g. after a flush triggered by a rebalance). */

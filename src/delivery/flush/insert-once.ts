@@ -75,7 +75,6 @@ export function insertOnce(batch: Batch, writer: ClickHouseWriter, admit = async
 
   const insert: InsertRange = async (lo, hi) => {
     for (let attempt = 0; ; attempt++) {
-      await admit();
       if (unchecked) await checkOrFail();
       const rows: number[] = [];
       for (let i = lo; i < hi; i++) if (!stored[i]) rows.push(i);
