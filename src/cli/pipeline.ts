@@ -108,29 +108,38 @@ function replayCheck(
 ) {
   const topic = cfg.kafka.topicRaw;
   return {
-    findDelivered: (partitions: number[]) =>
-      findDelivered(partitions, {
-        topic,
-        committed: (tps) => consumer.committed(tps),
-        commit: (offsets) => consumer.commit(offsets),
-        lowWatermark: (p) => consumer.queryWatermarks(topic, p).low,
-        insertsEnded: () => writer.insertsEnded(),
-        stored: (owned) => writer.storedOffsets(owned),
-        deadLettered: (owned) => dlqOffsets(cfg, owned, counters, key),
-      }),
+    // A client of its own for each check (checks are rare). Its requests are answered on a queue
+    // polled without blocking, so the event loop serves /healthz and the partitions meanwhile,
+    // however slowly the broker answers.
+    findDelivered: async (partitions: number[]) => {
+      const admin = new Admin(kafkaProps(cfg));
+      try {
+        return await findDelivered(partitions, {
+          topic,
+          committed: (tps) => admin.committed(cfg.kafka.groupId, tps),
+          commit: (offsets) => consumer.commit(offsets),
+          lowWatermarks: (ps) => admin.listOffsets(topic, ps, "earliest"),
+          insertsEnded: () => writer.insertsEnded(),
+          stored: (owned) => writer.storedOffsets(owned),
+          deadLettered: (owned) => dlqOffsets(cfg, admin, owned, counters, key),
+        });
+      } finally {
+        admin.close();
+      }
+    },
   };
 }
 
-/** Reads the DLQ with handles of its own, made for the check and closed after it (checks are rare). */
-async function dlqOffsets(cfg: Config, owned: readonly Owned[], counters: Counters, key: ProvenanceKey | undefined) {
-  const admin = new Admin(kafkaProps(cfg));
-  let partitions: number | null | undefined;
-  try {
-    partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
-  } finally {
-    admin.close();
-  }
-  if (partitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
+/** Reads the DLQ with a consumer of its own, made for the check and closed after it. */
+async function dlqOffsets(
+  cfg: Config,
+  admin: Admin,
+  owned: readonly Owned[],
+  counters: Counters,
+  key: ProvenanceKey | undefined,
+) {
+  const partitions = await admin.partitionCount(cfg.kafka.topicDlq);
+  if (partitions === null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const reader = new Consumer({
     props: kafkaProps(cfg, {
       "group.id": `${cfg.kafka.groupId}-replay-check`,
@@ -142,7 +151,8 @@ async function dlqOffsets(cfg: Config, owned: readonly Owned[], counters: Counte
     readHeaders: true,
   });
   try {
-    return await deadLetteredOffsets(reader, cfg.kafka.topicDlq, partitions, cfg.kafka.topicRaw, owned, key, (n) => {
+    const { topicDlq, topicRaw } = cfg.kafka;
+    return await deadLetteredOffsets(reader, admin, topicDlq, partitions, topicRaw, owned, key, (n) => {
       counters.replayEnvelopesUnproven += n;
       log.warn("DLQ envelopes without a valid MAC were not taken as delivered", { envelopes: n });
     });

@@ -6,6 +6,7 @@
  * after the earliest `since` (a minute earlier, for timestamps of envelopes a slower producer
  * thread stamped) to its end.
  */
+import type { Admin } from "../kafka/admin.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import type { DeadLettered, Owned } from "../delivery/offsets/replay-check.ts";
 import { envelopeSource } from "./envelope.ts";
@@ -13,6 +14,9 @@ import type { ProvenanceKey } from "./provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress } from "./reader.ts";
 
 const SLACK_MS = 60_000;
+
+/** Offsets asked of the broker without blocking the event loop. */
+export type OffsetLookup = Pick<Admin, "listOffsets">;
 
 /** What the DLQ says of the raw topic's records: offsets by partition, and with a key what it proved. */
 export interface SourceOffsets {
@@ -73,9 +77,12 @@ export async function sourceOffsets(
 /**
  * What the DLQ holds of these partitions at or past each one's committed offset, produced since
  * `since`; with a key, only what it proves, and `onUnproven` hears how many envelopes it did not.
+ * Where to start and end is asked through `lookup`, without blocking: the worker runs this while
+ * it serves its partitions and its health endpoint.
  */
 export async function deadLetteredOffsets(
   consumer: Consumer,
+  lookup: OffsetLookup,
   dlqTopic: string,
   dlqPartitions: number,
   rawTopic: string,
@@ -85,15 +92,23 @@ export async function deadLetteredOffsets(
 ): Promise<DeadLettered> {
   const since = Math.min(...owned.map((o) => o.since)) - SLACK_MS;
   const all = Array.from({ length: dlqPartitions }, (_, p) => p);
-  const starts = new Map([...consumer.offsetsForTimes(dlqTopic, all, Math.max(0, since))].filter(([, o]) => o >= 0));
+  const byTime = await lookup.listOffsets(dlqTopic, all, Math.max(0, since));
+  const starts = new Map([...byTime].filter(([, o]) => o >= 0));
   if (starts.size === 0) return { offsets: new Map(), digests: new Map() };
+  const watermarks = async (partitions: readonly number[]) => {
+    const [low, high] = await Promise.all([
+      lookup.listOffsets(dlqTopic, partitions, "earliest"),
+      lookup.listOffsets(dlqTopic, partitions, "latest"),
+    ]);
+    return new Map(partitions.map((p) => [p, { low: low.get(p)!, high: high.get(p)! }]));
+  };
   const from = new Map(owned.map((o) => [o.partition, o.from]));
   const found = await sourceOffsets(
     consumer,
     dlqTopic,
     dlqPartitions,
     rawTopic,
-    { starts },
+    { starts, watermarks },
     (p, o) => o >= (from.get(p) ?? Infinity),
     undefined,
     key,

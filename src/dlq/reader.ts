@@ -29,6 +29,11 @@ export interface OffsetRange {
   starts?: ReadonlyMap<number, number>;
   /** Asked after each record and while waiting: true ends the read there (a limit, a signal). */
   stop?: () => boolean;
+  /**
+   * Asks the partitions' watermarks. By default the reader's own call, which blocks (the tools);
+   * the worker's replay check asks without blocking its event loop (Admin.listOffsets).
+   */
+  watermarks?: (partitions: readonly number[]) => Promise<Map<number, { low: number; high: number }>>;
 }
 
 export interface ReadProgress {
@@ -88,10 +93,14 @@ export async function readDlq(
   const next = new Map<number, number>();
   const assignment = [];
   let total = 0;
-  for (let p = 0; p < partitions; p++) {
+  const wanted = Array.from({ length: partitions }, (_, p) => p).filter((p) => !range.starts || range.starts.has(p));
+  const marks = range.watermarks
+    ? await range.watermarks(wanted)
+    : new Map(wanted.map((p) => [p, consumer.queryWatermarks(topic, p)]));
+  for (const p of wanted) {
     const from = range.starts ? range.starts.get(p) : range.from;
-    if (range.starts && from === undefined) continue;
-    const w = consumer.queryWatermarks(topic, p);
+    const w = marks.get(p);
+    if (!w) throw new Error(`reading ${topic}: no watermarks of partition ${p}`);
     const start = Math.max(w.low, from ?? w.low);
     const end = Math.min(w.high, range.to ?? w.high);
     next.set(p, Math.max(start, Math.min(end, w.high)));

@@ -3,7 +3,7 @@
  * Admin results come back on a private queue polled without blocking; metadata is a bounded
  * blocking call, used only by commands and at start-up.
  */
-import { CString, read, type Pointer } from "bun:ffi";
+import { CString, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import {
   closedError,
@@ -13,11 +13,13 @@ import {
   errName,
   kafkaError,
   pollQueue,
+  takeError,
   type Handle,
   type KafkaProps,
 } from "./handle.ts";
 import { cstr, rdk } from "./native.ts";
-import { METADATA, METADATA_TOPIC, RD } from "./structs.ts";
+import { fromNativeList, toNativeList, type TopicPartition } from "./partition-list.ts";
+import { METADATA, METADATA_TOPIC, RD, TOPIC_PARTITION } from "./structs.ts";
 
 export interface TopicSpec {
   name: string;
@@ -234,6 +236,114 @@ export class Admin {
     }
   }
 
+  /**
+   * Each partition's offset at `spec`: its first offset ("earliest"), its end under read_committed
+   * ("latest"), or the first offset whose record's timestamp is at or after a time in ms, -1 where
+   * none is. Asked without blocking the event loop (ListOffsets), unlike the consumer's own calls.
+   */
+  async listOffsets(
+    topic: string,
+    partitions: readonly number[],
+    spec: "earliest" | "latest" | number,
+  ): Promise<Map<number, number>> {
+    const out = new Map<number, number>();
+    if (partitions.length === 0) return out;
+    if (this.#closed) throw closedError(`list offsets of ${topic}`);
+    const lib = rdk();
+    const at =
+      spec === "earliest" ? RD.OFFSET_SPEC_EARLIEST : spec === "latest" ? RD.OFFSET_SPEC_LATEST : Math.floor(spec);
+    const list = toNativeList(partitions.map((partition) => ({ topic, partition, offset: BigInt(at) })));
+    try {
+      return await this.#request(
+        RD.EVENT_LISTOFFSETS_RESULT,
+        (opts, queue) => {
+          const refused = lib.rd_kafka_AdminOptions_set_isolation_level(opts, RD.ISOLATION_LEVEL_READ_COMMITTED);
+          throwIf(takeError("KAFKA_ADMIN", "isolation level", refused));
+          lib.rd_kafka_ListOffsets(this.#h.rk, list, opts, queue);
+        },
+        (ev) => {
+          const result = lib.rd_kafka_event_ListOffsets_result(ev)!;
+          for (const info of readPointers((cnt) => lib.rd_kafka_ListOffsets_result_infos(result, cnt))) {
+            const tp = lib.rd_kafka_ListOffsetsResultInfo_topic_partition(info)!;
+            const err = read.i32(tp, TOPIC_PARTITION.err);
+            const partition = read.i32(tp, TOPIC_PARTITION.partition);
+            if (err) throw kafkaError("KAFKA_ADMIN", `list offsets of ${topic}[${partition}]`, err);
+            out.set(partition, Number(read.i64(tp, TOPIC_PARTITION.offset)));
+          }
+          for (const p of partitions)
+            if (!out.has(p)) throw new KafkaError("KAFKA_ADMIN", `list offsets of ${topic}: no answer for [${p}]`);
+          return out;
+        },
+      );
+    } finally {
+      lib.rd_kafka_topic_partition_list_destroy(list);
+    }
+  }
+
+  /**
+   * A group's committed offsets of these partitions, with each one's metadata and error, as
+   * Consumer.committed() reads them (-1001 where none is), without blocking the event loop
+   * (ListConsumerGroupOffsets, waiting for transactional commits to settle as committed() does).
+   */
+  async committed(group: string, partitions: readonly TopicPartition[]): Promise<TopicPartition[]> {
+    if (partitions.length === 0) return [];
+    if (this.#closed) throw closedError(`committed offsets of ${group}`);
+    const lib = rdk();
+    const list = toNativeList(partitions.map(({ topic, partition }) => ({ topic, partition })));
+    const request = lib.rd_kafka_ListConsumerGroupOffsets_new(cstr(group), list)!;
+    lib.rd_kafka_topic_partition_list_destroy(list);
+    try {
+      const arr = pointerArray([request]);
+      return await this.#request(
+        RD.EVENT_LISTCONSUMERGROUPOFFSETS_RESULT,
+        (opts, queue) => {
+          const refused = lib.rd_kafka_AdminOptions_set_require_stable_offsets(opts, 1);
+          throwIf(takeError("KAFKA_ADMIN", "require stable offsets", refused));
+          lib.rd_kafka_ListConsumerGroupOffsets(this.#h.rk, arr, 1, opts, queue);
+        },
+        (ev) => {
+          const result = lib.rd_kafka_event_ListConsumerGroupOffsets_result(ev)!;
+          const [g] = readPointers((cnt) => lib.rd_kafka_ListConsumerGroupOffsets_result_groups(result, cnt));
+          if (!g) throw new KafkaError("KAFKA_ADMIN", `committed offsets of ${group}: empty result`);
+          const error = lib.rd_kafka_group_result_error(g);
+          if (error) throw readError(`committed offsets of ${group}`, error);
+          return fromNativeList(lib.rd_kafka_group_result_partitions(g));
+        },
+      );
+    } finally {
+      lib.rd_kafka_ListConsumerGroupOffsets_destroy(request);
+    }
+  }
+
+  /** A topic's partition count, null for a topic the cluster does not have; without blocking (DescribeTopics). */
+  async partitionCount(topic: string): Promise<number | null> {
+    if (this.#closed) throw closedError(`describe ${topic}`);
+    const lib = rdk();
+    const name = cstr(topic);
+    const names = BigUint64Array.of(BigInt(ptr(name)));
+    const collection = lib.rd_kafka_TopicCollection_of_topic_names(names, 1)!;
+    try {
+      return await this.#request(
+        RD.EVENT_DESCRIBETOPICS_RESULT,
+        (opts, queue) => lib.rd_kafka_DescribeTopics(this.#h.rk, collection, opts, queue),
+        (ev) => {
+          const result = lib.rd_kafka_event_DescribeTopics_result(ev)!;
+          const [t] = readPointers((cnt) => lib.rd_kafka_DescribeTopics_result_topics(result, cnt));
+          if (!t) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: empty result`);
+          const error = lib.rd_kafka_TopicDescription_error(t);
+          if (error) {
+            const e = readError(`describe ${topic}`, error);
+            if (e.kafkaName === "UNKNOWN_TOPIC_OR_PART") return null;
+            throw e;
+          }
+          return readPointers((cnt) => lib.rd_kafka_TopicDescription_partitions(t, cnt)).length;
+        },
+      );
+    } finally {
+      lib.rd_kafka_TopicCollection_destroy(collection);
+    }
+  }
+
   /** Frees the handle, at once or after the last request under way; a second call does nothing. */
   close(): void {
     if (this.#closed) return;
@@ -298,6 +408,18 @@ function readPointers(fn: (cnt: BigUint64Array) => Pointer | null): Pointer[] {
   const out: Pointer[] = [];
   for (let i = 0; i < n && arr; i++) out.push(read.ptr(arr, i * 8) as Pointer);
   return out;
+}
+
+function throwIf(e: KafkaError | null): void {
+  if (e) throw e;
+}
+
+/** An rd_kafka_error_t* a result owns (not destroyed here), as a KafkaError. */
+function readError(what: string, error: Pointer): KafkaError {
+  const lib = rdk();
+  const num = lib.rd_kafka_error_code(error);
+  const text = `${what}: ${errName(num)}: ${lib.rd_kafka_error_string(error)}`;
+  return new KafkaError("KAFKA_ADMIN", text, num, errName(num), lib.rd_kafka_error_is_retriable(error) !== 0);
 }
 
 /** A config resource's own error (describe or alter refused for that topic), as a KafkaError. */

@@ -1,7 +1,8 @@
 /**
- * A TCP proxy that can be taken down and brought back (ClickHouse "stopped" for one test only), and
- * that can lose the answer of chosen inserts after the server gave it: the client sees a reset, or
- * no answer until its timeout, while the server has stored the rows.
+ * A TCP proxy that can be taken down and brought back (ClickHouse "stopped" for one test only), that
+ * can lose the answer of chosen inserts after the server gave it (the client sees a reset, or no
+ * answer until its timeout, while the server has stored the rows), and that can hold a chosen
+ * request until the test lets it go.
  */
 import type { Socket, TCPSocketListener } from "bun";
 
@@ -81,6 +82,7 @@ export class TcpProxy {
           // A request line starts a request: an insert's is `POST /?query=INSERT…`.
           const head = new TextDecoder().decode(chunk.subarray(0, Math.min(chunk.length, 2048)));
           if (/^(POST|GET) /.test(head)) client.data.insert = /[?&]query=INSERT(\+|%20)/i.test(head.split("\r\n")[0]!);
+          if (proxy.#held(client, chunk)) return;
           if (client.data.peer) client.data.peer.write(chunk);
           else client.data.pending.push(new Uint8Array(chunk));
         },
@@ -88,6 +90,41 @@ export class TcpProxy {
       },
     });
     this.port = this.#listener.port;
+  }
+
+  /**
+   * Holds the first request whose bytes contain `marker`, and whatever its client sends after it,
+   * until `release()`: the server sees none of it meanwhile. `seen` resolves when it arrives.
+   */
+  hold(marker: string): { seen: Promise<void>; release: () => void } {
+    const seen = Promise.withResolvers<void>();
+    const held: Array<{ client: Socket<Conn>; chunk: Uint8Array }> = [];
+    let holding: Socket<Conn> | null = null;
+    let released = false;
+    this.#hold = (client, chunk) => {
+      if (released) return false;
+      if (!holding && new TextDecoder().decode(chunk).includes(marker)) {
+        holding = client;
+        seen.resolve();
+      }
+      if (client !== holding) return false;
+      held.push({ client, chunk: new Uint8Array(chunk) });
+      return true;
+    };
+    const release = () => {
+      released = true;
+      for (const { client, chunk } of held.splice(0)) {
+        if (client.data.peer) client.data.peer.write(chunk);
+        else client.data.pending.push(chunk);
+      }
+    };
+    return { seen: seen.promise, release };
+  }
+
+  #hold: (client: Socket<Conn>, chunk: Uint8Array) => boolean = () => false;
+
+  #held(client: Socket<Conn>, chunk: Uint8Array): boolean {
+    return this.#hold(client, chunk);
   }
 
   /** The server's bytes for this client: passed on, or, for an insert the fault names, lost. */

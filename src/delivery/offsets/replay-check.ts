@@ -53,10 +53,11 @@ export interface Delivered {
 
 export interface ReplayCheckDeps {
   topic: string;
-  committed(partitions: readonly TopicPartition[]): TopicPartition[];
+  /** The group's committed offsets with their metadata; asked without blocking the event loop. */
+  committed(partitions: readonly TopicPartition[]): Promise<TopicPartition[]>;
   commit(offsets: readonly TopicPartition[]): Promise<unknown>;
-  /** The partition's first offset, for a partition nothing was ever committed for. */
-  lowWatermark(partition: number): number;
+  /** Each partition's first offset, for partitions nothing was ever committed for. */
+  lowWatermarks(partitions: readonly number[]): Promise<Map<number, number>>;
   /** Resolves once the inserts running on the server when it was called have ended. */
   insertsEnded(): Promise<void>;
   stored(owned: readonly Owned[]): Promise<DeliveredOffsets>;
@@ -71,21 +72,25 @@ export async function findDelivered(
 ): Promise<Map<number, Delivered>> {
   const now = d.now ?? Date.now;
   const checkedAt = now();
-  const committed = d.committed(partitions.map((partition) => ({ topic: d.topic, partition })));
+  const committed = await d.committed(partitions.map((partition) => ({ topic: d.topic, partition })));
   const owned: Owned[] = [];
   const unmarked: TopicPartition[] = [];
+  // A partition whose committed offset could not be read is not "never committed": committing its
+  // low watermark would move it back. The check is tried again.
+  const failed = committed.find((c) => c.err);
+  if (failed) {
+    const what = `reading the committed offset of partition ${failed.partition}: librdkafka error ${failed.err}`;
+    throw new KafkaError("KAFKA_CLIENT", what, failed.err, undefined, true);
+  }
+  const offsetOf = (c: TopicPartition) => (c.offset !== undefined && c.offset >= 0n ? Number(c.offset) : null);
+  const low = await d.lowWatermarks(committed.filter((c) => offsetOf(c) === null).map((c) => c.partition));
   for (const c of committed) {
-    // A partition whose committed offset could not be read is not "never committed": committing its
-    // low watermark would move it back. The check is tried again.
-    if (c.err) {
-      const what = `reading the committed offset of partition ${c.partition}: librdkafka error ${c.err}`;
-      throw new KafkaError("KAFKA_CLIENT", what, c.err, undefined, true);
-    }
     const meta = readCommitMetadata(c.metadata);
-    const offset = c.offset !== undefined && c.offset >= 0n ? Number(c.offset) : null;
+    const offset = offsetOf(c);
     if (offset !== null && meta) owned.push({ partition: c.partition, from: offset, since: meta.since });
     else {
-      const position = offset ?? d.lowWatermark(c.partition);
+      const position = offset ?? low.get(c.partition);
+      if (position === undefined) throw new KafkaError("KAFKA_CLIENT", `no first offset of partition ${c.partition}`);
       unmarked.push({
         topic: d.topic,
         partition: c.partition,

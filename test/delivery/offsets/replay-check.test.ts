@@ -12,12 +12,12 @@ test("marked partitions are checked from their commit; unmarked ones get their s
   const found = await findDelivered([0, 1, 2], {
     topic: "cdr.raw",
     now: () => 5000,
-    committed: () => [
+    committed: async () => [
       { topic: "cdr.raw", partition: 0, offset: 100n, metadata: commitMetadata(1000) },
       { topic: "cdr.raw", partition: 1, offset: -1001n }, // never committed
       { topic: "cdr.raw", partition: 2, offset: 7n }, // committed by a release without metadata
     ],
-    lowWatermark: (p) => (p === 1 ? 40 : 0),
+    lowWatermarks: async (ps) => new Map(ps.map((p) => [p, p === 1 ? 40 : 0])),
     commit: async (offsets) => void calls.push(`commit ${offsets.map((o) => `${o.partition}@${o.offset}:${o.metadata}`).join(" ")}`),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async (owned: readonly Owned[]) => (calls.push(`stored ${JSON.stringify(owned)}`), new Map([[0, [100, 101]]])),
@@ -35,8 +35,8 @@ test("nothing to check: no query at all", async () => {
   const calls: string[] = [];
   const found = await findDelivered([0], {
     topic: "cdr.raw",
-    committed: () => [{ topic: "cdr.raw", partition: 0, offset: -1001n }],
-    lowWatermark: () => 0,
+    committed: async () => [{ topic: "cdr.raw", partition: 0, offset: -1001n }],
+    lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
     commit: async () => void calls.push("commit"),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async () => (calls.push("stored"), new Map()),
@@ -52,11 +52,11 @@ test("regression: a partition whose committed offset came back with an error fai
   const calls: string[] = [];
   const check = findDelivered([0, 1], {
     topic: "cdr.raw",
-    committed: () => [
+    committed: async () => [
       { topic: "cdr.raw", partition: 0, offset: -1001n, err: 16 },
       { topic: "cdr.raw", partition: 1, offset: 7n, metadata: commitMetadata(1000) },
     ],
-    lowWatermark: () => 0,
+    lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
     commit: async () => void calls.push("commit"),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async () => new Map(),
