@@ -426,7 +426,7 @@ export class Consumer {
 
   /**
    * For each partition, the first offset whose record's timestamp is at least `timestampMs`, or
-   * -1 when none is (blocking up to timeoutMs: for the replay check at assignment and for tools).
+   * -1 when none is (blocking up to timeoutMs: for tools; the worker asks Admin.listOffsets).
    */
   offsetsForTimes(
     topic: string,

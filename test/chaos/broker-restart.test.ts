@@ -60,9 +60,8 @@ test("SIGTERM while the broker does not answer (kill -STOP): exit 1 within the s
   // Records held unflushed (the interval is an hour), so the shutdown has a commit to make: one that
   // needs the broker. With nothing to commit, a close that has no request in flight may end at once.
   const w = await startWorker(workerEnv(n, { SHUTDOWN_TIMEOUT_SECONDS: "4", BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
-  // The check at assignment still makes blocking calls to the broker (committed(), watermarks): a
-  // broker stopped in the middle of them holds the event loop, and with it the shutdown timer. The
-  // close is what this test is about, so the broker is stopped once the check is done.
+  // The close is what this test is about, so the broker is stopped once the check at assignment is
+  // done (test/e2e/slow-broker-check.test.ts stops it during one).
   await statsWhen(w, (s) => s.assigned_partitions.length === 3 && s.replay_checks_pending === 0, 30_000, "the worker owns the partitions, checked");
   const sent = await produceSynthetic(n.raw, 100, 0, 7);
   await statsWhen(w, (s) => s.buffered_rows === sent.valid, 30_000, "the records held, unflushed");
