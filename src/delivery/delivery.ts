@@ -375,9 +375,11 @@ export class Delivery {
    * A commit the group refuses because it is rebalancing (REBALANCE_IN_PROGRESS; after a session or
    * coordinator loss UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION; under KIP-848 STALE_MEMBER_EPOCH or
    * FENCED_MEMBER_EPOCH) advanced nothing and is no commit failure: the partitions may have moved.
-   * Its positions are handed out again after COMMIT_RETRY_MS for the partitions still owned; a
-   * partition revoked meanwhile is reset on release, so its records replay at the next owner.
-   * Every other failure is fatal (the scheduler's onError).
+   * Nor does one a later attempt gets past (a retryable error: the coordinator loading its groups
+   * after a broker restart, moving, or not answering in time). Their positions are handed out again
+   * after COMMIT_RETRY_MS for the partitions still owned; a partition revoked meanwhile is reset on
+   * release, so its records replay at the next owner. Every other failure is fatal (the scheduler's
+   * onError).
    */
   async #commit(positions: Advanced[]): Promise<void> {
     const { consumer, counters } = this.#deps;
@@ -393,9 +395,9 @@ export class Delivery {
         })),
       );
     } catch (e) {
-      if (!(e instanceof KafkaError) || !REBALANCE_REFUSALS.has(e.kafkaName ?? "")) throw e;
+      if (!(e instanceof KafkaError) || !(REBALANCE_REFUSALS.has(e.kafkaName ?? "") || e.retryable)) throw e;
       counters.commitsRefused++;
-      log.warn("commit refused while the group rebalances; sent again for the partitions still owned", {
+      log.warn("commit refused (a rebalance, or a coordinator not ready); sent again for the partitions still owned", {
         code: e.kafkaName,
         partitions: positions.map((p) => p.partition),
       });

@@ -153,7 +153,7 @@ const offsets: Section = (s, c, { metric }) => {
   metric(
     "cdr_worker_commits_refused_total",
     "counter",
-    "Commits the group refused while it rebalanced; sent again for the partitions still owned.",
+    "Commits refused while the group rebalanced or its coordinator was not ready; sent again if still owned.",
     [[{}, c.commitsRefused]],
   );
   metric(

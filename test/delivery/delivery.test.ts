@@ -8,6 +8,7 @@ import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Delivery } from "../../src/delivery/delivery.ts";
 import type { DlqPublisher } from "../../src/dlq/publisher.ts";
 import type { Consumer } from "../../src/kafka/consumer.ts";
+import { kafkaError } from "../../src/kafka/handle.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
@@ -21,14 +22,22 @@ const ctx = { phone: new PhoneNormalizer() };
 const msg = (offset: number, value: string): Message => ({ topic: "cdr.raw", partition: 0, offset, timestamp: Date.now(), value: enc.encode(value), key: null });
 const valid = (i: number) => toJson(withFields({ raw_id: `r${i}` }));
 
-function harness(opts: { dlqMaxRatio?: number; delivered?: number[] } = {}) {
+function harness(opts: { dlqMaxRatio?: number; delivered?: number[]; commitRefusals?: unknown[] } = {}) {
   const events: string[] = [];
   const paused = new Set<number>();
+  const refusals = [...(opts.commitRefusals ?? [])];
   const consumer = {
     assignment: [{ topic: "cdr.raw", partition: 0 }],
     pause: (ps: { partition: number }[]) => ps.forEach((p) => (paused.add(p.partition), events.push(`pause ${p.partition}`))),
     resume: (ps: { partition: number }[]) => ps.forEach((p) => (paused.delete(p.partition), events.push(`resume ${p.partition}`))),
-    commit: async (offsets: Array<{ offset: bigint }>) => void events.push(`commit ${offsets.map((o) => o.offset).join(",")}`),
+    commit: async (offsets: Array<{ offset: bigint }>) => {
+      const refusal = refusals.shift();
+      if (refusal) {
+        events.push(`refused ${offsets.map((o) => o.offset).join(",")}`);
+        throw refusal;
+      }
+      events.push(`commit ${offsets.map((o) => o.offset).join(",")}`);
+    },
   } as unknown as Consumer;
   const writer = { insert: async (body: Uint8Array) => void events.push(`insert ${rowBinaryToTsv(body).map((l) => l.split("\t")[1]).join(",")}`) } as unknown as ClickHouseWriter;
   const dlq = { publishRejection: async () => void events.push("dlq") } as unknown as DlqPublisher;
@@ -70,4 +79,26 @@ test("the breaker pauses every partition through the gate; what was handed over 
   expect(h.events).toContain("insert r0,r1,r2,r3");
   expect(h.events.at(-1)).toBe("commit 10");
   expect(h.fatal).toEqual([]);
+});
+
+// After a broker restart the group's coordinator answers COORDINATOR_LOAD_IN_PROGRESS until it has
+// loaded the groups: a commit refused so advanced nothing, and the same one a moment later succeeds.
+// It stopped the worker, which then had to be restarted by its supervisor.
+test("regression: a commit refused with a retryable error (the coordinator loading) is sent again, not fatal; a final one still is", async () => {
+  const loading = kafkaError("KAFKA_COMMIT", "commit", 14); // COORDINATOR_LOAD_IN_PROGRESS, as consumer.commit throws it
+  expect(loading.retryable).toBe(true);
+  const h = harness({ commitRefusals: [loading] });
+  h.hand([msg(0, valid(0)), msg(1, valid(1))]);
+  await h.d.settle();
+  await waitFor(() => (h.events.includes("commit 2") ? true : undefined), 5000, "the commit sent again");
+  expect(h.events.filter((e) => e.startsWith("refused") || e.startsWith("commit"))).toEqual(["refused 2", "commit 2"]);
+  expect(h.fatal).toEqual([]);
+  expect(h.counters.commitsRefused).toBe(1);
+
+  const denied = kafkaError("KAFKA_COMMIT", "commit", 30); // GROUP_AUTHORIZATION_FAILED: no retry helps
+  const g = harness({ commitRefusals: [denied] });
+  g.hand([msg(0, valid(0))]);
+  await g.d.settle().catch(() => {});
+  await waitFor(() => (g.fatal.length > 0 ? true : undefined), 5000, "the refusal reported as fatal");
+  expect(g.fatal).toEqual([denied]);
 });
