@@ -62,7 +62,12 @@ export class Admin {
    * One admin request on a queue of its own, so concurrent calls never take each other's results;
    * the client's own logs and errors, waiting on its main queue, are served after each.
    */
-  async #request<T>(type: number, send: (opts: Pointer, queue: Pointer) => void, take: (ev: Pointer) => T): Promise<T> {
+  async #request<T>(
+    type: number,
+    send: (opts: Pointer, queue: Pointer) => void,
+    take: (ev: Pointer) => T,
+    what = "admin request failed",
+  ): Promise<T> {
     if (this.#closed) throw closedError("admin request");
     const lib = rdk();
     const queue = lib.rd_kafka_queue_new(this.#h.rk)!;
@@ -70,7 +75,7 @@ export class Admin {
     this.#inFlight++;
     try {
       send(opts, queue);
-      const ev = await this.#awaitEvent(queue, type);
+      const ev = await this.#awaitEvent(queue, type, what);
       try {
         return take(ev);
       } finally {
@@ -274,6 +279,7 @@ export class Admin {
             if (!out.has(p)) throw new KafkaError("KAFKA_ADMIN", `list offsets of ${topic}: no answer for [${p}]`);
           return out;
         },
+        `list offsets of ${topic}`,
       );
     } finally {
       lib.rd_kafka_topic_partition_list_destroy(list);
@@ -309,6 +315,7 @@ export class Admin {
           if (error) throw readError(`committed offsets of ${group}`, error);
           return fromNativeList(lib.rd_kafka_group_result_partitions(g));
         },
+        `committed offsets of ${group}`,
       );
     } finally {
       lib.rd_kafka_ListConsumerGroupOffsets_destroy(request);
@@ -338,6 +345,7 @@ export class Admin {
           }
           return readPointers((cnt) => lib.rd_kafka_TopicDescription_partitions(t, cnt)).length;
         },
+        `describe ${topic}`,
       );
     } finally {
       lib.rd_kafka_TopicCollection_destroy(collection);
@@ -360,7 +368,7 @@ export class Admin {
     return opts;
   }
 
-  async #awaitEvent(queue: Pointer, type: number): Promise<Pointer> {
+  async #awaitEvent(queue: Pointer, type: number, what: string): Promise<Pointer> {
     const lib = rdk();
     const ev = await pollQueue(queue, this.#timeoutMs + 5_000);
     const got = lib.rd_kafka_event_type(ev);
@@ -373,7 +381,10 @@ export class Admin {
     if (e !== 0) {
       const msg = String(lib.rd_kafka_event_error_string(ev));
       lib.rd_kafka_event_destroy(ev);
-      throw new KafkaError("KAFKA_ADMIN", `admin request failed: ${errName(e)}: ${msg}`, e, errName(e), true);
+      // Retryable for the codes a later attempt gets past (a timeout, a coordinator loading), not
+      // for a refusal such as GROUP_AUTHORIZATION_FAILED, which comes as the request's own error.
+      const retryable = kafkaError("KAFKA_ADMIN", "", e).retryable;
+      throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(e)}: ${msg}`, e, errName(e), retryable);
     }
     return ev;
   }
@@ -414,12 +425,13 @@ function throwIf(e: KafkaError | null): void {
   if (e) throw e;
 }
 
-/** An rd_kafka_error_t* a result owns (not destroyed here), as a KafkaError. */
+/**
+ * An rd_kafka_error_t* a result owns (not destroyed here), as a KafkaError, retryable for the codes
+ * a later attempt gets past (handle.ts): the replay check stops the worker on the others. Not
+ * librdkafka's own retriable flag, which it sets on a group's GROUP_AUTHORIZATION_FAILED.
+ */
 function readError(what: string, error: Pointer): KafkaError {
-  const lib = rdk();
-  const num = lib.rd_kafka_error_code(error);
-  const text = `${what}: ${errName(num)}: ${lib.rd_kafka_error_string(error)}`;
-  return new KafkaError("KAFKA_ADMIN", text, num, errName(num), lib.rd_kafka_error_is_retriable(error) !== 0);
+  return kafkaError("KAFKA_ADMIN", what, rdk().rd_kafka_error_code(error));
 }
 
 /** A config resource's own error (describe or alter refused for that topic), as a KafkaError. */

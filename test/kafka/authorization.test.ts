@@ -3,7 +3,9 @@
 // that could hold credentials and CDRs; the worker now exits 1 with a line that names the refusal.
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { freshNames, killLeftoverWorkers, workerEnv } from "../support/worker.ts";
-import { KAFKA_BROKERS, KAFKA_SASL_BROKERS, ROOT } from "../support/services.ts";
+import { KAFKA_BROKERS, KAFKA_SASL_BROKERS, ROOT, uniqueName } from "../support/services.ts";
+import { Admin } from "../../src/kafka/admin.ts";
+import { KafkaError } from "../../src/errors.ts";
 
 setDefaultTimeout(60_000);
 afterAll(killLeftoverWorkers);
@@ -37,4 +39,29 @@ test("regression: a group the client may not use stops the worker with exit 1 an
   const refused = logs.split("\n").filter((l) => l.includes('"level":"error"') && l.includes("GROUP_AUTHORIZATION_FAILED"));
   expect(refused.length).toBeGreaterThan(0);
   expect(logs).not.toContain("cdr-test-secret");
+});
+
+// The replay check reads the group's commits by the admin API: a refusal there must say so and be
+// final (the check stops the worker on it), not be retried with the partitions paused for ever.
+test("the admin API's committed offsets of a group the client may not use: GROUP_AUTHORIZATION_FAILED, not retryable", async () => {
+  const group = uniqueName("denied-admin");
+  await denyGroup("User:cdr", group);
+  const admin = new Admin({
+    "bootstrap.servers": KAFKA_SASL_BROKERS,
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "cdr",
+    "sasl.password": "cdr-test-secret",
+  });
+  try {
+    const err = await admin.committed(group, [{ topic: uniqueName("any"), partition: 0 }]).then(
+      () => null,
+      (e: unknown) => e as KafkaError,
+    );
+    expect(err).toBeInstanceOf(KafkaError);
+    expect({ name: err!.kafkaName, retryable: err!.retryable }).toEqual({ name: "GROUP_AUTHORIZATION_FAILED", retryable: false });
+    expect(err!.message).toContain(group);
+  } finally {
+    admin.close();
+  }
 });
