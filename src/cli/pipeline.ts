@@ -8,6 +8,7 @@ import { CdrWorkerError } from "../errors.ts";
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
+import { offsetLookup, type OffsetLookup } from "../kafka/offset-lookup.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { findDelivered, type Owned } from "../delivery/offsets/replay-check.ts";
@@ -113,15 +114,16 @@ function replayCheck(
     // however slowly the broker answers.
     findDelivered: async (partitions: number[]) => {
       const admin = new Admin(kafkaProps(cfg));
+      const lookup = offsetLookup(admin, consumer);
       try {
         return await findDelivered(partitions, {
           topic,
-          committed: (tps) => admin.committed(cfg.kafka.groupId, tps),
+          committed: (tps) => lookup.committed(cfg.kafka.groupId, tps),
           commit: (offsets) => consumer.commit(offsets),
-          lowWatermarks: (ps) => admin.listOffsets(topic, ps, "earliest"),
+          lowWatermarks: (ps) => lookup.listOffsets(topic, ps, "earliest"),
           insertsEnded: () => writer.insertsEnded(),
           stored: (owned) => writer.storedOffsets(owned),
-          deadLettered: (owned) => dlqOffsets(cfg, admin, owned, counters, key),
+          deadLettered: (owned) => dlqOffsets(cfg, lookup, owned, counters, key),
         });
       } finally {
         admin.close();
@@ -133,12 +135,12 @@ function replayCheck(
 /** Reads the DLQ with a consumer of its own, made for the check and closed after it. */
 async function dlqOffsets(
   cfg: Config,
-  admin: Admin,
+  lookup: OffsetLookup,
   owned: readonly Owned[],
   counters: Counters,
   key: ProvenanceKey | undefined,
 ) {
-  const partitions = await admin.partitionCount(cfg.kafka.topicDlq);
+  const partitions = await lookup.partitionCount(cfg.kafka.topicDlq);
   if (partitions === null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const reader = new Consumer({
     props: kafkaProps(cfg, {
@@ -152,7 +154,7 @@ async function dlqOffsets(
   });
   try {
     const { topicDlq, topicRaw } = cfg.kafka;
-    return await deadLetteredOffsets(reader, admin, topicDlq, partitions, topicRaw, owned, key, (n) => {
+    return await deadLetteredOffsets(reader, lookup, topicDlq, partitions, topicRaw, owned, key, (n) => {
       counters.replayEnvelopesUnproven += n;
       log.warn("DLQ envelopes without a valid MAC were not taken as delivered", { envelopes: n });
     });

@@ -6,8 +6,8 @@
  * after the earliest `since` (a minute earlier, for timestamps of envelopes a slower producer
  * thread stamped) to its end.
  */
-import type { Admin } from "../kafka/admin.ts";
 import type { Consumer } from "../kafka/consumer.ts";
+import type { OffsetLookup as FullLookup } from "../kafka/offset-lookup.ts";
 import type { DeadLettered, Owned } from "../delivery/offsets/replay-check.ts";
 import { envelopeSource } from "./envelope.ts";
 import type { ProvenanceKey } from "./provenance-mac.ts";
@@ -15,8 +15,8 @@ import { readDlq, type OffsetRange, type ReadProgress } from "./reader.ts";
 
 const SLACK_MS = 60_000;
 
-/** Offsets asked of the broker without blocking the event loop. */
-export type OffsetLookup = Pick<Admin, "listOffsets">;
+/** Offsets asked of the broker (kafka/offset-lookup.ts: without blocking, with the pinned library). */
+export type OffsetLookup = Pick<FullLookup, "listOffsets">;
 
 /** What the DLQ says of the raw topic's records: offsets by partition, and with a key what it proved. */
 export interface SourceOffsets {

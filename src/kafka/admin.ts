@@ -17,7 +17,7 @@ import {
   type Handle,
   type KafkaProps,
 } from "./handle.ts";
-import { cstr, rdk } from "./native.ts";
+import { cstr, rdk, rdkLookups } from "./native.ts";
 import { fromNativeList, toNativeList, type TopicPartition } from "./partition-list.ts";
 import { METADATA, METADATA_TOPIC, RD, TOPIC_PARTITION } from "./structs.ts";
 
@@ -255,6 +255,7 @@ export class Admin {
     if (partitions.length === 0) return out;
     if (this.#closed) throw closedError(`list offsets of ${topic}`);
     const lib = rdk();
+    const lk = lookups(`list offsets of ${topic}`);
     const at =
       spec === "earliest" ? RD.OFFSET_SPEC_EARLIEST : spec === "latest" ? RD.OFFSET_SPEC_LATEST : Math.floor(spec);
     const list = toNativeList(partitions.map((partition) => ({ topic, partition, offset: BigInt(at) })));
@@ -262,14 +263,14 @@ export class Admin {
       return await this.#request(
         RD.EVENT_LISTOFFSETS_RESULT,
         (opts, queue) => {
-          const refused = lib.rd_kafka_AdminOptions_set_isolation_level(opts, RD.ISOLATION_LEVEL_READ_COMMITTED);
+          const refused = lk.rd_kafka_AdminOptions_set_isolation_level(opts, RD.ISOLATION_LEVEL_READ_COMMITTED);
           throwIf(takeError("KAFKA_ADMIN", "isolation level", refused));
-          lib.rd_kafka_ListOffsets(this.#h.rk, list, opts, queue);
+          lk.rd_kafka_ListOffsets(this.#h.rk, list, opts, queue);
         },
         (ev) => {
-          const result = lib.rd_kafka_event_ListOffsets_result(ev)!;
-          for (const info of readPointers((cnt) => lib.rd_kafka_ListOffsets_result_infos(result, cnt))) {
-            const tp = lib.rd_kafka_ListOffsetsResultInfo_topic_partition(info)!;
+          const result = lk.rd_kafka_event_ListOffsets_result(ev)!;
+          for (const info of readPointers((cnt) => lk.rd_kafka_ListOffsets_result_infos(result, cnt))) {
+            const tp = lk.rd_kafka_ListOffsetsResultInfo_topic_partition(info)!;
             const err = read.i32(tp, TOPIC_PARTITION.err);
             const partition = read.i32(tp, TOPIC_PARTITION.partition);
             if (err) throw kafkaError("KAFKA_ADMIN", `list offsets of ${topic}[${partition}]`, err);
@@ -295,60 +296,61 @@ export class Admin {
     if (partitions.length === 0) return [];
     if (this.#closed) throw closedError(`committed offsets of ${group}`);
     const lib = rdk();
+    const lk = lookups(`committed offsets of ${group}`);
     const list = toNativeList(partitions.map(({ topic, partition }) => ({ topic, partition })));
-    const request = lib.rd_kafka_ListConsumerGroupOffsets_new(cstr(group), list)!;
+    const request = lk.rd_kafka_ListConsumerGroupOffsets_new(cstr(group), list)!;
     lib.rd_kafka_topic_partition_list_destroy(list);
     try {
       const arr = pointerArray([request]);
       return await this.#request(
         RD.EVENT_LISTCONSUMERGROUPOFFSETS_RESULT,
         (opts, queue) => {
-          const refused = lib.rd_kafka_AdminOptions_set_require_stable_offsets(opts, 1);
+          const refused = lk.rd_kafka_AdminOptions_set_require_stable_offsets(opts, 1);
           throwIf(takeError("KAFKA_ADMIN", "require stable offsets", refused));
-          lib.rd_kafka_ListConsumerGroupOffsets(this.#h.rk, arr, 1, opts, queue);
+          lk.rd_kafka_ListConsumerGroupOffsets(this.#h.rk, arr, 1, opts, queue);
         },
         (ev) => {
-          const result = lib.rd_kafka_event_ListConsumerGroupOffsets_result(ev)!;
-          const [g] = readPointers((cnt) => lib.rd_kafka_ListConsumerGroupOffsets_result_groups(result, cnt));
+          const result = lk.rd_kafka_event_ListConsumerGroupOffsets_result(ev)!;
+          const [g] = readPointers((cnt) => lk.rd_kafka_ListConsumerGroupOffsets_result_groups(result, cnt));
           if (!g) throw new KafkaError("KAFKA_ADMIN", `committed offsets of ${group}: empty result`);
-          const error = lib.rd_kafka_group_result_error(g);
+          const error = lk.rd_kafka_group_result_error(g);
           if (error) throw readError(`committed offsets of ${group}`, error);
-          return fromNativeList(lib.rd_kafka_group_result_partitions(g));
+          return fromNativeList(lk.rd_kafka_group_result_partitions(g));
         },
         `committed offsets of ${group}`,
       );
     } finally {
-      lib.rd_kafka_ListConsumerGroupOffsets_destroy(request);
+      lk.rd_kafka_ListConsumerGroupOffsets_destroy(request);
     }
   }
 
   /** A topic's partition count, null for a topic the cluster does not have; without blocking (DescribeTopics). */
   async partitionCount(topic: string): Promise<number | null> {
     if (this.#closed) throw closedError(`describe ${topic}`);
-    const lib = rdk();
+    const lk = lookups(`describe ${topic}`);
     const name = cstr(topic);
     const names = BigUint64Array.of(BigInt(ptr(name)));
-    const collection = lib.rd_kafka_TopicCollection_of_topic_names(names, 1)!;
+    const collection = lk.rd_kafka_TopicCollection_of_topic_names(names, 1)!;
     try {
       return await this.#request(
         RD.EVENT_DESCRIBETOPICS_RESULT,
-        (opts, queue) => lib.rd_kafka_DescribeTopics(this.#h.rk, collection, opts, queue),
+        (opts, queue) => lk.rd_kafka_DescribeTopics(this.#h.rk, collection, opts, queue),
         (ev) => {
-          const result = lib.rd_kafka_event_DescribeTopics_result(ev)!;
-          const [t] = readPointers((cnt) => lib.rd_kafka_DescribeTopics_result_topics(result, cnt));
+          const result = lk.rd_kafka_event_DescribeTopics_result(ev)!;
+          const [t] = readPointers((cnt) => lk.rd_kafka_DescribeTopics_result_topics(result, cnt));
           if (!t) throw new KafkaError("KAFKA_ADMIN", `describe ${topic}: empty result`);
-          const error = lib.rd_kafka_TopicDescription_error(t);
+          const error = lk.rd_kafka_TopicDescription_error(t);
           if (error) {
             const e = readError(`describe ${topic}`, error);
             if (e.kafkaName === "UNKNOWN_TOPIC_OR_PART") return null;
             throw e;
           }
-          return readPointers((cnt) => lib.rd_kafka_TopicDescription_partitions(t, cnt)).length;
+          return readPointers((cnt) => lk.rd_kafka_TopicDescription_partitions(t, cnt)).length;
         },
         `describe ${topic}`,
       );
     } finally {
-      lib.rd_kafka_TopicCollection_destroy(collection);
+      lk.rd_kafka_TopicCollection_destroy(collection);
     }
   }
 
@@ -419,6 +421,13 @@ function readPointers(fn: (cnt: BigUint64Array) => Pointer | null): Pointer[] {
   const out: Pointer[] = [];
   for (let i = 0; i < n && arr; i++) out.push(read.ptr(arr, i * 8) as Pointer);
   return out;
+}
+
+/** The admin API's offset lookups, or a clear error for a library older than 2.3 (offset-lookup.ts asks first). */
+function lookups(what: string) {
+  const lk = rdkLookups();
+  if (!lk) throw new KafkaError("LIBRARY_UNAVAILABLE", `${what}: the loaded librdkafka is older than 2.3`);
+  return lk;
 }
 
 function throwIf(e: KafkaError | null): void {

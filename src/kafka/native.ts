@@ -5,6 +5,8 @@
  * `scripts/build.ts` into the compiled binary, then the project's own build in `.local/librdkafka`
  * (scripts/librdkafka/build.sh, run by provisioning). All three are the same build of the version
  * scripts/librdkafka/version.env pins; Debian's older librdkafka is never loaded by accident.
+ * A library named by LIBRDKAFKA_PATH may be older: what it lacks of the admin API's offset lookups
+ * (lookupSymbols) is bound apart, so it still loads, and the replay check makes blocking calls.
  *
  * The embedded copy is not handed to dlopen as it is: Bun would write it to `$TMPDIR/.bun-0-<hash>.so`,
  * a name anyone can compute from the release, open it without O_EXCL or O_NOFOLLOW, and leave it
@@ -146,6 +148,14 @@ const symbols = {
   rd_kafka_AlterConfigs: { args: ["ptr", "ptr", "usize", "ptr", "ptr"], returns: "void" },
   rd_kafka_event_AlterConfigs_result: { args: ["ptr"], returns: "ptr" },
   rd_kafka_AlterConfigs_result_resources: { args: ["ptr", "ptr"], returns: "ptr" },
+} as const;
+
+/**
+ * The admin API's offset lookups (librdkafka 2.3 and later): the replay check asks the broker
+ * through them without blocking the event loop. Bound apart, so that a library named by
+ * LIBRDKAFKA_PATH that lacks them still loads; the check then makes the blocking calls.
+ */
+const lookupSymbols = {
   rd_kafka_AdminOptions_set_require_stable_offsets: { args: ["ptr", "i32"], returns: "ptr" },
   rd_kafka_AdminOptions_set_isolation_level: { args: ["ptr", "i32"], returns: "ptr" },
   rd_kafka_ListOffsets: { args: ["ptr", "ptr", "ptr", "ptr"], returns: "void" },
@@ -184,13 +194,25 @@ function candidates(): Array<{ path: string; embedded: boolean }> {
   return list;
 }
 
+/** The library's symbols, and its offset lookups when it has them. */
+function open(path: string) {
+  const main = dlopen(path, symbols);
+  let lookups: ReturnType<typeof dlopen<typeof lookupSymbols>> | null = null;
+  try {
+    lookups = dlopen(path, lookupSymbols);
+  } catch {
+    // An older library: the replay check makes the blocking calls instead.
+  }
+  return { main, lookups };
+}
+
 /** dlopen of the embedded library through a private, exclusively created copy, removed once mapped. */
 function loadEmbedded(embedded: string) {
   const dir = mkdtempSync(join(tmpdir(), "cdr-worker-lib-"));
   try {
     const path = join(dir, "librdkafka.so.1");
     writeFileSync(path, readFileSync(embedded), { flag: "wx", mode: 0o500 });
-    return dlopen(path, symbols);
+    return open(path);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -205,7 +227,7 @@ function load() {
       continue;
     }
     try {
-      return embedded ? loadEmbedded(path) : dlopen(path, symbols);
+      return embedded ? loadEmbedded(path) : open(path);
     } catch (cause) {
       tried.push(`${path} (${(cause as Error).message})`);
     }
@@ -222,16 +244,26 @@ function load() {
 type NarrowPointer<F> = F extends (...args: infer A) => infer R
   ? (...args: A) => Pointer extends R ? Exclude<R, bigint> : R
   : F;
+type Loaded = ReturnType<typeof load>;
 type Symbols = {
-  [K in keyof ReturnType<typeof load>["symbols"]]: NarrowPointer<ReturnType<typeof load>["symbols"][K]>;
+  [K in keyof Loaded["main"]["symbols"]]: NarrowPointer<Loaded["main"]["symbols"][K]>;
+};
+type LookupSymbols = {
+  [K in keyof NonNullable<Loaded["lookups"]>["symbols"]]: NarrowPointer<NonNullable<Loaded["lookups"]>["symbols"][K]>;
 };
 
-let lib: ReturnType<typeof load> | undefined;
+let lib: Loaded | undefined;
 
 /** The loaded symbols; loads the library on first use so `--help` works without it. */
 export function rdk(): Symbols {
   lib ??= load();
-  return lib.symbols as unknown as Symbols;
+  return lib.main.symbols as unknown as Symbols;
+}
+
+/** The admin API's offset lookups, or null when the loaded library is older than 2.3. */
+export function rdkLookups(): LookupSymbols | null {
+  lib ??= load();
+  return lib.lookups ? (lib.lookups.symbols as unknown as LookupSymbols) : null;
 }
 
 /** The loaded librdkafka's own version string (e.g. "2.15.1"). */
