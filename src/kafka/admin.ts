@@ -1,7 +1,8 @@
 /**
- * Topic administration: create, delete, describe and alter configs, partition counts.
+ * Topic administration (create, delete, describe and alter configs, partition counts) and the
+ * replay check's offset lookups (a group's commits, offsets by position or time).
  * Admin results come back on a private queue polled without blocking; metadata is a bounded
- * blocking call, used only by commands and at start-up.
+ * blocking call, used by commands, at start-up, and by the check on a library older than 2.3.
  */
 import { CString, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
