@@ -6,13 +6,14 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # kcat (a benchmark peer) brings Debian's own librdkafka1; the worker loads the project's build.
+# librdkafka1 is named too: tests load it through LIBRDKAFKA_PATH as an older library (test/infra/).
 # prometheus brings promtool too: the rule tests and the scrape test (test/prometheus/) run both.
 # zookeeper coordinates the two local ClickHouse replicas of scripts/cluster/ (migrate --cluster).
 # Every program the scripts call comes from one of these or from an essential package
 # (test/infra/provisioning.test.ts checks each command word of every script against this list).
 # No script calls the CNI dnsname plugin by name, yet podman needs it: without it, containers on a
 # compose network cannot resolve each other's service names (kafka, clickhouse).
-APT_PACKAGES=(kcat clickhouse-server clickhouse-client prometheus zookeeper gcc g++ make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev
+APT_PACKAGES=(kcat librdkafka1 clickhouse-server clickhouse-client prometheus zookeeper gcc g++ make pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev
   podman runc mmdebstrap golang-github-containernetworking-plugin-dnsname git maven openjdk-17-jre-headless python3 python3-venv curl openssl)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"

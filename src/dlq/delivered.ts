@@ -7,16 +7,13 @@
  * thread stamped) to its end.
  */
 import type { Consumer } from "../kafka/consumer.ts";
-import type { OffsetLookup as FullLookup } from "../kafka/offset-lookup.ts";
+import type { OffsetLookup } from "../kafka/offset-lookup.ts";
 import type { DeadLettered, Owned } from "../delivery/offsets/replay-check.ts";
 import { envelopeSource } from "./envelope.ts";
 import type { ProvenanceKey } from "./provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress } from "./reader.ts";
 
 const SLACK_MS = 60_000;
-
-/** Offsets asked of the broker (kafka/offset-lookup.ts: without blocking, with the pinned library). */
-export type OffsetLookup = Pick<FullLookup, "listOffsets">;
 
 /** What the DLQ says of the raw topic's records: offsets by partition, and with a key what it proved. */
 export interface SourceOffsets {
@@ -82,7 +79,7 @@ export async function sourceOffsets(
  */
 export async function deadLetteredOffsets(
   consumer: Consumer,
-  lookup: OffsetLookup,
+  lookup: Pick<OffsetLookup, "listOffsets">,
   dlqTopic: string,
   dlqPartitions: number,
   rawTopic: string,

@@ -12,6 +12,7 @@ import {
   createHandle,
   destroyHandle,
   errName,
+  isTransient,
   kafkaError,
   pollQueue,
   takeError,
@@ -386,8 +387,7 @@ export class Admin {
       lib.rd_kafka_event_destroy(ev);
       // Retryable for the codes a later attempt gets past (a timeout, a coordinator loading), not
       // for a refusal such as GROUP_AUTHORIZATION_FAILED, which comes as the request's own error.
-      const retryable = kafkaError("KAFKA_ADMIN", "", e).retryable;
-      throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(e)}: ${msg}`, e, errName(e), retryable);
+      throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(e)}: ${msg}`, e, errName(e), isTransient(e));
     }
     return ev;
   }

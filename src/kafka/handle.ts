@@ -54,11 +54,16 @@ export const REBALANCE_REFUSALS: ReadonlySet<string> = new Set([
   "FENCED_MEMBER_EPOCH",
 ]);
 
+/** True for a code a later attempt can get past (TRANSIENT). */
+export function isTransient(err: number): boolean {
+  return TRANSIENT.has(err);
+}
+
 export function kafkaError(
   code: ErrorCode,
   what: string,
   err: number,
-  retryable = TRANSIENT.has(err),
+  retryable = isTransient(err),
   options?: { cause?: unknown },
 ): KafkaError {
   const text = `${what}: ${errName(err)}: ${rdk().rd_kafka_err2str(err)}`;
