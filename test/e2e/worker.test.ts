@@ -89,7 +89,8 @@ describe("micro-batching, at-least-once, stats", () => {
     const w = await startWorker(workerEnv(n, { BATCH_SIZE: "1000", BATCH_FLUSH_INTERVAL_SECONDS: "0.3" }));
     await produce(n.raw, [{ partition: 1, value: valid(1) }, { partition: 1, value: valid(2) }]);
     await waitFor(async () => ((await count(n)) === 2 ? true : undefined), 10_000, "rows after the interval");
-    const s = await w.stats();
+    // The rows are visible on the server a moment before the worker has read the insert's answer.
+    const s = await statsWhen(w, (x) => x.flush_count >= 1, 5_000, "the worker heard the insert's answer");
     expect(s.flush_count).toBeGreaterThanOrEqual(1);
     expect(s.buffered_rows).toBe(0);
     expect(await w.stop()).toBe(0);
