@@ -16,6 +16,7 @@ import { parseIPv4 } from "./ipv4.ts";
 import { parseRecord } from "./json.ts";
 import type { PhoneNormalizer } from "./phone.ts";
 import { checkFieldTypes } from "./field-checks.ts";
+import { ScannedRow } from "./record-scan.ts";
 
 export interface CdrRow {
   cdr_id: string;
@@ -65,8 +66,15 @@ export interface Rejection {
 
 export type Decoded = { ok: true; row: CdrRow; payload: string } | { ok: false; rejection: Rejection };
 
+/**
+ * What the worker hands over for a record: the single pass's row (record-scan.ts) for a common
+ * valid record, decode()'s verdict for every other.
+ */
+export type Verdict = Decoded | ScannedRow;
+
 /** The record's payload text, whichever way it decoded. */
-export function payloadOf(d: Decoded): string {
+export function payloadOf(d: Verdict): string {
+  if (d instanceof ScannedRow) return d.payload();
   return d.ok ? d.payload : d.rejection.payload;
 }
 

@@ -78,19 +78,26 @@ export class PhoneNormalizer {
   /** The E.164 form of `raw`, or null when it is not a valid number. */
   normalize(raw: string): string | null {
     const key = digitKey(raw) || raw;
+    const cached = this.cached(key);
+    if (cached !== undefined) return cached;
+    this.misses++;
+    const verdict = this.#parse(raw);
+    this.#remember(key, verdict);
+    return verdict;
+  }
+
+  /**
+   * The verdict cached under `key` (a digitKey(), or the text), counted as a hit; undefined when
+   * none is. The record scanner asks by number key, so a hit makes no string of the number.
+   */
+  cached(key: number | string): string | null | undefined {
     let cached = this.#young.get(key);
     if (cached === undefined) {
       cached = this.#old.get(key);
       if (cached !== undefined) this.#remember(key, cached);
     }
-    if (cached !== undefined) {
-      this.hits++;
-      return cached;
-    }
-    this.misses++;
-    const verdict = this.#parse(raw);
-    this.#remember(key, verdict);
-    return verdict;
+    if (cached !== undefined) this.hits++;
+    return cached;
   }
 
   get size(): number {

@@ -16,6 +16,7 @@
  * test/clickhouse/row-binary.test.ts decodes this body and compares it with formatRow.
  */
 import type { CdrRow, CellPart } from "../cdr/decode.ts";
+import type { ScannedRow } from "../cdr/record-scan.ts";
 import { ByteBuffer } from "./byte-buffer.ts";
 
 const UNDERSCORE = 95;
@@ -32,6 +33,15 @@ const UUID_PAIRS = (() => {
   for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) text.push(i), i++;
   return Uint8Array.from([...text.slice(0, 8).reverse(), ...text.slice(8).reverse()]);
 })();
+
+/** The DNS namespace UUID (RFC 4122), the one decode() names cdr_id in (Bun.randomUUIDv5(raw_id, "dns")). */
+const DNS_NAMESPACE = Uint8Array.from([
+  0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8,
+]);
+// UUIDv5 input (namespace, then the name) and SHA-1 output, reused: the hash runs once a row.
+let uuidInput = new Uint8Array(256);
+uuidInput.set(DNS_NAMESPACE);
+const sha1 = new Uint8Array(20);
 
 export class RowBinaryBuffer extends ByteBuffer {
   #varint(n: number): void {
@@ -134,6 +144,84 @@ export class RowBinaryBuffer extends ByteBuffer {
     const hi = Math.floor(v / TWO_32);
     this.#u32(v - hi * TWO_32);
     this.#u32(hi);
+  }
+
+  /** Bytes [s, e) of a payload as a String: ASCII (record-scan.ts accepts nothing else), so copied as they are. */
+  #bytes(src: Uint8Array, s: number, e: number): void {
+    const n = e - s;
+    this.reserve(n + 10);
+    this.#varint(n);
+    const b = this.buf;
+    const p = this.length;
+    if (n > 64) b.set(src.subarray(s, e), p);
+    else for (let k = 0; k < n; k++) b[p + k] = src[s + k]!;
+    this.length = p + n;
+  }
+
+  /**
+   * cdr_id, UUIDv5 of raw_id in the DNS namespace (what Bun.randomUUIDv5 computes), hashed from
+   * the payload's bytes and written in ClickHouse's order without its text.
+   */
+  #uuidOf(src: Uint8Array, s: number, e: number): void {
+    const n = e - s;
+    if (uuidInput.length < 16 + n) {
+      uuidInput = new Uint8Array(Math.max(2 * uuidInput.length, 16 + n));
+      uuidInput.set(DNS_NAMESPACE);
+    }
+    if (n > 64) uuidInput.set(src.subarray(s, e), 16);
+    else for (let k = 0; k < n; k++) uuidInput[16 + k] = src[s + k]!;
+    Bun.SHA1.hash(uuidInput.subarray(0, 16 + n), sha1);
+    sha1[6] = (sha1[6]! & 0x0f) | 0x50; // version 5
+    sha1[8] = (sha1[8]! & 0x3f) | 0x80; // RFC 4122 variant
+    this.reserve(16);
+    const b = this.buf;
+    const p = this.length;
+    // Each 8-byte half as a little-endian UInt64: its bytes reversed.
+    for (let k = 0; k < 8; k++) {
+      b[p + k] = sha1[7 - k]!;
+      b[p + 8 + k] = sha1[15 - k]!;
+    }
+    this.length = p + 16;
+  }
+
+  /** A cell part's bytes in cell_id: the text's, or the integer's digits. */
+  #cellPartLength(v: number, s: number, e: number): number {
+    if (v < 0) return e - s;
+    let width = 1;
+    for (let t = v; t >= 10; t = Math.floor(t / 10)) width++;
+    return width;
+  }
+
+  #cellPart(src: Uint8Array, v: number, s: number, e: number): void {
+    if (v >= 0) this.digits(v);
+    else for (let k = s; k < e; k++) this.buf[this.length++] = src[k]!;
+  }
+
+  /** Appends the row of a scanned record: the same bytes as add() of decode()'s row for it. */
+  addScanned(r: ScannedRow, ingestedAt: number, partition = -1, offset = -1): void {
+    const src = r.bytes;
+    this.#uuidOf(src, r.rawIdStart, r.rawIdEnd);
+    this.#bytes(src, r.rawIdStart, r.rawIdEnd);
+    this.#bytes(src, r.deviceIdStart, r.deviceIdEnd);
+    this.#shortAscii(r.msisdn);
+    this.#bytes(src, r.svcStart, r.svcEnd);
+    const cell = this.#cellPartLength(r.lac, r.lacStart, r.lacEnd) + 1 + this.#cellPartLength(r.ci, r.ciStart, r.ciEnd);
+    this.reserve(1 + 10 + cell + 3 * 4 + 3 * 8 + 2 * 4 + 4 + 8);
+    this.buf[this.length++] = r.rat;
+    this.#varint(cell);
+    this.#cellPart(src, r.lac, r.lacStart, r.lacEnd);
+    this.buf[this.length++] = UNDERSCORE;
+    this.#cellPart(src, r.ci, r.ciStart, r.ciEnd);
+    this.#u32(r.sessionStart);
+    this.#u32(r.sessionEnd);
+    this.#u32(r.sessionEnd - r.sessionStart);
+    this.#u64(r.up);
+    this.#u64(r.down);
+    this.#u64(r.up + r.down);
+    this.#u32(r.sourceIp);
+    this.#u32(ingestedAt);
+    this.#u32(partition);
+    this.#i64(offset);
   }
 
   /** Appends one row; `partition` and `offset` are its Kafka provenance (-1: none). */

@@ -4,6 +4,7 @@
  * test/clickhouse/row-encoder.test.ts checks byte-equality with formatRow on fuzzed rows.
  */
 import type { CdrRow, CellPart } from "../cdr/decode.ts";
+import type { ScannedRow } from "../cdr/record-scan.ts";
 import { ByteBuffer } from "./byte-buffer.ts";
 import { escapeTsv } from "./row-format.ts";
 
@@ -101,6 +102,11 @@ export class RowBuffer extends ByteBuffer {
   #tab(): void {
     this.reserve(1);
     this.buf[this.length++] = TAB;
+  }
+
+  /** A scanned record's row: the readable format has no fast path of its own. */
+  addScanned(r: ScannedRow, ingestedAt: number, partition = -1, offset = -1): void {
+    this.add(r.toRow(), ingestedAt, partition, offset);
   }
 
   /** Appends one row and its newline. */

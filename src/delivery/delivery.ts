@@ -8,7 +8,8 @@
  * waits, replay checks, revocations and a possible freeze (lease.ts) pause consumption through one
  * gate (gate.ts). Partitions the group took away are dropped, not flushed (`abandon`).
  */
-import type { Decoded, Rejection } from "../cdr/decode.ts";
+import type { Rejection, Verdict } from "../cdr/decode.ts";
+import { ScannedRow } from "../cdr/record-scan.ts";
 import type { RetryPolicy } from "../clickhouse/retry.ts";
 import { RowBinaryBuffer } from "../clickhouse/row-binary.ts";
 import type { ClickHouseWriter } from "../clickhouse/writer.ts";
@@ -191,7 +192,7 @@ export class Delivery {
   }
 
   /** One decoded record handed over: a row to buffer, a rejection to dead-letter, or a replay to skip. */
-  handOver(m: Message, result: Decoded, ingestedAt: number): void {
+  handOver(m: Message, result: Verdict, ingestedAt: number): void {
     const { counters } = this.#deps;
     if (this.#replays?.delivered(m.partition, m.offset, result)) {
       // The last owner's: durable already, counted by replays_skipped, never in flight here.
@@ -211,7 +212,8 @@ export class Delivery {
       const batch = this.#batcher.current;
       const hold = this.#tracker.track(m.partition, m.offset, batch);
       if (hold) this.#holdsOf(batch).push(hold);
-      batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset, m.timestamp);
+      if (result instanceof ScannedRow) batch.addScanned(result, ingestedAt, m.partition, m.offset, m.timestamp);
+      else batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset, m.timestamp);
     } else {
       this.#deadLetter(m, result.rejection);
     }

@@ -14,7 +14,7 @@ import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
 import type { Counters } from "../stats/counters.ts";
 import type { Gate } from "./gate.ts";
-import { payloadOf, type Decoded } from "../cdr/decode.ts";
+import { payloadOf, type Verdict } from "../cdr/decode.ts";
 import { payloadDigest } from "../dlq/provenance-mac.ts";
 import type { Delivered } from "./offsets/replay-check.ts";
 
@@ -65,7 +65,7 @@ export class Replays {
    * nowhere. The record's decoded text is hashed only where a proven envelope names the SHA-256
    * the record there must have.
    */
-  delivered(partition: number, offset: number, record?: Decoded): boolean {
+  delivered(partition: number, offset: number, record?: Verdict): boolean {
     if (this.#delivered.size === 0) return false;
     const d = this.#delivered.get(partition);
     if (!d) return false;

@@ -1,17 +1,30 @@
 /**
- * One record's verdict, whatever the record. decode() is total by design and fuzzed
- * (test/cdr/fuzz.test.ts), but a defect in a stage must cost one record, not the partition: every
+ * One record's verdict, whatever the record: the single pass (record-scan.ts) for the common valid
+ * record, decode() for everything it declines. Both are total by design and fuzzed
+ * (test/fuzz/fuzz.test.ts), but a defect in a stage must cost one record, not the partition: every
  * owner would read the same record and stop on it in turn, the whole group down.
  */
-import { decode, decodeFailed, undecodable, type DecodeContext, type Decoded } from "../cdr/decode.ts";
+import { decode, decodeFailed, undecodable, type DecodeContext, type Verdict } from "../cdr/decode.ts";
+import { scanRecord } from "../cdr/record-scan.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
 
-/** decode(), or undecodable() for a record librdkafka could not read; a throw becomes a rejection. */
-export function decodeOne(m: Message, ctx: DecodeContext, decoder: typeof decode = decode): Decoded {
+/** The stages, replaceable so a test can make one throw. */
+export interface DecodeStages {
+  scan: typeof scanRecord;
+  decode: typeof decode;
+}
+const STAGES: DecodeStages = { scan: scanRecord, decode };
+
+/**
+ * The scanned row, else decode()'s verdict; undecodable() for a record librdkafka could not read.
+ * A throw from either stage becomes a rejection.
+ */
+export function decodeOne(m: Message, ctx: DecodeContext, stages: DecodeStages = STAGES): Verdict {
   if (m.error !== undefined) return undecodable(m.error);
   try {
-    return decoder(m.value, ctx);
+    const scanned = m.value === null ? null : stages.scan(m.value, ctx.phone);
+    return scanned ?? stages.decode(m.value, ctx);
   } catch (e) {
     log.error("decoding a record threw; it goes to the DLQ and the worker goes on", {
       partition: m.partition,

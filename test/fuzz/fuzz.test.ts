@@ -9,7 +9,8 @@ setDefaultTimeout(60_000);
 
 const BUDGET_MS = Number(process.env.FUZZ_BUDGET_MS ?? 60_000);
 // The decoder gets half the budget: it is the parser every record meets.
-const share = (name: string) => (name.startsWith("decode-") ? 0.5 / 3 : 0.5 / (FUZZ_TARGETS.length - 3));
+const decoders = FUZZ_TARGETS.filter((t) => t.name.startsWith("decode-")).length;
+const share = (name: string) => (name.startsWith("decode-") ? 0.5 / decoders : 0.5 / (FUZZ_TARGETS.length - decoders));
 const seed = fuzzSeed();
 console.log(`fuzz: seed ${seed} (FUZZ_SEED=${seed} replays it), budget ${BUDGET_MS} ms`);
 

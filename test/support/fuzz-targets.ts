@@ -6,12 +6,14 @@
  * from the parity corpora (phone verdicts from Python's phonenumbers, UUIDv5 names) takes up to
  * five structural changes (nesting beside and inside fields, numbers at and past 2^53, 2^64 and the
  * float limits, duplicate, escaped and prototype keys, hostile strings) and then up to two byte-level
- * ones (a BOM, invalid UTF-8, NULs, a flipped byte, a truncation).
+ * ones (a BOM, invalid UTF-8, NULs, a flipped byte, a truncation). Each record drives both the
+ * worker's single pass (record-scan.ts) and decode(), which must agree.
  */
 import fc from "fast-check";
 import { decode, type Decoded } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { scanRecord } from "../../src/cdr/record-scan.ts";
 import { classifyInsertError, refusal } from "../../src/clickhouse/insert-error.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { formatRow } from "../../src/clickhouse/row-format.ts";
@@ -20,6 +22,7 @@ import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelo
 import { readEnvelope } from "../../src/dlq/reader.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import clickhouseErrors from "../fixtures/clickhouse-errors.json";
+import phoneVerdicts from "../fixtures/phone-verdicts.json";
 import uuidCases from "../fixtures/uuid5-python.json";
 import type { FuzzTarget } from "./fuzz.ts";
 import { KNOWN_CALLER_NUMS, referenceDecode } from "./reference-decode.ts";
@@ -183,6 +186,39 @@ export const hostileRecord: fc.Arbitrary<Uint8Array> = fc
     return byteChanges.reduce<Uint8Array>((b, c) => c(b), enc.encode(render(m, ws)));
   });
 
+/**
+ * Records at the edge of what the single pass takes (record-scan.ts): ASCII texts with the odd quote,
+ * backslash or space, integers up to and past 15 digits, valid callers, then up to two hostile changes
+ * from the list above. Corpus records are mostly declined there, for their non-ASCII texts and huge
+ * counters; these are mostly scanned, so the fuzzer compares the two paths where they both answer.
+ */
+const asciiUnit = fc.oneof({ arbitrary: fc.constantFrom(..."abcXYZ019-_:. /"), weight: 30 }, fc.constantFrom('"', "\\", "é"));
+const asciiText = fc.string({ unit: asciiUnit, minLength: 1, maxLength: 12 });
+const scanInteger = fc.oneof(fc.nat({ max: 999 }), fc.nat(), fc.integer({ min: 0, max: 999_999_999_999_999 }), fc.constantFrom(1e15, 4294967295, 4294967296));
+const cellInteger = fc.oneof({ arbitrary: fc.nat({ max: 4_294_967_295 }), weight: 8 }, fc.constant(4_294_967_296));
+const validCallers = phoneVerdicts.cases.filter((c) => c.msisdn !== null && /^[\x20-\x7e]*$/.test(c.caller_num)).map((c) => c.caller_num);
+export const scannableRecord: fc.Arbitrary<Uint8Array> = fc
+  .tuple(
+    fc.record({
+      raw: asciiText, device: asciiText, caller: fc.constantFrom(...validCallers), svc: fc.constantFrom("data", "voice", " sms", "x y"),
+      rat: fc.constantFrom(1, 6, 9), start: fc.integer({ min: 0, max: 4_294_967_295 }), len: fc.integer({ min: -2, max: 100_000 }),
+      up: scanInteger, down: scanInteger, lac: fc.oneof(cellInteger, asciiText), ci: fc.oneof(cellInteger, asciiText),
+      ip: fc.option(fc.oneof({ arbitrary: fc.ipV4(), weight: 8 }, fc.constantFrom("", "1.2.3")), { nil: null }),
+    }),
+    fc.oneof({ arbitrary: fc.constant([]), weight: 2 }, fc.array(change, { minLength: 1, maxLength: 2 })),
+    fc.constantFrom("", " ", "\n"),
+  )
+  .map(([r, changes, ws]) => {
+    const m: Member[] = [
+      ['"raw_id"', JSON.stringify(r.raw)], ['"device_id"', JSON.stringify(r.device)], ['"caller_num"', JSON.stringify(r.caller)],
+      ['"svc"', JSON.stringify(r.svc)], ['"rat"', String(r.rat)], ['"epoch_start"', String(r.start)],
+      ['"epoch_end"', String(Math.min(4_294_967_295, r.start + r.len))], ['"up_bytes"', String(r.up)], ['"down_bytes"', String(r.down)],
+      ['"lac"', JSON.stringify(r.lac)], ['"ci"', JSON.stringify(r.ci)], ['"source_ip"', JSON.stringify(r.ip)],
+    ];
+    for (const c of changes) c(m);
+    return enc.encode(render(m, ws));
+  });
+
 /** Any JSON text, and any bytes: what a producer that is not a vendor sends. */
 export const anyJsonOrBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
   fc.json({ depthSize: "large" }).map((t) => enc.encode(t)),
@@ -245,7 +281,27 @@ function checkAgainstReference(bytes: Uint8Array, d: Decoded): void {
 
 const verdict = (d: Decoded) => (d.ok ? "row" : `${d.rejection.reason}/${d.rejection.field}`);
 
-const decodeCheck = (bytes: Uint8Array) => checkAgainstReference(bytes, checkTotal(bytes));
+/**
+ * The worker's single pass agrees with decode(): what it accepts decode() accepts, written to the
+ * same RowBinary bytes; what it declines is decode()'s alone.
+ */
+function checkScan(bytes: Uint8Array, d: Decoded): void {
+  const fast = scanRecord(bytes, ctx.phone);
+  if (fast === null) return;
+  if (!d.ok) throw new Error(`the scan accepted a record decode() rejects: ${verdict(d)}`);
+  const a = new RowBinaryBuffer(16);
+  const b = new RowBinaryBuffer(16);
+  a.addScanned(fast, 1_700_000_000, 1, 2);
+  b.add(d.row, 1_700_000_000, 1, 2);
+  if (Buffer.compare(a.bytes(), b.bytes()) !== 0) throw new Error("the scan's row differs from decode()'s");
+  if (fast.payload() !== d.payload) throw new Error("the scan's payload text differs from decode()'s");
+}
+
+function decodeCheck(bytes: Uint8Array): void {
+  const d = checkTotal(bytes);
+  checkAgainstReference(bytes, d);
+  checkScan(bytes, d);
+}
 
 // ---- DLQ envelopes ---------------------------------------------------------------------------
 
@@ -393,6 +449,7 @@ function bestOf(n: number, fn: () => unknown, bound: number): number {
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   { name: "decode-hostile", inputs: "corpus records with hostile properties combined", arbitrary: hostileRecord, check: decodeCheck },
   { name: "decode-corpus", inputs: "valid corpus records, reordered and re-spaced", arbitrary: corpusRecord, check: decodeCheck },
+  { name: "decode-scannable", inputs: "records at the edge of the single pass, both paths compared", arbitrary: scannableRecord, check: decodeCheck },
   { name: "decode-any", inputs: "any JSON text and any bytes", arbitrary: anyJsonOrBytes, check: decodeCheck },
   { name: "dlq-envelope", inputs: "envelopes as written then mutated, and anything else", arbitrary: envelopeBytes, check: checkEnvelope },
   { name: "commit-metadata", inputs: "metadata as written, mutated, and any JSON", arbitrary: metadataBytes, check: checkMetadata },

@@ -5,6 +5,7 @@
  * payload, source partition and offset), and its rat code and service for the stats breakdowns.
  */
 import type { CdrRow } from "../../cdr/decode.ts";
+import type { ScannedRow } from "../../cdr/record-scan.ts";
 
 /**
  * Where a batch writes each row as it arrives: the insert body, encoded once, at add time (the
@@ -15,6 +16,8 @@ export interface RowSink {
   readonly length: number;
   readonly buf: Uint8Array;
   add(row: CdrRow, ingestedAt: number, partition: number, offset: number): void;
+  /** The same row bytes for a record the single pass read (record-scan.ts). */
+  addScanned(row: ScannedRow, ingestedAt: number, partition: number, offset: number): void;
   reset(): void;
 }
 
@@ -26,7 +29,11 @@ export class Batch {
   readonly body: RowSink;
   /** Byte offset in `body` just past each row. */
   readonly rowEnds: Uint32Array;
-  readonly payloads: string[];
+  /**
+   * Each record's payload: decode()'s text, or the fetched bytes of a scanned record (ASCII, so the
+   * same characters), read as text only if ClickHouse refuses the row (payload()).
+   */
+  readonly payloads: Array<string | Uint8Array>;
   readonly partitions: Int32Array;
   readonly offsets: Float64Array;
   readonly rats: Uint8Array;
@@ -46,7 +53,7 @@ export class Batch {
     this.maxBytes = maxBytes;
     this.body = body;
     this.rowEnds = new Uint32Array(capacity);
-    this.payloads = new Array<string>(capacity);
+    this.payloads = new Array<string | Uint8Array>(capacity);
     this.partitions = new Int32Array(capacity);
     this.offsets = new Float64Array(capacity);
     this.rats = new Uint8Array(capacity);
@@ -80,6 +87,28 @@ export class Batch {
     this.sessionStarts[i] = row.session_start_time;
   }
 
+  /** A record the single pass read: its row written from the payload's bytes, the bytes kept. */
+  addScanned(row: ScannedRow, ingestedAt: number, partition: number, offset: number, timestamp = -1): void {
+    const i = this.count++;
+    if (i === 0) this.firstIngestedAt = ingestedAt;
+    this.body.addScanned(row, ingestedAt, partition, offset);
+    this.rowEnds[i] = this.body.length;
+    this.payloads[i] = row.bytes;
+    this.#payloadChars += row.bytes.length;
+    this.partitions[i] = partition;
+    this.offsets[i] = offset;
+    this.rats[i] = row.rat;
+    this.timestamps[i] = timestamp;
+    this.services[i] = row.service;
+    this.sessionStarts[i] = row.sessionStart;
+  }
+
+  /** Row i's original payload as text. */
+  payload(i: number): string {
+    const p = this.payloads[i]!;
+    return typeof p === "string" ? p : ascii.decode(p);
+  }
+
   /** The insert body of rows [lo, hi) (a view: valid until the batch is reset). */
   rows(lo: number, hi: number): Uint8Array {
     return this.body.buf.subarray(lo === 0 ? 0 : this.rowEnds[lo - 1]!, this.rowEnds[hi - 1]!);
@@ -94,3 +123,6 @@ export class Batch {
     this.#payloadChars = 0;
   }
 }
+
+// Scanned payloads are ASCII (record-scan.ts), which every single-byte decoding reads alike.
+const ascii = new TextDecoder("latin1");

@@ -107,5 +107,5 @@ function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 function sourceRecord(batch: Batch, i: number): SourceRecord {
-  return { payload: batch.payloads[i]!, partition: batch.partitions[i]!, offset: batch.offsets[i]! };
+  return { payload: batch.payload(i), partition: batch.partitions[i]!, offset: batch.offsets[i]! };
 }
