@@ -38,9 +38,11 @@ const UUID_PAIRS = (() => {
 const DNS_NAMESPACE = Uint8Array.from([
   0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8,
 ]);
-// UUIDv5 input (namespace, then the name) and SHA-1 output, reused: the hash runs once a row.
+// UUIDv5 input (namespace, then the name) and SHA-1 output, reused: the hash runs once a row. A
+// view of the input per name length below 256 is kept too, so that a row makes no typed array of its own.
 let uuidInput = new Uint8Array(256);
 uuidInput.set(DNS_NAMESPACE);
+let uuidViews: Uint8Array[] = [];
 const sha1 = new Uint8Array(20);
 
 export class RowBinaryBuffer extends ByteBuffer {
@@ -167,10 +169,12 @@ export class RowBinaryBuffer extends ByteBuffer {
     if (uuidInput.length < 16 + n) {
       uuidInput = new Uint8Array(Math.max(2 * uuidInput.length, 16 + n));
       uuidInput.set(DNS_NAMESPACE);
+      uuidViews = [];
     }
     if (n > 64) uuidInput.set(src.subarray(s, e), 16);
     else for (let k = 0; k < n; k++) uuidInput[16 + k] = src[s + k]!;
-    Bun.SHA1.hash(uuidInput.subarray(0, 16 + n), sha1);
+    const input = n < 256 ? (uuidViews[n] ??= uuidInput.subarray(0, 16 + n)) : uuidInput.subarray(0, 16 + n);
+    Bun.SHA1.hash(input, sha1);
     sha1[6] = (sha1[6]! & 0x0f) | 0x50; // version 5
     sha1[8] = (sha1[8]! & 0x3f) | 0x80; // RFC 4122 variant
     this.reserve(16);

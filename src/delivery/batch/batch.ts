@@ -93,7 +93,9 @@ export class Batch {
     if (i === 0) this.firstIngestedAt = ingestedAt;
     this.body.addScanned(row, ingestedAt, partition, offset);
     this.rowEnds[i] = this.body.length;
-    this.payloads[i] = row.bytes;
+    // A view of the poll's copy; a large record is copied so that it alone does not keep the
+    // poll's other records' bytes alive after they have gone.
+    this.payloads[i] = row.bytes.length > VIEW_MAX_BYTES ? row.bytes.slice() : row.bytes;
     this.#payloadChars += row.bytes.length;
     this.partitions[i] = partition;
     this.offsets[i] = offset;
@@ -124,5 +126,7 @@ export class Batch {
   }
 }
 
+/** Largest scanned payload a batch keeps as a view of the fetched bytes rather than a copy. */
+const VIEW_MAX_BYTES = 2048;
 // Scanned payloads are ASCII (record-scan.ts), which every single-byte decoding reads alike.
 const ascii = new TextDecoder("latin1");
