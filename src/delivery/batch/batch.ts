@@ -73,36 +73,41 @@ export class Batch {
   }
 
   add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number, timestamp = -1): void {
+    this.body.add(row, ingestedAt, partition, offset);
+    this.#keep(ingestedAt, payload, partition, offset, timestamp, row.rat, row.service_type, row.session_start_time);
+  }
+
+  /** A record the single pass read: its row written from the payload's bytes, the bytes kept. */
+  addScanned(row: ScannedRow, ingestedAt: number, partition: number, offset: number, timestamp = -1): void {
+    this.body.addScanned(row, ingestedAt, partition, offset);
+    // A view of the poll's copy; a large record is copied so that it alone does not keep the
+    // poll's other records' bytes alive after they have gone.
+    const payload = row.bytes.length > VIEW_MAX_BYTES ? row.bytes.slice() : row.bytes;
+    this.#keep(ingestedAt, payload, partition, offset, timestamp, row.rat, row.service, row.sessionStart);
+  }
+
+  /** What the batch keeps beside the row just written into the body. */
+  #keep(
+    ingestedAt: number,
+    payload: string | Uint8Array,
+    partition: number,
+    offset: number,
+    timestamp: number,
+    rat: number,
+    service: string,
+    sessionStart: number,
+  ): void {
     const i = this.count++;
     if (i === 0) this.firstIngestedAt = ingestedAt;
-    this.body.add(row, ingestedAt, partition, offset);
     this.rowEnds[i] = this.body.length;
     this.payloads[i] = payload;
     this.#payloadChars += payload.length;
     this.partitions[i] = partition;
     this.offsets[i] = offset;
-    this.rats[i] = row.rat;
+    this.rats[i] = rat;
     this.timestamps[i] = timestamp;
-    this.services[i] = row.service_type;
-    this.sessionStarts[i] = row.session_start_time;
-  }
-
-  /** A record the single pass read: its row written from the payload's bytes, the bytes kept. */
-  addScanned(row: ScannedRow, ingestedAt: number, partition: number, offset: number, timestamp = -1): void {
-    const i = this.count++;
-    if (i === 0) this.firstIngestedAt = ingestedAt;
-    this.body.addScanned(row, ingestedAt, partition, offset);
-    this.rowEnds[i] = this.body.length;
-    // A view of the poll's copy; a large record is copied so that it alone does not keep the
-    // poll's other records' bytes alive after they have gone.
-    this.payloads[i] = row.bytes.length > VIEW_MAX_BYTES ? row.bytes.slice() : row.bytes;
-    this.#payloadChars += row.bytes.length;
-    this.partitions[i] = partition;
-    this.offsets[i] = offset;
-    this.rats[i] = row.rat;
-    this.timestamps[i] = timestamp;
-    this.services[i] = row.service;
-    this.sessionStarts[i] = row.sessionStart;
+    this.services[i] = service;
+    this.sessionStarts[i] = sessionStart;
   }
 
   /** Row i's original payload as text. */
