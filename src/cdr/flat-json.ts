@@ -10,15 +10,7 @@
  * the reference path.
  */
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN = 0x7b;
-const CLOSE = 0x7d;
-const MINUS = 0x2d;
-const ZERO = 0x30;
-const NINE = 0x39;
+import { BACKSLASH, CLOSE, COLON, COMMA, DOT, MINUS, NINE, OPEN, QUOTE, ZERO } from "./json-bytes.ts";
 
 // Up to 15 digits is below 2^53 whatever they are, so accumulating in a double stays exact.
 const MAX_DIGITS = 15;
@@ -87,7 +79,7 @@ export function scanFlatObject(text: string): Record<string, unknown> | undefine
       // A fraction or exponent follows: JSON.parse's job.
       if (j < n) {
         const d = text.charCodeAt(j);
-        if (d === 0x2e || d === 0x65 || d === 0x45) return undefined;
+        if (d === DOT || d === 0x65 || d === 0x45) return undefined;
       }
       value = c === MINUS ? -v : v;
       i = j;

@@ -10,6 +10,7 @@
  * values are skipped without being looked at.
  */
 import { scanFlatObject, skipWs } from "./flat-json.ts";
+import { BACKSLASH, COMMA, QUOTE } from "./json-bytes.ts";
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 const lossy = new TextDecoder("utf-8");
@@ -94,9 +95,6 @@ function exactParse(text: string, record: Record<string, unknown>): Record<strin
 }
 
 const DIGITS = /^-?\d+$/;
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
 
 /** Index of the quote closing a string whose content starts at `from` (escapes skipped). */
 function stringEnd(text: string, from: number, n: number): number {

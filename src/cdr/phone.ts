@@ -146,22 +146,34 @@ const POW10 = Array.from({ length: 16 }, (_, i) => 10 ** i);
  */
 export function digitKey(s: string): number {
   const n = s.length;
-  let i = 0;
+  if (n < 1 || n > 16) return 0;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c > 0x7f) return 0; // the byte array would keep only its low bits
+    keyScratch[i] = c;
+  }
+  return digitKeyBytes(keyScratch, 0, n);
+}
+
+/** digitKey() of the ASCII text at [s, e) of `b`: the record scanner asks the cache by it without a string. */
+export function digitKeyBytes(b: Uint8Array, s: number, e: number): number {
   let sign = 1;
-  if (n > 0 && s.charCodeAt(0) === 0x2b) {
-    i = 1;
+  if (s < e && b[s] === 0x2b) {
+    s++;
     sign = -1;
   }
-  const len = n - i;
+  const len = e - s;
   if (len < 1 || len > 15) return 0;
   let v = 0;
-  for (; i < n; i++) {
-    const d = s.charCodeAt(i) - 0x30;
+  for (let i = s; i < e; i++) {
+    const d = b[i]! - 0x30;
     if (d < 0 || d > 9) return 0;
     v = v * 10 + d;
   }
   return sign * (POW10[len]! + v);
 }
+
+const keyScratch = new Uint8Array(16);
 
 /**
  * A copy of `s` that holds only its own characters. A caller_num sliced out of a payload by the

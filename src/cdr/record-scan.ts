@@ -13,20 +13,10 @@
  */
 import type { CdrRow } from "./decode.ts";
 import { DATETIME_MAX, RAT_NAMES, UINT32_MAX } from "./fields.ts";
-import type { PhoneNormalizer } from "./phone.ts";
+import { parseIPv4Bytes } from "./ipv4.ts";
+import { BACKSLASH, CLOSE, COLON, COMMA, DOT, MINUS, NINE, OPEN, QUOTE, SPACE, ZERO } from "./json-bytes.ts";
+import { digitKeyBytes, type PhoneNormalizer } from "./phone.ts";
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN = 0x7b;
-const CLOSE = 0x7d;
-const MINUS = 0x2d;
-const PLUS = 0x2b;
-const ZERO = 0x30;
-const NINE = 0x39;
-const SPACE = 0x20;
-const DOT = 0x2e;
 
 // Up to 15 digits is below 2^53 whatever they are: the value, and the sum of two, stay exact.
 const MAX_DIGITS = 15;
@@ -268,32 +258,12 @@ function cellPart(b: Uint8Array, field: number): boolean {
  * cache by its number key without making a string; otherwise, or on a miss, by the text.
  */
 function phoneOf(b: Uint8Array, s: number, e: number, phone: PhoneNormalizer): string | null {
-  const key = digitKeyOf(b, s, e);
+  const key = digitKeyBytes(b, s, e);
   if (key !== 0) {
     const cached = phone.cached(key);
     if (cached !== undefined) return cached;
   }
   return phone.normalize(asciiText(b, s, e));
-}
-
-const POW10 = Array.from({ length: 16 }, (_, i) => 10 ** i);
-
-/** phone.ts's digitKey() of the text at [s, e): the same number for the same characters. */
-function digitKeyOf(b: Uint8Array, s: number, e: number): number {
-  let sign = 1;
-  if (s < e && b[s] === PLUS) {
-    s++;
-    sign = -1;
-  }
-  const len = e - s;
-  if (len < 1 || len > 15) return 0;
-  let v = 0;
-  for (let j = s; j < e; j++) {
-    const d = b[j]! - ZERO;
-    if (d < 0 || d > 9) return 0;
-    v = v * 10 + d;
-  }
-  return sign * (POW10[len]! + v);
 }
 
 // The services seen, as bytes and string: a handful per deployment, compared byte by byte.
@@ -309,31 +279,6 @@ function serviceText(b: Uint8Array, s: number, e: number): string {
     serviceStrings.push(t);
   }
   return t;
-}
-
-/** parseIPv4() of the text at [s, e). */
-function parseIPv4Bytes(b: Uint8Array, s: number, e: number): number {
-  const len = e - s;
-  if (len < 7 || len > 15) return -1;
-  let value = 0;
-  let octet = 0;
-  let digits = 0;
-  let dots = 0;
-  for (let j = s; j < e; j++) {
-    const c = b[j]!;
-    if (c === DOT) {
-      if (digits === 0 || ++dots > 3) return -1;
-      value = value * 256 + octet;
-      octet = 0;
-      digits = 0;
-    } else if (c >= ZERO && c <= NINE) {
-      if (digits === 1 && octet === 0) return -1;
-      octet = octet * 10 + (c - ZERO);
-      if (octet > 255 || ++digits > 3) return -1;
-    } else return -1;
-  }
-  if (dots !== 3 || digits === 0) return -1;
-  return value * 256 + octet;
 }
 
 /** Which field the key at [s, e) names, or -1. */
@@ -370,8 +315,8 @@ function skipWs(b: Uint8Array, i: number, n: number): number {
   return i;
 }
 
-/** ASCII bytes as a string (every byte this scanner accepts is below 0x80). */
-function asciiText(b: Uint8Array, s: number, e: number): string {
+/** ASCII bytes as a string (every byte this scanner accepts is below 0x80, so any payload it took). */
+export function asciiText(b: Uint8Array, s: number, e: number): string {
   if (e - s > 64) return latin1.decode(b.subarray(s, e));
   let t = "";
   for (let j = s; j < e; j++) t += String.fromCharCode(b[j]!);

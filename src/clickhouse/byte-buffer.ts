@@ -26,12 +26,17 @@ export class ByteBuffer {
     this.length = 0;
   }
 
+  /** How many decimal digits an integer in 0…2^32−1 has. */
+  protected static width(v: number): number {
+    let width = 1;
+    for (let t = v; t >= 10; t = Math.floor(t / 10)) width++;
+    return width;
+  }
+
   /** Decimal digits of an integer in 0…2^32−1 at `length`; room already reserved. */
   protected digits(v: number): void {
     const b = this.buf;
-    let width = 1;
-    for (let t = v; t >= 10; t = Math.floor(t / 10)) width++;
-    let p = this.length + width;
+    let p = this.length + ByteBuffer.width(v);
     this.length = p;
     while (v >= 10) {
       const q = Math.floor(v / 10);

@@ -190,10 +190,7 @@ export class RowBinaryBuffer extends ByteBuffer {
 
   /** A cell part's bytes in cell_id: the text's, or the integer's digits. */
   #cellPartLength(v: number, s: number, e: number): number {
-    if (v < 0) return e - s;
-    let width = 1;
-    for (let t = v; t >= 10; t = Math.floor(t / 10)) width++;
-    return width;
+    return v < 0 ? e - s : ByteBuffer.width(v);
   }
 
   #cellPart(src: Uint8Array, v: number, s: number, e: number): void {

@@ -5,7 +5,7 @@
  * payload, source partition and offset), and its rat code and service for the stats breakdowns.
  */
 import type { CdrRow } from "../../cdr/decode.ts";
-import type { ScannedRow } from "../../cdr/record-scan.ts";
+import { asciiText, type ScannedRow } from "../../cdr/record-scan.ts";
 
 /**
  * Where a batch writes each row as it arrives: the insert body, encoded once, at add time (the
@@ -113,7 +113,7 @@ export class Batch {
   /** Row i's original payload as text. */
   payload(i: number): string {
     const p = this.payloads[i]!;
-    return typeof p === "string" ? p : ascii.decode(p);
+    return typeof p === "string" ? p : asciiText(p, 0, p.length);
   }
 
   /** The insert body of rows [lo, hi) (a view: valid until the batch is reset). */
@@ -133,5 +133,3 @@ export class Batch {
 
 /** Largest scanned payload a batch keeps as a view of the fetched bytes rather than a copy. */
 const VIEW_MAX_BYTES = 2048;
-// Scanned payloads are ASCII (record-scan.ts), which every single-byte decoding reads alike.
-const ascii = new TextDecoder("latin1");
