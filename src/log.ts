@@ -7,10 +7,16 @@ const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 4
 const SECRET_KEY = /pass(word)?|secret|token|sasl\.(password|oauthbearer)|ssl\.key/i;
 
 let threshold = RANK.info;
-const sink = (line: string): void => void process.stderr.write(line + "\n");
+const stderrSink = (line: string): void => void process.stderr.write(line + "\n");
+let sink = stderrSink;
 
 export function setLogLevel(level: LogLevel): void {
   threshold = RANK[level];
+}
+
+/** Where lines go instead of stderr (the delivery simulation keeps each run's lines); none restores stderr. */
+export function setLogSink(fn?: (line: string) => void): void {
+  sink = fn ?? stderrSink;
 }
 
 function redact(ctx: Record<string, unknown>): Record<string, unknown> {

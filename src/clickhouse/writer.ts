@@ -23,6 +23,7 @@
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
+import { systemClock, type Clock } from "../clock.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
@@ -61,6 +62,8 @@ export interface WriterOptions {
   syncDistributed?: boolean;
   /** CLICKHOUSE_REQUEST_TIMEOUT_MS: the replay check's read is ended by the server before it. */
   requestTimeoutMs?: number;
+  /** Time and timers for the waits of the replay check (the delivery simulation's virtual clock). */
+  clock?: Clock;
 }
 
 /** One ClickHouse endpoint and what the worker saw of it (docs/stats.md). */
@@ -85,6 +88,7 @@ export class ClickHouseWriter {
   readonly #user: string | undefined;
   /** The replay check's max_execution_time: a second under the request timeout, at least one. */
   readonly #checkSeconds: number;
+  readonly #clock: Clock;
   #current = 0;
   #inserts = 0;
   #failing = false;
@@ -101,6 +105,7 @@ export class ClickHouseWriter {
     const random = Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex");
     this.#queryIdPrefix = `${INSERT_QUERY_ID_PREFIX}${opts.instance ?? "worker"}:${Date.now().toString(36)}:${random}:`;
     this.#user = opts.user;
+    this.#clock = opts.clock ?? systemClock;
     this.#syncDistributed = opts.syncDistributed ?? false;
     this.#checkSeconds = Math.max(1, Math.floor((opts.requestTimeoutMs ?? 10_000) / 1000) - 1);
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
@@ -345,14 +350,14 @@ export class ClickHouseWriter {
         let ids = await running(e.client).catch((err) => {
           throw permanentOr(err, `replay check: asking ${e.name} which inserts still run`);
         });
-        const deadline = Date.now() + RUNNING_WAIT_MS;
+        const deadline = this.#clock.mono() + RUNNING_WAIT_MS;
         while (ids.length > 0) {
-          if (Date.now() > deadline)
+          if (this.#clock.mono() > deadline)
             throw new Error(
               `${ids.length} inserts still run at ${e.name} after ${RUNNING_WAIT_MS / 1000} s: ` +
                 ids.slice(0, 3).join(", "),
             );
-          await Bun.sleep(RUNNING_POLL_MS);
+          await this.#clock.sleep(RUNNING_POLL_MS);
           ids = await running(e.client, ids).catch((err) => {
             throw permanentOr(err, `replay check: asking ${e.name} which inserts still run`);
           });

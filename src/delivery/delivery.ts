@@ -9,13 +9,14 @@
  * gate (gate.ts). Partitions the group took away are dropped, not flushed (`abandon`).
  */
 import type { Rejection, Verdict } from "../cdr/decode.ts";
+import { systemClock, type Clock } from "../clock.ts";
 import { ScannedRow } from "../cdr/record-scan.ts";
 import type { RetryPolicy } from "../clickhouse/retry.ts";
 import { RowBinaryBuffer } from "../clickhouse/row-binary.ts";
 import type { ClickHouseWriter } from "../clickhouse/writer.ts";
 import type { DlqPublisher } from "../dlq/publisher.ts";
 import { AssignmentLostError, KafkaError } from "../errors.ts";
-import type { Consumer } from "../kafka/consumer.ts";
+import type { GroupConsumer } from "../kafka/consumer.ts";
 import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { Message } from "../kafka/message.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
@@ -61,12 +62,14 @@ export interface DeliveryOptions {
 }
 
 export interface DeliveryDeps {
-  consumer: Consumer;
+  consumer: GroupConsumer;
   writer: ClickHouseWriter;
   dlq: DlqPublisher;
   counters: Counters;
   /** Exactly-once (DELIVERY): what the last owners of newly assigned partitions delivered. */
   replays?: ReplayFinder;
+  /** Time and timers (the delivery simulation runs a virtual clock); the process's own by default. */
+  clock?: Clock;
 }
 
 export interface DeliveryEvents {
@@ -79,7 +82,8 @@ export class Delivery {
   readonly #opts: DeliveryOptions;
   readonly #deps: DeliveryDeps;
   readonly #batcher: Batcher;
-  readonly #tracker = new OffsetTracker();
+  readonly #tracker: OffsetTracker;
+  readonly #clock: Clock;
   readonly #breaker: DlqBreaker;
   readonly #gate: Gate;
   readonly #holds = new Map<Batch, Hold[]>();
@@ -109,26 +113,35 @@ export class Delivery {
   constructor(opts: DeliveryOptions, deps: DeliveryDeps) {
     this.#opts = opts;
     this.#deps = deps;
+    const clock = (this.#clock = deps.clock ?? systemClock);
+    const now = () => clock.now();
+    this.#tracker = new OffsetTracker(now);
     this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBinaryBuffer(), {
       maxBytes: opts.batchMaxBytes ?? 16 << 20,
       backlogRows: opts.batchBacklogRows ?? opts.batchSize,
+      clock: now,
     });
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
     this.#gate = new Gate(deps.consumer);
     const { writer, dlq, counters } = deps;
     const onWaiting = (waiting: boolean) => this.#onWaiting(waiting);
     const admit = (signal: AbortSignal) => this.#admit(signal);
-    this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting, admit };
-    this.#lease = new Lease((opts.sessionTimeoutMs ?? 45_000) / 2, {
-      onHold: () => {
-        counters.loopStalls++;
-        this.#gate.closeAll("lease");
+    this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting, admit, clock };
+    this.#lease = new Lease(
+      (opts.sessionTimeoutMs ?? 45_000) / 2,
+      {
+        onHold: () => {
+          counters.loopStalls++;
+          this.#gate.closeAll("lease");
+        },
+        onClear: () => {
+          this.#gate.openAll("lease");
+          this.#events.onSettled();
+        },
       },
-      onClear: () => {
-        this.#gate.openAll("lease");
-        this.#events.onSettled();
-      },
-    });
+      undefined,
+      clock,
+    );
     this.#pending = new Pending(
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
@@ -147,7 +160,7 @@ export class Delivery {
       this.#replays = new Replays(this.#deps.replays, this.#gate, this.#deps.counters, {
         onFatal: (e) => events.onFatal(e),
         onReady: () => events.onSettled(),
-      });
+      }, this.#clock);
   }
 
   // Read-only views for stats and readiness.
@@ -158,6 +171,8 @@ export class Delivery {
   get replayChecksPending(): number { return this.#replays?.pending ?? 0; } // prettier-ignore
   /** How long a revocation may take to settle before the group has surely evicted the member. */
   get maxPollIntervalMs(): number { return this.#opts.maxPollIntervalMs ?? 300_000; } // prettier-ignore
+  /** The clocks this delivery runs on, for the loop that drives it. */
+  get clock(): Clock { return this.#clock; } // prettier-ignore
   positions(): Map<number, { committed: number; consumed: number }> {
     return this.#tracker.positions();
   }
@@ -403,14 +418,18 @@ export class Delivery {
         code: e.kafkaName,
         partitions: positions.map((p) => p.partition),
       });
-      setTimeout(() => {
-        this.#tracker.refused(positions);
-        this.#commits.schedule();
-      }, COMMIT_RETRY_MS).unref();
+      this.#clock.setTimeout(
+        () => {
+          this.#tracker.refused(positions);
+          this.#commits.schedule();
+        },
+        COMMIT_RETRY_MS,
+        { unref: true },
+      );
       return;
     }
     this.#tracker.confirm(positions);
     counters.commits++;
-    counters.lastCommitAt = Date.now();
+    counters.lastCommitAt = this.#clock.now();
   }
 }

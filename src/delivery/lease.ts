@@ -15,6 +15,7 @@
  * before every insert: no timer of its own, so a Delivery that is never run or stopped leaves
  * nothing behind, and whatever runs first after a freeze sees it.
  */
+import { systemClock, type Clock } from "../clock.ts";
 import { log } from "../log.ts";
 
 /** How long sends wait after a gap, for librdkafka to say whether the assignment was lost. */
@@ -31,12 +32,16 @@ export class Lease {
   readonly #suspectAfterMs: number;
   readonly #verdictMs: number;
   readonly #events: LeaseEvents;
-  #mono = performance.now();
-  #wall = Date.now();
+  readonly #clock: Clock;
+  #mono: number;
+  #wall: number;
   #holdUntil = 0;
   #clear: Promise<void> = Promise.resolve();
 
-  constructor(suspectAfterMs: number, events: LeaseEvents, verdictMs = VERDICT_MS) {
+  constructor(suspectAfterMs: number, events: LeaseEvents, verdictMs = VERDICT_MS, clock: Clock = systemClock) {
+    this.#clock = clock;
+    this.#mono = clock.mono();
+    this.#wall = clock.now();
     this.#suspectAfterMs = suspectAfterMs;
     this.#verdictMs = verdictMs;
     this.#events = events;
@@ -44,7 +49,7 @@ export class Lease {
 
   /** Looks at the clocks; true while sends must wait. Cheap: called before every send. */
   look(): boolean {
-    const mono = performance.now(), wall = Date.now();
+    const mono = this.#clock.mono(), wall = this.#clock.now();
     // The wall clock too: a suspended host's monotonic clock stands still while the broker's runs.
     const gap = Math.max(mono - this.#mono, wall - this.#wall);
     this.#mono = mono;
@@ -59,8 +64,8 @@ export class Lease {
   }
 
   #hold(gapMs: number): void {
-    const holding = performance.now() < this.#holdUntil;
-    this.#holdUntil = performance.now() + this.#verdictMs;
+    const holding = this.#clock.mono() < this.#holdUntil;
+    this.#holdUntil = this.#clock.mono() + this.#verdictMs;
     log.warn("the worker did not run for longer than half its session; sends wait for the group's verdict", {
       gap_ms: Math.round(gapMs),
       wait_ms: this.#verdictMs,
@@ -69,12 +74,12 @@ export class Lease {
     if (holding) return;
     this.#clear = new Promise<void>((resolve) => {
       const check = () => {
-        const left = this.#holdUntil - performance.now();
-        if (left > 0) return void setTimeout(check, left);
+        const left = this.#holdUntil - this.#clock.mono();
+        if (left > 0) return void this.#clock.setTimeout(check, left);
         this.#events.onClear();
         resolve();
       };
-      setTimeout(check, this.#verdictMs);
+      this.#clock.setTimeout(check, this.#verdictMs);
     });
   }
 }

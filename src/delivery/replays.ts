@@ -8,6 +8,7 @@
  * again after the rejoin, not fatal (they come most during a rolling restart). A check whose
  * partitions were revoked meanwhile is dropped: its generation no longer matches.
  */
+import { systemClock, type Clock } from "../clock.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
 import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
@@ -30,6 +31,7 @@ export class Replays {
   readonly #counters: Counters;
   readonly #onFatal: (e: unknown) => void;
   readonly #onReady: () => void;
+  readonly #clock: Clock;
   /** Partitions under check, with the check's generation. */
   readonly #checking = new Map<number, number>();
   #checks = 0;
@@ -47,7 +49,9 @@ export class Replays {
     gate: Gate,
     counters: Counters,
     events: { onFatal: (e: unknown) => void; onReady: () => void },
+    clock: Clock = systemClock,
   ) {
+    this.#clock = clock;
     this.#finder = finder;
     this.#gate = gate;
     this.#counters = counters;
@@ -126,7 +130,7 @@ export class Replays {
   async #attempt(tps: readonly TopicPartition[], gen: number, n: number): Promise<void> {
     const mine = () => tps.map((t) => t.partition).filter((p) => this.#checking.get(p) === gen);
     if (mine().length === 0 || this.#stopped) return;
-    const started = performance.now();
+    const started = this.#clock.mono();
     let found: Map<number, Delivered>;
     try {
       found = await this.#finder.findDelivered(mine());
@@ -141,7 +145,7 @@ export class Replays {
         delay_ms: delay,
         err: e as Error,
       });
-      setTimeout(() => void this.#attempt(tps, gen, n + 1), delay);
+      this.#clock.setTimeout(() => void this.#attempt(tps, gen, n + 1), delay);
       return;
     }
     const ready = mine();
@@ -161,7 +165,7 @@ export class Replays {
     log.info("replay check done: what the last owner delivered past its commit is skipped", {
       partitions: ready,
       delivered,
-      ms: Math.round(performance.now() - started),
+      ms: Math.round(this.#clock.mono() - started),
     });
     this.#gate.open(
       tps.filter((t) => ready.includes(t.partition)),

@@ -6,7 +6,7 @@
  * after the earliest `since` (a minute earlier, for timestamps of envelopes a slower producer
  * thread stamped) to its end.
  */
-import type { Consumer } from "../kafka/consumer.ts";
+import type { RangeReader } from "../kafka/consumer.ts";
 import type { OffsetLookup } from "../kafka/offset-lookup.ts";
 import type { DeadLettered, Owned } from "../delivery/offsets/replay-check.ts";
 import { envelopeSource } from "./envelope.ts";
@@ -32,7 +32,7 @@ export interface SourceOffsets {
  * both read it.
  */
 export async function sourceOffsets(
-  consumer: Consumer,
+  consumer: RangeReader,
   dlqTopic: string,
   dlqPartitions: number,
   rawTopic: string,
@@ -78,7 +78,7 @@ export async function sourceOffsets(
  * it serves its partitions and its health endpoint.
  */
 export async function deadLetteredOffsets(
-  consumer: Consumer,
+  consumer: RangeReader,
   lookup: Pick<OffsetLookup, "listOffsets">,
   dlqTopic: string,
   dlqPartitions: number,

@@ -25,11 +25,14 @@ export interface DlqPublisherOptions {
   key?: ProvenanceKey;
 }
 
+/** What the publisher needs of a producer: one record, settled on the broker's acknowledgement. */
+export type RecordProducer = Pick<Producer, "produce">;
+
 export class DlqPublisher {
-  readonly #producer: Producer;
+  readonly #producer: RecordProducer;
   readonly #opts: DlqPublisherOptions;
 
-  constructor(producer: Producer, opts: DlqPublisherOptions) {
+  constructor(producer: RecordProducer, opts: DlqPublisherOptions) {
     this.#producer = producer;
     this.#opts = opts;
   }

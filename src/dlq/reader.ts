@@ -6,7 +6,7 @@
  * rebalance, nothing committed), up to each partition's end as the fetcher reports it (the consumer
  * needs `enable.partition.eof=true`); it gives up only when no record arrives for IDLE_TIMEOUT_MS.
  */
-import type { Consumer } from "../kafka/consumer.ts";
+import type { RangeReader } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { FAILURE_REASONS } from "../cdr/fields.ts";
 import { DLQ_STAGES, ENVELOPE_HEAD, envelopeTail, HEADERS, type DlqEnvelope, type DlqStage } from "./envelope.ts";
@@ -81,7 +81,7 @@ export function stageOf(headers: Record<string, string>): DlqStage {
  * offset of each partition, where a later run may resume (`--from-offset`).
  */
 export async function readDlq(
-  consumer: Consumer,
+  consumer: RangeReader,
   topic: string,
   partitions: number,
   range: OffsetRange,

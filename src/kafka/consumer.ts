@@ -48,6 +48,29 @@ export interface ConsumerOptions {
 }
 
 
+/**
+ * What a group member's loop and delivery use of the consumer (worker/, delivery/): the delivery
+ * simulation (test/sim/) gives them a simulated member with the same surface.
+ */
+export type GroupConsumer = Pick<
+  Consumer,
+  | "assignment"
+  | "pendingRevoke"
+  | "revokeLost"
+  | "takeAssigned"
+  | "waitForMessages"
+  | "wake"
+  | "poll"
+  | "commit"
+  | "pause"
+  | "resume"
+  | "completeRevoke"
+  | "close"
+>;
+
+/** What a reader of a topic range uses (dlq/reader.ts): partitions assigned directly, read to their ends. */
+export type RangeReader = Pick<Consumer, "assign" | "poll" | "endReached" | "queryWatermarks">;
+
 /** The client may not use the group, read the topic or talk to the cluster: no retry helps. */
 const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
   RD.ERR_TOPIC_AUTHORIZATION_FAILED,

@@ -7,7 +7,7 @@
  * check may already have run, and its records are that owner's to replay.
  */
 import type { Delivery } from "../delivery/delivery.ts";
-import type { Consumer } from "../kafka/consumer.ts";
+import type { GroupConsumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
 
@@ -26,7 +26,7 @@ const SETTLE_SHARE = 0.8;
  * drops what it fetched before a pause; kept rather than trusted), for the caller to hand over.
  */
 export async function releaseRevoked(
-  consumer: Consumer,
+  consumer: GroupConsumer,
   delivery: Delivery,
   failed: () => boolean,
 ): Promise<Message[]> {
@@ -39,14 +39,14 @@ export async function releaseRevoked(
   return held.filter((m) => owned.has(m.partition));
 }
 
-async function settleRevoke(consumer: Consumer, delivery: Delivery): Promise<Message[]> {
+async function settleRevoke(consumer: GroupConsumer, delivery: Delivery): Promise<Message[]> {
   const held: Message[] = [];
   if (consumer.revokeLost) {
     delivery.abandon();
     return held;
   }
   delivery.pauseForRevoke();
-  const started = performance.now();
+  const started = delivery.clock.mono();
   let settled = false, overdue = false;
   const settling = delivery.settle().finally(() => (settled = true));
   while (!settled) {
@@ -60,7 +60,7 @@ async function settleRevoke(consumer: Consumer, delivery: Delivery): Promise<Mes
     // Soon the group evicts the member. When the revocation is the whole assignment, dropping is as
     // safe as for a loss; a part of it (an incremental revocation) cannot be dropped alone, since
     // the rest goes on, and waits for librdkafka's verdict.
-    if (!overdue && performance.now() - started > SETTLE_SHARE * delivery.maxPollIntervalMs) {
+    if (!overdue && delivery.clock.mono() - started > SETTLE_SHARE * delivery.maxPollIntervalMs) {
       overdue = true;
       const whole = consumer.pendingRevoke!.length >= consumer.assignment.length;
       log.warn("a revocation did not settle within max.poll.interval.ms", { dropping: whole });

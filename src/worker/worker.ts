@@ -6,7 +6,7 @@
  */
 import type { PhoneNormalizer } from "../cdr/phone.ts";
 import type { Delivery } from "../delivery/delivery.ts";
-import type { Consumer } from "../kafka/consumer.ts";
+import type { GroupConsumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
 import { decodeOne } from "./decode-guard.ts";
@@ -19,7 +19,7 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 const IDLE_WAIT_MS = 20, FULL_WAIT_MS = 50;
 
 export class Worker {
-  readonly #consumer: Consumer;
+  readonly #consumer: GroupConsumer;
   readonly #phone: PhoneNormalizer;
   readonly #delivery: Delivery;
   #state: WorkerState = "starting";
@@ -27,7 +27,7 @@ export class Worker {
   #stopRequested = false;
   #fatal: Error | null = null;
 
-  constructor(deps: { consumer: Consumer; phone: PhoneNormalizer; delivery: Delivery }) {
+  constructor(deps: { consumer: GroupConsumer; phone: PhoneNormalizer; delivery: Delivery }) {
     this.#consumer = deps.consumer;
     this.#phone = deps.phone;
     this.#delivery = deps.delivery;
@@ -75,7 +75,7 @@ export class Worker {
       }
       this.#handOver(messages);
       this.#delivery.flushIfDue();
-      await new Promise<void>((r) => setImmediate(r)); // timers, HTTP and delivery reports between polls
+      await this.#delivery.clock.yield(); // timers, HTTP and delivery reports between polls
     }
     if (!this.#fatal) {
       this.#state = "draining";
@@ -101,7 +101,7 @@ export class Worker {
   }
 
   #handOver(messages: Message[]): void {
-    const ctx = { phone: this.#phone }, ingestedAt = Math.floor(Date.now() / 1000);
+    const ctx = { phone: this.#phone }, ingestedAt = Math.floor(this.#delivery.clock.now() / 1000);
     this.#delivery.received(messages);
     for (const m of messages) this.#delivery.handOver(m, decodeOne(m, ctx), ingestedAt);
   }

@@ -18,13 +18,15 @@ export class Batcher {
   #current: Batch;
   #sealedRows = 0;
   #lastFlushAt: number;
+  /** Wall-clock milliseconds, for the flush interval. */
+  readonly #clock: () => number;
 
   /** `newBody` makes each slot's insert body (the row encoder's buffer). */
   constructor(
     size: number,
     concurrency: number,
     newBody: () => RowSink,
-    opts: { maxBytes?: number; now?: number; backlogRows?: number } = {},
+    opts: { maxBytes?: number; now?: number; backlogRows?: number; clock?: () => number } = {},
   ) {
     this.size = size;
     this.backlogRows = Math.max(size, opts.backlogRows ?? size);
@@ -32,7 +34,8 @@ export class Batcher {
     const maxBytes = opts.maxBytes ?? Number.POSITIVE_INFINITY;
     for (let i = 0; i < concurrency; i++) this.#free.push(new Batch(this.backlogRows, newBody(), maxBytes));
     this.#current = new Batch(this.backlogRows, newBody(), maxBytes);
-    this.#lastFlushAt = opts.now ?? Date.now();
+    this.#clock = opts.clock ?? Date.now;
+    this.#lastFlushAt = opts.now ?? this.#clock();
   }
 
   get current(): Batch {
@@ -77,13 +80,13 @@ export class Batcher {
   }
 
   /** Whether the filling batch should be sealed now: at BATCH_SIZE, full, or non-empty and the interval passed. */
-  due(intervalMs: number, now = Date.now()): boolean {
+  due(intervalMs: number, now = this.#clock()): boolean {
     if (this.#current.count === 0 || this.#free.length === 0) return false;
     return this.sealable || now - this.#lastFlushAt >= intervalMs;
   }
 
   /** Takes the filling batch for flushing (requires a free slot) and starts a new one. */
-  seal(now = Date.now()): Batch {
+  seal(now = this.#clock()): Batch {
     const next = this.#free.pop();
     if (!next) throw new Error("seal() without a free batch slot");
     const sealed = this.#current;
@@ -106,7 +109,7 @@ export class Batcher {
   }
 
   /** Restarts the interval (e.g. after a flush triggered by a rebalance). */
-  touch(now = Date.now()): void {
+  touch(now = this.#clock()): void {
     this.#lastFlushAt = now;
   }
 }

@@ -6,6 +6,7 @@
  * the rows are the next owner's.
  */
 import type { Batch } from "../batch/batch.ts";
+import { systemClock, type Clock } from "../../clock.ts";
 import type { RetryPolicy } from "../../clickhouse/retry.ts";
 import { storeBatch } from "../../clickhouse/store.ts";
 import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
@@ -25,6 +26,7 @@ export interface FlushDeps {
   onWaiting: (waiting: boolean) => void;
   /** Awaited before each insert is sent; throws once the partitions were lost. */
   admit: (signal: AbortSignal) => Promise<void>;
+  clock?: Clock;
 }
 
 export async function flushBatch(
@@ -32,10 +34,11 @@ export async function flushBatch(
   d: FlushDeps,
   signal = new AbortController().signal,
 ): Promise<void> {
-  const started = performance.now();
+  const clock = d.clock ?? systemClock;
+  const started = clock.mono();
   const once = insertOnce(batch, d.writer, () => d.admit(signal));
   const outcome = await storeBatch(batch.count, once.insert, d.retry, {
-    sleep: (ms) => sleepUnless(ms, signal),
+    sleep: (ms) => sleepUnless(ms, signal, clock),
     onRetry: (attempt, error, delayMs) => {
       d.counters.chRetries++;
       log.warn("ClickHouse insert failed; retrying", {
@@ -87,21 +90,21 @@ export async function flushBatch(
     }
   }
   notInserted.sort((a, b) => a - b);
-  d.counters.recordFlush(batch, outcome, notInserted, (performance.now() - started) / 1000);
+  d.counters.recordFlush(batch, outcome, notInserted, (clock.mono() - started) / 1000);
   await Promise.all(sends);
   d.counters.recordStoredInDlq(batch, notInserted, outcome.refused.length, d.dlq.storageFailureReason);
 }
 
 /** A retry's pause, cut short when the partitions are lost: the next attempt then ends the batch. */
-function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
+function sleepUnless(ms: number, signal: AbortSignal, clock: Clock): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
-      clearTimeout(timer);
+      cancel();
       signal.removeEventListener("abort", done);
       resolve();
     };
-    const timer = setTimeout(done, ms);
+    const cancel = clock.setTimeout(done, ms);
     signal.addEventListener("abort", done);
   });
 }

@@ -50,6 +50,12 @@ const ALONE = Object.freeze({});
 
 export class OffsetTracker {
   readonly #parts = new Map<number, PartitionState>();
+  /** Wall-clock milliseconds: when holds start and what `since` a position without one carries. */
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
 
   /**
    * Registers the next consumed record of a partition. Returns a new hold for the owner to mark
@@ -81,13 +87,13 @@ export class OffsetTracker {
   }
 
   #push(p: PartitionState, offset: number, owner: object): Hold {
-    const hold: Hold = { last: offset, done: false, owner, at: Date.now() };
+    const hold: Hold = { last: offset, done: false, owner, at: this.#now() };
     p.holds.push(hold);
     return hold;
   }
 
   /** Positions that moved since the last call: what to commit now. */
-  advanced(now = Date.now()): Advanced[] {
+  advanced(now = this.#now()): Advanced[] {
     const out: Advanced[] = [];
     for (const [partition, p] of this.#parts) {
       while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
