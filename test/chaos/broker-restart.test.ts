@@ -5,7 +5,7 @@ import { HEADERS } from "../../src/dlq/envelope.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { committedOffsets, consumeN, header, props, topicLength } from "../support/kafka.ts";
-import { e2eScope } from "../support/e2e.ts";
+import { e2eScope, storedCounts } from "../support/e2e.ts";
 import { ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
@@ -41,8 +41,13 @@ test("broker restart mid-stream: every valid record in ClickHouse, every invalid
   await statsWhen(w, (s) => s.assigned_partitions.length === 3 && s.replay_checks_pending === 0 && s.in_flight_buffer === 0 &&
     Object.values(s.partitions).every((p: any) => p.lag === 0), 60_000, "caught up"); // prettier-ignore
   expect(await w.stop()).toBe(0);
+  // Nothing stored twice: count() beside the distinct ids, and the offsets table's rows.
+  const c = await storedCounts(ch, n);
+  expect([c.rows, c.ids, c.offsetRows, c.offsets]).toEqual([valid, valid, valid, valid]);
+  // Nothing dead-lettered twice: as many envelopes as distinct sources.
   const dlq = await consumeN(n.dlq, topicLength(n.dlq));
-  expect(new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`)).size).toBe(30_000 - valid);
+  const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
+  expect([dlq.length, sources.size]).toEqual([30_000 - valid, 30_000 - valid]);
   const committed = committedOffsets(n.group, n.raw, 3);
   // A partition the producer never wrote to has no committed offset (-1001): count it as 0.
   expect([...committed.values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n)).toBe(30_000n);

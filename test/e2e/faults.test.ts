@@ -13,7 +13,7 @@ import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
-const { names, distinctIds } = e2eScope();
+const { names, distinctIds, storedCounts } = e2eScope();
 
 describe("ClickHouse down", () => {
   test("retries with the configured backoff, then dead-letters the batch and commits; readyz flips; progress resumes when it is back", async () => {
@@ -113,11 +113,13 @@ describe("crash safety", () => {
     await waitFor(async () => ((await distinctIds(n)) === valid ? true : undefined), 120_000, "all valid rows");
     await statsWhen(second, (s) => s.in_flight_buffer === 0 && Object.values(s.partitions).every((p: any) => p.lag === 0), 120_000, "caught up");
     expect(await second.stop()).toBe(0);
-    expect(await distinctIds(n)).toBe(valid);
-    // Every invalid record reached the DLQ at least once: distinct by source partition/offset.
+    // Every valid record stored once: count() beside the distinct ids, and the offsets table's rows.
+    const c = await storedCounts(n);
+    expect([c.rows, c.ids, c.offsetRows, c.offsets]).toEqual([valid, valid, valid, valid]);
+    // Every invalid record in the DLQ once: as many envelopes as distinct sources, as invalid records.
     const dlq = await consumeN(n.dlq, topicLength(n.dlq));
     const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
-    expect(sources.size).toBe(invalid);
+    expect([dlq.length, sources.size]).toEqual([invalid, invalid]);
     const committed = committedOffsets(n.group, n.raw, 3);
     // A partition the producer never wrote to has no committed offset (-1001): count it as 0.
     expect([...committed.values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n)).toBe(100_000n);
@@ -144,7 +146,8 @@ describe("bounded memory and the breaker", () => {
     expect(await w.stop()).toBe(0);
     expect(s.total_dlq).toBe(0);
     expect(topicLength(n.dlq)).toBe(0);
-    expect(await distinctIds(n)).toBe(COUNT);
+    const c = await storedCounts(n);
+    expect([c.rows, c.ids, c.offsetRows]).toEqual([COUNT, COUNT, COUNT]);
     // 16 MiB batches: about 18 rows each, never the 1000 of BATCH_SIZE.
     expect(s.flush_count).toBeGreaterThanOrEqual(COUNT / 20);
     // docs/internals.md "Memory, in bytes": 120 MiB + (FLUSH_CONCURRENCY + 1) × 2 × BATCH_MAX_BYTES + 2 × 32 MiB of DLQ sends.
@@ -189,6 +192,7 @@ describe("bounded memory and the breaker", () => {
     expect(ready.status).toBe(503);
     expect((await ready.json() as { reasons: string[] }).reasons).toContain("DLQ circuit breaker tripped");
     expect(await w.stop()).toBe(0);
-    expect(await distinctIds(n)).toBe(s.total_clickhouse);
+    const c = await storedCounts(n);
+    expect([c.rows, c.ids]).toEqual([s.total_clickhouse, s.total_clickhouse]);
   }, 60_000);
 });

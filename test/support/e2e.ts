@@ -3,6 +3,7 @@
  * afterAll that kills leftover workers, deletes the file's topics, drops its tables and closes the
  * client (a developer running the suite again and again should not grow ClickHouse and Kafka).
  */
+import type { ClickHouseClient } from "@clickhouse/client";
 import { afterAll } from "bun:test";
 import { deleteTopics } from "./kafka.ts";
 import { clickhouse, CLICKHOUSE_URL } from "./services.ts";
@@ -32,8 +33,27 @@ export function e2eScope(clickhouseUrl = CLICKHOUSE_URL) {
     },
     /** Distinct cdr_id in a test's table. */
     async distinctIds(n: Names): Promise<number> {
-      const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
-      return Number((await rs.json<{ c: string }>())[0]!.c);
+      return (await storedCounts(ch, n)).ids;
     },
+    /** Rows as billing counts them (count()) beside distinct cdr_id: equal unless a row is stored twice. */
+    storedCounts: (n: Names) => storedCounts(ch, n),
   };
+}
+
+/**
+ * Rows as billing counts them beside the distinct cdr_id. A merge of the ReplacingMergeTree may
+ * collapse a duplicate before it is counted, so the offsets table (a plain MergeTree, one row per
+ * stored record) is counted beside them: its rows equal its distinct offsets unless a record was
+ * stored twice, merged or not.
+ */
+export async function storedCounts(
+  ch: ClickHouseClient,
+  n: { database: string; table: string },
+): Promise<{ rows: number; ids: number; offsetRows: number; offsets: number }> {
+  const q = async (query: string) => (await (await ch.query({ query, format: "JSONEachRow" })).json<Record<string, string>>())[0]!;
+  const t = await q(`SELECT count() AS rows, uniqExact(cdr_id) AS ids FROM ${n.database}.${n.table}`);
+  const o = await q(
+    `SELECT count() AS rows, uniqExact(kafka_partition, kafka_offset) AS offsets FROM ${n.database}.${n.table}_offsets`,
+  );
+  return { rows: Number(t.rows), ids: Number(t.ids), offsetRows: Number(o.rows), offsets: Number(o.offsets) };
 }
