@@ -1,0 +1,165 @@
+// The simulation's services held to the real ones: the same scenario runs against ClickHouse 18.16,
+// the 26.9 engine and the simulated server through the same ClickHouseWriter, and against the real
+// broker and the simulated one through the same consumer surface, and what each answers is compared.
+// What the invariants depend on: which rows a lost-answer read and a replay check find (their
+// bounds: offsets, session_start_time, ingested_at), that a KILL of an insert that no longer runs
+// is a no-op and leaves nothing in system.processes, that every query the writer sends is one the
+// simulated server understands, and that a paused partition resumes after the last record handed out.
+import type { ClickHouseClient } from "@clickhouse/client";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { decode } from "../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { createClickHouse } from "../../src/clickhouse/client.ts";
+import { migrate } from "../../src/clickhouse/migrate.ts";
+import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
+import { ClickHouseWriter, type RowLookup } from "../../src/clickhouse/writer.ts";
+import type { Owned } from "../../src/delivery/offsets/replay-check.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { createTopic, deleteTopics, props } from "../support/kafka.ts";
+import { CLICKHOUSE_SERVERS, uniqueName, waitFor } from "../support/services.ts";
+import { SimClickHouse } from "./clickhouse.ts";
+import { RAW, SimConsumer, SimKafka } from "./kafka.ts";
+import { Actor, EPOCH_MS, Scheduler } from "./scheduler.ts";
+
+setDefaultTimeout(60_000);
+
+const table = uniqueName("simfid").replace(/\W/g, "_");
+const clients = CLICKHOUSE_SERVERS.map((s) =>
+  createClickHouse({ url: s.url, user: "default", password: "", database: "default", table, requestTimeoutMs: 10_000 }),
+);
+const topics: string[] = [];
+afterAll(async () => {
+  for (const ch of clients) {
+    for (const name of [`${table}_offsets_mv`, `${table}_offsets`, table])
+      await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
+    await ch.close();
+  }
+  await deleteTopics(...topics);
+});
+
+const decoded = decode(toJson(withFields({})), { phone: new PhoneNormalizer() });
+if (!decoded.ok) throw new Error("fixture record must be valid");
+const base = decoded;
+const NOW = Math.floor(EPOCH_MS / 1000);
+
+/** Rows of (partition, offset, session start, ingested at): the bounds each read has to get right. */
+const ROWS: Array<[number, number, number, number]> = [
+  [0, 10, NOW - 3600, NOW - 100], [0, 11, NOW - 7200, NOW - 100], [0, 12, NOW - 3600, NOW - 5000],
+  [0, 13, 0, NOW - 100], [1, 10, NOW - 3600, NOW - 100], [1, 20, NOW - 86_400 * 40, NOW - 100],
+  [2, 5, NOW - 60, NOW - 7200],
+]; // prettier-ignore
+
+function body(rows: typeof ROWS): Uint8Array {
+  const b = new RowBinaryBuffer();
+  for (const [p, o, start, at] of rows)
+    b.add({ ...base.row, cdr_id: crypto.randomUUID(), raw_id: `fid-${p}-${o}`, session_start_time: start, session_end_time: start + 10 }, at, p, o);
+  return b.bytes().slice();
+}
+
+const LOOKUPS: RowLookup[] = [
+  { partitions: [0], minOffset: 10, maxOffset: 13, minStart: NOW - 7200, maxStart: NOW - 3600, ingestedSince: NOW - 200 },
+  { partitions: [0, 1], minOffset: 0, maxOffset: 100, minStart: 0, maxStart: NOW, ingestedSince: 0 },
+  { partitions: [1, 2], minOffset: 10, maxOffset: 20, minStart: NOW - 86_400 * 41, maxStart: NOW, ingestedSince: NOW - 200 },
+];
+const OWNED: Owned[][] = [
+  [{ partition: 0, from: 11, since: (NOW - 100) * 1000 }],
+  [{ partition: 0, from: 0, since: 0 }, { partition: 2, from: 5, since: (NOW - 100) * 1000 }],
+  [{ partition: 1, from: 15, since: (NOW - 100) * 1000 }],
+];
+
+interface Answers {
+  rows: string[][];
+  offsets: string[][];
+}
+
+/** The scenario, through a writer: insert, then each read; the kill of an ended insert on the way. */
+async function scenario(w: ClickHouseWriter): Promise<Answers> {
+  await w.insert(body(ROWS), ROWS.length);
+  await w.endInserts([{ endpoint: 0, queryId: "cdr-worker:fidelity:ended" }]);
+  await w.insertsEnded();
+  const rows = [];
+  for (const l of LOOKUPS) rows.push([...(await w.storedRows(l))].sort());
+  const offsets = [];
+  for (const o of OWNED)
+    offsets.push([...(await w.storedOffsets(o))].flatMap(([p, os]) => os.map((x) => `${p}:${x}`)).sort());
+  return { rows, offsets };
+}
+
+async function simulated(): Promise<Answers> {
+  const sched = new Scheduler(1);
+  // The real tables hold only the scenario's rows: no scan cost behind them.
+  const ch = new SimClickHouse(sched, 1, `e2e.${table}`, 0);
+  const a = new Actor("fidelity");
+  const w = new ClickHouseWriter(
+    [{ name: "sim", client: ch.client(a, 0, 10_000) as unknown as ClickHouseClient }],
+    "e2e",
+    table,
+    { clock: sched.clockOf(a), requestTimeoutMs: 10_000 },
+  );
+  let out: Answers | null = null, error: unknown = null;
+  scenario(w).then((r) => (out = r), (e) => (error = e));
+  await sched.run(600_000, () => out !== null || error !== null);
+  if (error) throw error;
+  return out!;
+}
+
+describe("simulated ClickHouse against the real servers", () => {
+  test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, i] as const))(
+    "%s: the lost-answer reads and the replay check's reads find the same rows, and a kill of an ended insert is a no-op",
+    async (_name, i) => {
+      const ch = clients[i]!;
+      await migrate(ch, "e2e", table);
+      const real = await scenario(new ClickHouseWriter(ch, "e2e", table, { requestTimeoutMs: 10_000 }));
+      const sim = await simulated();
+      expect(sim).toEqual(real);
+      // The scenario asks something of every bound: each read finds some rows and leaves some out.
+      for (const r of real.rows) expect(r.length).toBeGreaterThan(0);
+      expect(real.rows.map((r) => r.length)).toEqual([2, 6, 2]);
+      expect(real.offsets.map((r) => r.length)).toEqual([2, 4, 1]);
+      await ch.command({ query: `TRUNCATE TABLE e2e.${table}` });
+      await ch.command({ query: `TRUNCATE TABLE e2e.${table}_offsets` });
+    },
+  );
+});
+
+describe("simulated Kafka against the broker", () => {
+  test("a paused partition drops what was fetched and resumes after the last record handed out", async () => {
+    const topic = await createTopic("simfid", 1);
+    topics.push(topic);
+    const p = new Producer(props);
+    for (let i = 0; i < 20; i++) await p.produce(topic, `r${i}`, { partition: 0 });
+    p.close();
+    // The real consumer: takes 5, pauses, resumes; the next record it hands out.
+    const c = new Consumer({ props: { ...props, "group.id": uniqueName("simfid") }, topics: [topic], maxBatch: 5 });
+    const first = await waitFor(async () => {
+      c.takeAssigned();
+      const m = c.poll(5);
+      if (m.length === 0) await c.waitForMessages(100);
+      return m.length > 0 ? m : undefined;
+    }, 30_000, "first records");
+    const last = first[first.length - 1]!.offset;
+    c.pause(c.assignment);
+    c.resume(c.assignment);
+    const next = await waitFor(async () => {
+      const m = c.poll(1);
+      if (m.length === 0) await c.waitForMessages(100);
+      return m[0];
+    }, 30_000, "the record after the pause");
+    await c.close();
+    // The simulated member, the same steps.
+    const sched = new Scheduler(1);
+    const kafka = new SimKafka(sched, { partitions: 1, sessionTimeoutMs: 10_000, maxPollIntervalMs: 30_000, prefetch: 300, messageTimeoutMs: 300_000 });
+    for (let i = 0; i < 20; i++) kafka.append(0, new TextEncoder().encode(`r${i}`), EPOCH_MS);
+    const sc = new SimConsumer(kafka, new Actor("fidelity"));
+    await sched.run(5_000, () => sc.assignment.length > 0);
+    const simFirst = sc.poll(first.length);
+    sc.pause(sc.assignment);
+    sc.resume(sc.assignment);
+    const simNext = sc.poll(1);
+    expect([simFirst.length, simFirst[simFirst.length - 1]!.offset, simNext[0]!.offset]).toEqual([first.length, last, next.offset]);
+    expect(next.offset).toBe(last + 1);
+    expect(sc.assignment[0]!.topic).toBe(RAW);
+  });
+});

@@ -1,0 +1,590 @@
+/**
+ * Simulated Kafka for the delivery simulation: the raw topic's partitions, the DLQ topic, and one
+ * consumer group with an eager protocol, as the worker meets them through its TypeScript
+ * interfaces (GroupConsumer, RecordProducer, RangeReader, OffsetLookup).
+ *
+ * What it keeps of the real broker and of librdkafka, because the invariants depend on it:
+ * - a member's session is measured from the last heartbeat the coordinator received; one silent past
+ *   session.timeout.ms is removed and its partitions are given to the others;
+ * - librdkafka declares the assignment lost on its own when no heartbeat succeeded for a session,
+ *   and when a heartbeat is answered UNKNOWN_MEMBER_ID;
+ * - a commit carries the member id and generation it was sent with: an unknown member is refused
+ *   UNKNOWN_MEMBER_ID, an old generation ILLEGAL_GENERATION; a rebalance that is preparing still
+ *   takes commits of the current generation (the revoking member commits then);
+ * - a client cut off from the brokers keeps its requests (librdkafka retries them) and sends them
+ *   when the cut heals, produce requests included: an idempotent producer delivers each once, late;
+ * - records fetched before a cut are still handed out (librdkafka's prefetch queue); a pause drops
+ *   what was fetched of that partition and fetching resumes after the last record handed out.
+ * test/sim/fidelity.test.ts holds these to the real broker.
+ */
+import { envelopeSource } from "../../src/dlq/envelope.ts";
+import { KafkaError } from "../../src/errors.ts";
+import type { Message } from "../../src/kafka/message.ts";
+import type { TopicPartition } from "../../src/kafka/partition-list.ts";
+import type { Actor, Scheduler } from "./scheduler.ts";
+
+export const RAW = "cdr.raw";
+export const DLQ = "cdr.raw.dlq";
+
+/** librdkafka's error codes the worker tells apart (rdkafka.h). */
+const CODES = {
+  UNKNOWN_MEMBER_ID: 25,
+  ILLEGAL_GENERATION: 22,
+  REBALANCE_IN_PROGRESS: 27,
+  COORDINATOR_LOAD_IN_PROGRESS: 14,
+  MSG_TIMED_OUT: -192,
+} as const;
+type Code = keyof typeof CODES;
+
+/** Codes a later attempt can get past (handle.ts's TRANSIENT). */
+const RETRYABLE: ReadonlySet<Code> = new Set(["COORDINATOR_LOAD_IN_PROGRESS"]);
+
+export function kafkaRefusal(what: string, code: Code): KafkaError {
+  return new KafkaError("KAFKA_COMMIT", `${what}: ${code}`, CODES[code], code, RETRYABLE.has(code));
+}
+
+export interface DlqRecord {
+  value: Uint8Array;
+  headers: Array<[string, Uint8Array]>;
+  /** The producer's clock (CreateTime). */
+  timestamp: number;
+  producer: string;
+  /** Virtual times the producer sent it and the broker appended it (later when a cut held it). */
+  sentAt: number;
+  appendedAt: number;
+  /** Sent by a process the group no longer counted as the owner of its source partition. */
+  zombie: boolean;
+}
+
+export interface KafkaOptions {
+  partitions: number;
+  sessionTimeoutMs: number;
+  maxPollIntervalMs: number;
+  /** Records a member fetches ahead per partition (librdkafka's prefetch queue). */
+  prefetch: number;
+  /** How long a produce request may wait for the brokers before it fails (message.timeout.ms). */
+  messageTimeoutMs: number;
+}
+
+interface Member {
+  id: string;
+  client: SimConsumer;
+  lastHeartbeat: number;
+  /** Rejoined the rebalance under way (or the first one). */
+  joined: boolean;
+  assignment: number[];
+}
+
+/** A commit the coordinator took: what the invariants check against what is durable. */
+export interface CommitSeen {
+  partition: number;
+  offset: number;
+  member: string;
+  at: number;
+}
+
+export class SimKafka {
+  readonly raw: Array<Array<{ value: Uint8Array; timestamp: number }>>;
+  readonly dlq: DlqRecord[] = [];
+  readonly committed = new Map<number, { offset: number; metadata: string }>();
+  readonly #members = new Map<string, Member>();
+  #generation = 0;
+  #rebalancing = false;
+  #rebalanceStarted = 0;
+  #nextMember = 0;
+  readonly #cut = new Set<Actor>();
+  #downUntil = 0;
+  #loadingUntil = 0;
+  readonly #held: Array<{ actor: Actor; go: () => void }> = [];
+  /** Hears each commit the coordinator takes, before it is stored. */
+  onCommit: (c: CommitSeen) => void = () => {};
+
+  constructor(
+    readonly sched: Scheduler,
+    readonly opts: KafkaOptions,
+  ) {
+    this.raw = Array.from({ length: opts.partitions }, () => []);
+    const tick = () => {
+      this.#expire();
+      sched.at(250, tick);
+    };
+    sched.at(250, tick);
+  }
+
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** The process that owns `partition` as the coordinator sees it now (its member is in the group), or null. */
+  ownerOf(partition: number): string | null {
+    for (const m of this.#members.values()) if (m.assignment.includes(partition)) return m.client.actor.name;
+    return null;
+  }
+
+  /** Partitions each live member owns now, for the report. */
+  owners(): Map<string, number[]> {
+    return new Map([...this.#members].map(([id, m]) => [id, m.assignment]));
+  }
+
+  append(partition: number, value: Uint8Array, timestamp: number): void {
+    this.raw[partition]!.push({ value, timestamp });
+  }
+
+  reachable(a: Actor): boolean {
+    return !this.#cut.has(a) && this.sched.now >= this.#downUntil;
+  }
+
+  /** Packets between `a` and the brokers are dropped until heal(). */
+  cut(a: Actor): void {
+    this.#cut.add(a);
+  }
+
+  heal(a: Actor): void {
+    this.#cut.delete(a);
+    this.#release();
+  }
+
+  /** The brokers stop for `ms`; then the coordinator loads its groups for a while. */
+  restart(ms: number): void {
+    this.#downUntil = this.sched.now + ms;
+    this.#loadingUntil = this.#downUntil + 1_000;
+    this.sched.at(ms, () => this.#release());
+  }
+
+  /**
+   * A request from `a`: handled at the broker after a network delay once the path is open, its
+   * answer back at `a` once the path is open again. Held requests and answers go on a heal.
+   */
+  request<T>(a: Actor, handle: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const send = () => {
+        if (a.dead) return;
+        if (!this.reachable(a)) return void this.#held.push({ actor: a, go: send });
+        this.sched.at(this.#latency(), () => {
+          let ok = true, value: T | undefined, error: unknown;
+          try {
+            value = handle();
+          } catch (e) {
+            ok = false;
+            error = e;
+          }
+          const answer = () => {
+            if (!this.reachable(a)) return void this.#held.push({ actor: a, go: answer });
+            this.sched.at(this.#latency(), () => (ok ? resolve(value as T) : reject(error)), a);
+          };
+          answer();
+        });
+      };
+      send();
+    });
+  }
+
+  /** A member joins (or rejoins after giving up its partitions): a rebalance starts. */
+  join(client: SimConsumer): string {
+    const id = `${client.actor.name}#${this.#nextMember++}`;
+    this.#members.set(id, { id, client, lastHeartbeat: this.sched.now, joined: true, assignment: [] });
+    this.#startRebalance();
+    return id;
+  }
+
+  /** A member that gave up what it held asks back in. */
+  rejoin(id: string): boolean {
+    const m = this.#members.get(id);
+    if (!m) return false;
+    m.joined = true;
+    m.lastHeartbeat = this.sched.now;
+    this.#maybeComplete();
+    return true;
+  }
+
+  leave(id: string): void {
+    if (this.#members.delete(id)) this.#startRebalance();
+  }
+
+  /** A heartbeat: "ok", "rebalance" (give up and rejoin) or "unknown" (the session ended). */
+  heartbeat(id: string): "ok" | "rebalance" | "unknown" {
+    const m = this.#members.get(id);
+    if (!m) return "unknown";
+    m.lastHeartbeat = this.sched.now;
+    return this.#rebalancing && !m.joined ? "rebalance" : "ok";
+  }
+
+  commit(id: string | null, generation: number, offsets: readonly TopicPartition[]): TopicPartition[] {
+    if (this.sched.now < this.#loadingUntil) throw kafkaRefusal("commit", "COORDINATOR_LOAD_IN_PROGRESS");
+    const m = id === null ? undefined : this.#members.get(id);
+    // The replay check's first commit comes from a member; a commit without one is a tool's.
+    if (id !== null && !m) throw kafkaRefusal("commit", "UNKNOWN_MEMBER_ID");
+    if (m && generation !== this.#generation) throw kafkaRefusal("commit", "ILLEGAL_GENERATION");
+    if (m && this.#rebalancing && m.joined) throw kafkaRefusal("commit", "REBALANCE_IN_PROGRESS");
+    for (const o of offsets) {
+      const offset = Number(o.offset);
+      this.onCommit({ partition: o.partition, offset, member: id ?? "-", at: this.sched.now });
+      this.committed.set(o.partition, { offset, metadata: o.metadata ?? "" });
+    }
+    return offsets.map((o) => ({ ...o }));
+  }
+
+  committedOf(partitions: readonly TopicPartition[]): TopicPartition[] {
+    return partitions.map((tp) => {
+      const c = this.committed.get(tp.partition);
+      return c
+        ? { topic: tp.topic, partition: tp.partition, offset: BigInt(c.offset), metadata: c.metadata }
+        : { topic: tp.topic, partition: tp.partition, offset: -1001n };
+    });
+  }
+
+  #latency(): number {
+    return this.sched.int(1, 5);
+  }
+
+  #release(): void {
+    const held = this.#held.splice(0);
+    for (const h of held) h.go();
+  }
+
+  #expire(): void {
+    const now = this.sched.now;
+    let gone = false;
+    for (const [id, m] of this.#members) {
+      const silent = now - m.lastHeartbeat > this.opts.sessionTimeoutMs;
+      const stuck = this.#rebalancing && !m.joined && now - this.#rebalanceStarted > this.opts.maxPollIntervalMs;
+      if (silent || stuck) {
+        this.#members.delete(id);
+        gone = true;
+      }
+    }
+    if (gone) this.#startRebalance();
+    else this.#maybeComplete();
+  }
+
+  /** Eager: every member that holds partitions gives them all up and rejoins. */
+  #startRebalance(): void {
+    if (!this.#rebalancing) this.#rebalanceStarted = this.sched.now;
+    this.#rebalancing = true;
+    for (const m of this.#members.values()) if (m.assignment.length > 0) m.joined = false;
+    this.#maybeComplete();
+  }
+
+  #maybeComplete(): void {
+    if (!this.#rebalancing) return;
+    const members = [...this.#members.values()];
+    if (members.some((m) => !m.joined)) return;
+    this.#rebalancing = false;
+    this.#generation++;
+    members.sort((a, b) => (a.id < b.id ? -1 : 1));
+    for (const m of members) m.assignment = [];
+    for (let p = 0; p < this.opts.partitions && members.length > 0; p++) members[p % members.length]!.assignment.push(p);
+    for (const m of members) {
+      const gen = this.#generation, assignment = [...m.assignment];
+      this.request(m.client.actor, () => null).then(() => m.client.assigned(m.id, gen, assignment));
+    }
+  }
+}
+
+/** A group member as the worker's loop and delivery see it (GroupConsumer). */
+export class SimConsumer {
+  #memberId: string | null = null;
+  /** The member id the coordinator gave the last join, known here once its answer or assignment arrives. */
+  #joining: string | null = null;
+  #generation = -1;
+  #assignment: TopicPartition[] = [];
+  #pendingRevoke: TopicPartition[] | null = null;
+  #revokeLost = false;
+  #assigned: TopicPartition[][] = [];
+  readonly #paused = new Set<number>();
+  /** Next offset to fetch, and fetched records not yet handed out, per partition. */
+  readonly #fetchAt = new Map<number, number>();
+  readonly #fetched = new Map<number, Message[]>();
+  #lastHeartbeatOk: number;
+  readonly #waiting: Array<() => void> = [];
+  #closed = false;
+  #commitChain: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly kafka: SimKafka,
+    readonly actor: Actor,
+  ) {
+    this.#lastHeartbeatOk = kafka.sched.now;
+    this.#join();
+    const beat = () => {
+      if (this.#closed) return;
+      this.#heartbeat();
+      kafka.sched.at(1_000, beat, actor);
+    };
+    kafka.sched.at(1_000, beat, actor);
+    // librdkafka's fetcher fills the prefetch queue whether or not the loop polls.
+    const fetch = () => {
+      if (this.#closed) return;
+      if (kafka.reachable(actor)) this.#fetch();
+      kafka.sched.at(50, fetch, actor);
+    };
+    kafka.sched.at(50, fetch, actor);
+  }
+
+  get assignment(): readonly TopicPartition[] {
+    return this.#assignment;
+  }
+  get pendingRevoke(): readonly TopicPartition[] | null {
+    return this.#pendingRevoke;
+  }
+  get revokeLost(): boolean {
+    return this.#revokeLost;
+  }
+  takeAssigned(): TopicPartition[][] {
+    const a = this.#assigned;
+    this.#assigned = [];
+    return a;
+  }
+
+  waitForMessages(timeoutMs: number): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        cancel();
+        resolve();
+      };
+      const cancel = this.kafka.sched.at(
+        timeoutMs,
+        () => {
+          const i = this.#waiting.indexOf(done);
+          if (i >= 0) this.#waiting.splice(i, 1);
+          resolve();
+        },
+        this.actor,
+      );
+      this.#waiting.push(done);
+    });
+  }
+
+  wake(): void {
+    for (const w of this.#waiting.splice(0)) w();
+  }
+
+  poll(max = 1000, revoking = false): Message[] {
+    if (this.#closed || (this.#pendingRevoke && !revoking) || max <= 0) return [];
+    if (this.kafka.reachable(this.actor)) this.#fetch();
+    const out: Message[] = [];
+    for (const tp of this.#assignment) {
+      if (this.#paused.has(tp.partition)) continue;
+      const q = this.#fetched.get(tp.partition);
+      while (q && q.length > 0 && out.length < max) out.push(q.shift()!);
+      if (out.length >= max) break;
+    }
+    return out;
+  }
+
+  commit(offsets: readonly TopicPartition[]): Promise<TopicPartition[]> {
+    const id = this.#memberId, gen = this.#generation;
+    const run = () => this.kafka.request(this.actor, () => this.kafka.commit(id ?? "", gen, offsets));
+    const p = this.#commitChain.then(run, run);
+    this.#commitChain = p.catch(() => {});
+    return p;
+  }
+
+  pause(partitions: readonly TopicPartition[]): void {
+    for (const { partition } of partitions) {
+      this.#paused.add(partition);
+      // Fetched records of a paused partition are dropped; it fetches again from the first of them.
+      const q = this.#fetched.get(partition);
+      if (q && q.length > 0) this.#fetchAt.set(partition, q[0]!.offset);
+      this.#fetched.delete(partition);
+    }
+  }
+
+  resume(partitions: readonly TopicPartition[]): void {
+    for (const { partition } of partitions) this.#paused.delete(partition);
+  }
+
+  completeRevoke(): void {
+    const revoked = this.#pendingRevoke;
+    if (!revoked) return;
+    this.#pendingRevoke = null;
+    this.#revokeLost = false;
+    this.#assignment = [];
+    for (const { partition } of revoked) {
+      this.#fetched.delete(partition);
+      this.#fetchAt.delete(partition);
+      this.#paused.delete(partition);
+    }
+    this.#rejoin();
+  }
+
+  async close(): Promise<boolean> {
+    if (this.#closed) return true;
+    this.#closed = true;
+    const id = this.#memberId;
+    if (id !== null) await this.kafka.request(this.actor, () => this.kafka.leave(id));
+    return true;
+  }
+
+  /** The coordinator's assignment reached this member. */
+  assigned(memberId: string, generation: number, partitions: number[]): void {
+    // The assignment can overtake the join's answer (they are two requests): the id it was given counts.
+    if (this.#closed || (memberId !== this.#memberId && memberId !== this.#joining)) return;
+    this.#memberId = memberId;
+    this.#generation = generation;
+    const tps = partitions.map((partition) => ({ topic: RAW, partition }));
+    this.#assignment = tps;
+    for (const p of partitions) {
+      this.#fetchAt.set(p, this.kafka.committed.get(p)?.offset ?? 0);
+      this.#fetched.delete(p);
+      this.#paused.delete(p);
+    }
+    this.#assigned.push(tps);
+    this.wake();
+  }
+
+  #fetch(): void {
+    for (const { partition } of this.#assignment) {
+      if (this.#paused.has(partition)) continue;
+      let q = this.#fetched.get(partition);
+      if (!q) this.#fetched.set(partition, (q = []));
+      const log = this.kafka.raw[partition]!;
+      let at = this.#fetchAt.get(partition) ?? 0;
+      while (q.length < this.kafka.opts.prefetch && at < log.length) {
+        const r = log[at]!;
+        q.push({ topic: RAW, partition, offset: at, timestamp: r.timestamp, value: r.value, key: null });
+        at++;
+      }
+      this.#fetchAt.set(partition, at);
+    }
+  }
+
+  #join(): void {
+    this.kafka.request(this.actor, () => (this.#joining = this.kafka.join(this))).then((id) => {
+      if (this.#joining !== id) return;
+      this.#memberId = id;
+      this.#lastHeartbeatOk = this.kafka.sched.now;
+    });
+  }
+
+  #rejoin(): void {
+    const id = this.#memberId;
+    if (id === null) return this.#join();
+    this.kafka.request(this.actor, () => this.kafka.rejoin(id)).then((known) => {
+      if (!known && this.#memberId === id) {
+        this.#memberId = null;
+        this.#join();
+      }
+    });
+  }
+
+  #heartbeat(): void {
+    const now = this.kafka.sched.now;
+    // librdkafka's own session check: no heartbeat answered for a session, the assignment is lost.
+    if (this.#memberId !== null && now - this.#lastHeartbeatOk > this.kafka.opts.sessionTimeoutMs) this.#lost();
+    const id = this.#memberId;
+    if (id === null || !this.kafka.reachable(this.actor)) return;
+    // A heartbeat is not retried: one the network drops is simply missing.
+    this.kafka.request(this.actor, () => this.kafka.heartbeat(id)).then((answer) => {
+      if (this.#memberId !== id) return;
+      if (answer === "unknown") return this.#lost();
+      this.#lastHeartbeatOk = this.kafka.sched.now;
+      if (answer === "rebalance" && !this.#pendingRevoke) {
+        if (this.#assignment.length === 0) this.#rejoin();
+        else this.#pendingRevoke = [...this.#assignment];
+        this.wake();
+      }
+    });
+  }
+
+  /** The group gave this member's partitions to others: what it holds must not be flushed. */
+  #lost(): void {
+    this.#memberId = null;
+    this.#joining = null;
+    this.#generation = -1;
+    if (this.#assignment.length > 0) {
+      this.#pendingRevoke = [...this.#assignment];
+      this.#revokeLost = true;
+    } else this.#join();
+    this.wake();
+  }
+}
+
+/** The DLQ producer of one worker (RecordProducer): each record delivered once, perhaps late. */
+export class SimProducer {
+  constructor(
+    readonly kafka: SimKafka,
+    readonly actor: Actor,
+    readonly clock: () => number,
+  ) {}
+
+  produce(
+    topic: string,
+    value: string | Uint8Array | null,
+    opts: { headers?: Record<string, string> | Array<[string, string | Uint8Array]> } = {},
+  ): Promise<{ partition: number; offset: number }> {
+    const bytes = typeof value === "string" ? new TextEncoder().encode(value) : (value ?? new Uint8Array());
+    const headers = headerList(opts.headers);
+    const timestamp = this.clock();
+    const sentAt = this.kafka.sched.now;
+    const source = envelopeSource(headers);
+    const zombie = source !== null && this.kafka.ownerOf(source.partition) !== this.actor.name;
+    return this.kafka.request(this.actor, () => {
+      if (this.kafka.sched.now - sentAt > this.kafka.opts.messageTimeoutMs)
+        throw kafkaRefusal(`produce to ${topic}`, "MSG_TIMED_OUT");
+      const appendedAt = this.kafka.sched.now;
+      this.kafka.dlq.push({ value: bytes, headers, timestamp, producer: this.actor.name, sentAt, appendedAt, zombie });
+      return { partition: 0, offset: this.kafka.dlq.length - 1 };
+    });
+  }
+}
+
+function headerList(h: Record<string, string> | Array<[string, string | Uint8Array]> | undefined) {
+  const enc = new TextEncoder();
+  const list: Array<[string, string | Uint8Array]> = !h ? [] : Array.isArray(h) ? h : Object.entries(h);
+  return list.map(([k, v]) => [k, typeof v === "string" ? enc.encode(v) : v] as [string, Uint8Array]);
+}
+
+/** The replay check's reader of the DLQ (RangeReader): what the log holds when it is read. */
+export class SimDlqReader {
+  #positions = new Map<number, number>();
+  #ends = new Map<number, number>();
+  constructor(readonly kafka: SimKafka) {}
+
+  assign(partitions: readonly TopicPartition[]): void {
+    this.#ends.clear();
+    this.#positions = new Map(partitions.map((p) => [p.partition, Number(p.offset ?? 0)]));
+  }
+
+  poll(): Message[] {
+    const out: Message[] = [];
+    for (const [p, at] of this.#positions) {
+      const log = this.kafka.dlq;
+      for (let o = at; o < log.length; o++) {
+        const r = log[o]!;
+        out.push({ topic: DLQ, partition: p, offset: o, timestamp: r.timestamp, value: r.value, key: null, headers: r.headers });
+      }
+      this.#positions.set(p, log.length);
+      this.#ends.set(p, log.length);
+    }
+    return out;
+  }
+
+  endReached(partition: number): number | undefined {
+    return this.#ends.get(partition);
+  }
+
+  queryWatermarks(): { low: number; high: number } {
+    return { low: 0, high: this.kafka.dlq.length };
+  }
+}
+
+/** The admin lookups of the replay check (OffsetLookup's listOffsets), as requests from `a`. */
+export function simLookup(kafka: SimKafka, a: Actor) {
+  return {
+    listOffsets: (topic: string, partitions: readonly number[], spec: "earliest" | "latest" | number) =>
+      kafka.request(a, () => {
+        const length = (p: number) => (topic === DLQ ? kafka.dlq.length : kafka.raw[p]!.length);
+        return new Map(
+          partitions.map((p) => {
+            if (spec === "earliest") return [p, 0];
+            if (spec === "latest") return [p, length(p)];
+            const log = topic === DLQ ? kafka.dlq : kafka.raw[p]!;
+            const i = log.findIndex((r) => r.timestamp >= spec);
+            return [p, i];
+          }),
+        );
+      }),
+  };
+}
