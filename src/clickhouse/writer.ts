@@ -16,10 +16,12 @@
  * (offsets/replay-check.ts); with exactly-once, an insert into a Distributed table is synchronous
  * (`insert_distributed_sync=1`): acknowledged once the shards hold the rows, not a local spool.
  *
- * A failed insert is never sent again blindly: its error carries the query id of each attempt that
- * may have stored rows (an answer lost to a timeout or a reset), and the flush stage ends those
- * inserts (endInserts) and reads which rows are stored (storedRows) before it sends the rest
- * (delivery/flush/insert-once.ts).
+ * A failed insert is never sent again blindly, to the same endpoint or another: an attempt that may
+ * have stored its rows (an answer lost to a timeout or a reset) ends the endpoint loop at once, its
+ * error carries the query id of every such attempt, and the flush stage ends those inserts
+ * (endInserts) and reads which rows are stored (storedRows) before it sends the rest
+ * (delivery/flush/insert-once.ts). Only failures that stored nothing (a refused connection, a
+ * refusal of the endpoint's own) go on to the next endpoint at once.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
@@ -139,9 +141,11 @@ export class ClickHouseWriter {
 
   /**
    * Resolves once ClickHouse acknowledged every row of `body` (RowBinary rows); throws a
-   * ClickHouseInsertError that says whether a resend, a split or neither can help.
+   * ClickHouseInsertError that says whether a resend, a split or neither can help. `admit` is
+   * awaited right before each send, on every endpoint, and may throw to stop there (the partitions
+   * were lost).
    */
-  async insert(body: Uint8Array | string, rows: number): Promise<void> {
+  async insert(body: Uint8Array | string, rows: number, admit?: () => Promise<void>): Promise<void> {
     const n = this.#endpoints.length;
     let transient: ClickHouseInsertError | undefined;
     let permanent: ClickHouseInsertError | undefined;
@@ -154,16 +158,40 @@ export class ClickHouseWriter {
       const e = this.#endpoints[i]!;
       const queryId = `${this.#queryIdPrefix}${++this.#inserts}`;
       try {
-        await this.#insertInto(e, body, rows, queryId);
+        await this.#insertInto(e, body, rows, queryId, admit);
         e.up = true;
         e.inserts++;
         this.#current = i;
         this.#failing = false;
         return;
       } catch (err) {
-        const failure = err as ClickHouseInsertError;
-        if (failure.mayHaveStored) uncertain.push({ endpoint: i, queryId });
-        if (failure.kind === "data" || failure.kind === "shape") throw withAttempts(failure);
+        // Not ClickHouse's answer (admit refused: the partitions were lost): nothing more is sent.
+        if (!(err instanceof ClickHouseInsertError)) throw err;
+        const failure = err;
+        if (failure.kind === "data" || failure.kind === "shape") {
+          if (failure.mayHaveStored) uncertain.push({ endpoint: i, queryId });
+          throw withAttempts(failure);
+        }
+        if (failure.mayHaveStored) {
+          // The rows may be stored here: sent on to the next endpoint they could be stored twice (two
+          // entry points of one table). The caller ends this insert and reads what it stored first.
+          uncertain.push({ endpoint: i, queryId });
+          e.failures++;
+          if (failure.kind === "transient") {
+            e.up = false;
+            e.version = null;
+          }
+          this.#failing = true;
+          // Later inserts, and this one once checked, go to the next endpoint first.
+          this.#current = (i + 1) % n;
+          throw withAttempts(
+            new ClickHouseInsertError(failure.message, failure.kind, { code: failure.serverCode, type: failure.serverType }, {
+              cause: failure.cause,
+              unreachable: !answered && failure.serverCode === null && k === n - 1,
+              mayHaveStored: true,
+            }),
+          );
+        }
         e.failures++;
         if (failure.serverCode !== null) answered = true;
         if (failure.kind === "transient") {
@@ -188,9 +216,17 @@ export class ClickHouseWriter {
     );
   }
 
-  async #insertInto(e: Endpoint, body: Uint8Array | string, rows: number, queryId: string): Promise<void> {
+  async #insertInto(
+    e: Endpoint,
+    body: Uint8Array | string,
+    rows: number,
+    queryId: string,
+    admit?: () => Promise<void>,
+  ): Promise<void> {
     const what = `insert of ${rows} rows into ${this.#table}${this.#endpoints.length > 1 ? ` at ${e.name}` : ""}`;
     const version = e.version ?? (await this.#learnVersion(e, what));
+    // Asked right before the body goes, after any wait for the version: a freeze can fall anywhere before.
+    await admit?.();
     try {
       await this.#send(e.client, body, version, queryId);
     } catch (cause) {

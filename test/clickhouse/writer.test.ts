@@ -163,3 +163,34 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, i] as const))("%s: the repla
     for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
   }
 });
+
+// Regression (the delivery simulation's failover-resend): an insert whose answer was lost after the
+// server stored it went on to the next endpoint at once; two entry points of one table stored it twice.
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: an answer lost at the first endpoint stops the endpoint loop: thrown as maybe stored, never sent to the next", async (_n, server, i) => {
+  const t = `${table}_failover`;
+  await migrate(clients[i]!, "e2e", t);
+  const a = TcpProxy.inFrontOf(server.url), b = TcpProxy.inFrontOf(server.url);
+  const endpoints = [a, b].map((p, k) => ({ name: `e${k}`, client: createClickHouse(cfg(p.url), "default") }));
+  try {
+    const w = new ClickHouseWriter(endpoints, "e2e", t);
+    await w.insert(body("warmup"), 1); // learns a's version, so the next insert's first request is the insert
+    a.loseAnswers(() => "reset");
+    // Rows with provenance: the offsets table (a plain MergeTree) counts each stored copy, merged or not.
+    const b2 = new RowBinaryBuffer();
+    for (const o of [1, 2]) b2.add({ ...base.row, cdr_id: crypto.randomUUID() }, 100, 0, o);
+    const e = await w.insert(b2.bytes().slice(), 2).then(() => null, (e: unknown) => e);
+    expect(e).toBeInstanceOf(ClickHouseInsertError);
+    const err = e as ClickHouseInsertError;
+    expect([err.mayHaveStored, err.attempts.map((x) => x.endpoint)]).toEqual([true, [0]]);
+    const rows = await (await clients[i]!.query({ query: `SELECT count() AS c FROM e2e.${t}_offsets WHERE kafka_offset IN (1, 2)`, format: "JSONEachRow" })).json<{ c: string }>();
+    expect(Number(rows[0]!.c)).toBe(2); // stored once, through a; b got nothing
+    // The next insert goes to the next endpoint first.
+    await w.insert(body("sms"), 1);
+    expect(w.endpoints.map((x) => x.inserts)).toEqual([1, 1]);
+  } finally {
+    a.down();
+    b.down();
+    for (const x of endpoints) await x.client.close();
+    for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
+  }
+});

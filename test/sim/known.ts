@@ -14,14 +14,6 @@ export interface KnownCause {
 
 export const KNOWN: readonly KnownCause[] = [
   {
-    causes: ["unchecked-resend", "one-owner"],
-    fixtures: ["failover-resend"],
-    why:
-      "an insert whose answer was lost goes on to the next endpoint at once, with no read of what the first " +
-      "stored: two entry points of one table store it twice; behind a refused connection the error that " +
-      "reaches the retry no longer says the rows may be stored, and they are sent again unchecked",
-  },
-  {
     causes: ["batch-held"],
     fixtures: ["clock-step-flush-interval"],
     why: "the flush interval runs on the wall clock: stepped back, it holds a partial batch until it catches up",

@@ -81,7 +81,8 @@ export function insertOnce(batch: Batch, writer: ClickHouseWriter, admit = async
       if (rows.length === 0) return;
       await admit();
       try {
-        await writer.insert(bodyOf(batch, rows, lo, hi), rows.length);
+        // Admitted again right before each send, on every endpoint (after any wait for its version).
+        await writer.insert(bodyOf(batch, rows, lo, hi), rows.length, admit);
         return;
       } catch (e) {
         if (!(e instanceof ClickHouseInsertError) || !e.mayHaveStored) throw e;
