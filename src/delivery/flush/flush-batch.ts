@@ -11,6 +11,7 @@ import type { RetryPolicy } from "../../clickhouse/retry.ts";
 import { storeBatch } from "../../clickhouse/store.ts";
 import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
 import type { DlqPublisher, SourceRecord } from "../../dlq/publisher.ts";
+import { AssignmentLostError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import type { Counters } from "../../stats/counters.ts";
 import { insertOnce } from "./insert-once.ts";
@@ -50,6 +51,18 @@ export async function flushBatch(
     },
     onWaiting: (waiting) => d.onWaiting(waiting),
   });
+  const failed = outcome.failed;
+  // A lost answer's rows may be stored after all: asked once more before any goes to the DLQ.
+  if (failed && !signal.aborted) await once.settle();
+  d.counters.chAnswersLost += once.lost;
+  // Nothing of the batch goes to the DLQ unless the worker still owns its partitions, asked after
+  // the last read and right before the sends: a worker frozen past its session that thaws with its
+  // retries spent (or its check's answer) hears the group first (lease.ts), as a successor may
+  // have stored these very rows meanwhile.
+  if (!signal.aborted && (failed || outcome.refused.length > 0))
+    await d.admit(signal).catch((e) => {
+      if (!(e instanceof AssignmentLostError)) throw e;
+    });
   if (signal.aborted) {
     log.warn("a batch of lost partitions was dropped; their next owner replays it", { rows: batch.count });
     return;
@@ -66,10 +79,6 @@ export async function flushBatch(
     });
     sends.push(d.dlq.publishRefused(sourceRecord(batch, row), d.topic, error.column, error.message));
   }
-  const failed = outcome.failed;
-  // A lost answer's rows may be stored after all: asked once more before any goes to the DLQ.
-  if (failed) await once.settle();
-  d.counters.chAnswersLost += once.lost;
   if (failed) {
     const records: SourceRecord[] = [];
     for (const [lo, hi] of failed.ranges) {

@@ -5,6 +5,7 @@ import { Batch } from "../../../src/delivery/batch/batch.ts";
 import { decode } from "../../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../../src/cdr/phone.ts";
 import { ClickHouseInsertError } from "../../../src/clickhouse/insert-error.ts";
+import { AssignmentLostError } from "../../../src/errors.ts";
 import { RowBuffer } from "../../../src/clickhouse/row-encoder.ts";
 import type { ClickHouseWriter } from "../../../src/clickhouse/writer.ts";
 import type { DlqPublisher, SourceRecord } from "../../../src/dlq/publisher.ts";
@@ -88,4 +89,36 @@ test("a batch whose partitions were lost while it waited to retry sends nothing 
   expect(inserts).toBe(1);
   expect(waiting).toEqual([true, false]);
   expect([counters.durableClickhouse, counters.durableDlq, counters.chExhausted]).toEqual([0, 0, 0]);
+});
+
+// Regression (the delivery simulation's zombie-dead-letter): a batch whose retries ran out read what
+// its lost answer stored, and the group took its partitions while that read was under way; the rows
+// went to the DLQ although their next owner may have stored them meanwhile.
+test("retries spent and the partitions lost during the last read of what was stored: nothing goes to the DLQ", async () => {
+  const batch = batchOf(4);
+  const epoch = new AbortController();
+  const writer = {
+    async insert() {
+      throw new ClickHouseInsertError("Timeout error.", "transient", { code: null }, { mayHaveStored: true });
+    },
+    async endInserts() {},
+    async storedRows() {
+      epoch.abort(); // the loss is heard while the check's answer is on its way
+      return new Set<string>();
+    },
+  } as unknown as ClickHouseWriter;
+  const sent: unknown[] = [];
+  const dlq = {
+    storageFailureReason: "normalization_error",
+    async publishRefused(r: unknown) { sent.push(r); },
+    async publishStorageFailure(rs: unknown[]) { sent.push(...rs); },
+  } as unknown as DlqPublisher;
+  const counters = new Counters();
+  const admit = async (signal: AbortSignal) => {
+    if (signal.aborted) throw new AssignmentLostError("insert not sent");
+  };
+  const retry = { maxAttempts: 1, initialDelayMs: 1, backoffFactor: 1 };
+  await flushBatch(batch, { writer, dlq, counters, topic: "cdr.raw", retry, onWaiting: () => {}, admit }, epoch.signal);
+  expect(sent).toEqual([]);
+  expect([counters.durableClickhouse, counters.durableDlq]).toEqual([0, 0]);
 });
