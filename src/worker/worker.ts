@@ -17,6 +17,8 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 // Longest idle wait between polls of an empty queue (arrivals wake the worker at once), and for room
 // while every batch slot or the DLQ's bound is taken (a settle wakes it first).
 const IDLE_WAIT_MS = 20, FULL_WAIT_MS = 50;
+/** The poll's pace while a shutdown drains (a settle wakes it sooner). */
+const DRAIN_POLL_MS = 100;
 
 export class Worker {
   readonly #consumer: GroupConsumer;
@@ -79,8 +81,7 @@ export class Worker {
     }
     if (!this.#fatal) {
       this.#state = "draining";
-      if (this.#consumer.revokeLost) this.#delivery.abandon(); // a zombie's shutdown flushes nothing
-      await this.#delivery.settle();
+      await this.#drain();
     }
     if (this.#fatal) {
       this.#state = "failed";
@@ -90,10 +91,34 @@ export class Worker {
     this.#state = "stopped";
   }
 
+  /**
+   * Flushes and commits what is held before the worker leaves the group. The loop goes on polling
+   * (every partition paused) while it does, so that a loss of the assignment during a long drain
+   * (a freeze, a cut from the brokers) is heard: what is held is then dropped, not flushed after
+   * the partitions' next owner checked them. A zombie's shutdown flushes nothing.
+   */
+  async #drain(): Promise<void> {
+    const lost = () => this.#consumer.revokeLost;
+    if (lost()) return this.#delivery.abandon();
+    this.#delivery.pauseForRevoke();
+    let settled = false;
+    const settling = this.#delivery.settle().finally(() => (settled = true));
+    while (!settled) {
+      await Promise.race([settling, this.#consumer.waitForMessages(DRAIN_POLL_MS)]);
+      if (settled) break;
+      this.#poll(true);
+      if (lost()) {
+        this.#delivery.abandon();
+        break;
+      }
+    }
+    await settling;
+  }
+
   /** A poll that throws (the client may not use the group) is fatal, through the one fatal path. */
-  #poll(): Message[] {
+  #poll(draining = false): Message[] {
     try {
-      return this.#consumer.poll(this.#delivery.pollMax());
+      return this.#consumer.poll(this.#delivery.pollMax(), draining);
     } catch (e) {
       this.#fail(e);
       return [];

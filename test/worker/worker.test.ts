@@ -5,7 +5,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import type { DlqPublisher } from "../../src/dlq/publisher.ts";
-import type { Consumer } from "../../src/kafka/consumer.ts";
+import type { GroupConsumer } from "../../src/kafka/consumer.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import { Delivery } from "../../src/delivery/delivery.ts";
@@ -26,16 +26,22 @@ function harness(messages: Message[], dlqDelayMs = 0) {
   const rejections: Array<{ reason: string; field: string | null; detail: string; offset: number }> = [];
   let queued = [...messages];
   let assigned = false;
+  // Paused partitions hand out nothing, as librdkafka's: the drain polls with every partition paused.
+  let paused = false;
   const consumer = {
     pendingRevoke: null,
+    revokeLost: false,
+    assignment: [{ topic: "cdr.raw", partition: 0 }],
+    pause: () => void (paused = true),
+    resume: () => void (paused = false),
     takeAssigned: () => (assigned ? [] : ((assigned = true), [[{ topic: "cdr.raw", partition: 0 }]])),
-    poll: (max: number) => queued.splice(0, max),
+    poll: (max: number) => (paused ? [] : queued.splice(0, max)),
     waitForMessages: (ms: number) => Bun.sleep(ms),
     wake: () => {},
     commit: async (offsets: Array<{ partition: number; offset: bigint }>) => { events.push(`commit ${offsets.map((o) => o.offset).join(",")}`); },
     completeRevoke: () => {},
     close: () => events.push("close"),
-  } as unknown as Consumer;
+  } as unknown as GroupConsumer;
   const writer = {
     insert: async (body: Uint8Array) => {
       const ids = rowBinaryToTsv(body).map((l) => l.split("\t")[1]);
