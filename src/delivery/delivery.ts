@@ -114,12 +114,14 @@ export class Delivery {
     this.#opts = opts;
     this.#deps = deps;
     const clock = (this.#clock = deps.clock ?? systemClock);
-    const now = () => clock.now();
-    this.#tracker = new OffsetTracker(now);
+    // Holds are stamped with the wall clock (a commit's `since` is compared with ingested_at and
+    // envelope timestamps); the flush interval runs on the monotonic one, so a wall clock stepped
+    // back cannot hold a partial batch back until it catches up.
+    this.#tracker = new OffsetTracker(() => clock.now());
     this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBinaryBuffer(), {
       maxBytes: opts.batchMaxBytes ?? 16 << 20,
       backlogRows: opts.batchBacklogRows ?? opts.batchSize,
-      clock: now,
+      clock: () => clock.mono(),
     });
     this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
     this.#gate = new Gate(deps.consumer);

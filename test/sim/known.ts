@@ -14,13 +14,8 @@ export interface KnownCause {
 
 export const KNOWN: readonly KnownCause[] = [
   {
-    causes: ["batch-held"],
-    fixtures: ["clock-step-flush-interval"],
-    why: "the flush interval runs on the wall clock: stepped back, it holds a partial batch until it catches up",
-  },
-  {
     causes: ["held-envelope", "zombie-insert", "zombie-dead-letter"],
-    fixtures: ["kafka-cut-envelopes-twice", "kafka-cut-stored-and-dead-lettered", "zombie-insert-after-check"],
+    fixtures: ["kafka-cut-envelopes-twice", "kafka-cut-stored-and-dead-lettered", "kafka-cut-zombie-insert"],
     why:
       "a worker cut off from Kafka but not from ClickHouse: its held DLQ sends are delivered when the cut " +
       "heals, after its successor dead-lettered or stored the same records, and until librdkafka declares " +
@@ -40,7 +35,7 @@ export const KNOWN: readonly KnownCause[] = [
   },
   {
     causes: ["replayed-outside-window", "replayed-missed-envelope", "check-missed-row"],
-    fixtures: ["clock-step-check-missed-row"],
+    fixtures: ["clock-step-replayed", "clock-step-check-missed-row"],
     why:
       "the checks bound their reads by wall-clock times (the commit's since, a batch's first ingested_at): " +
       "a wall clock stepped back, by as little as crosses a second, leaves stored rows or envelopes out",

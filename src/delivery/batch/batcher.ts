@@ -18,7 +18,7 @@ export class Batcher {
   #current: Batch;
   #sealedRows = 0;
   #lastFlushAt: number;
-  /** Wall-clock milliseconds, for the flush interval. */
+  /** Milliseconds for the flush interval (Delivery gives the monotonic clock; Date.now by default). */
   readonly #clock: () => number;
 
   /** `newBody` makes each slot's insert body (the row encoder's buffer). */
