@@ -209,6 +209,25 @@ export async function simulate(input: Schedule): Promise<RunReport> {
   };
   for (let i = 0; i < s.workers; i++) start(i);
 
+  // The memory bound's terms (docs/internals.md "Memory, in bytes"): rows held are at most the
+  // filling batch and FLUSH_CONCURRENCY sealed ones, each of at most BATCH_BACKLOG_ROWS, whatever
+  // the faults; sampled every 100 ms of virtual time.
+  const rowBound = (CONCURRENCY + 1) * BACKLOG_ROWS;
+  let boundBroken = false;
+  const sample = () => {
+    for (const slot of slots) {
+      const held = slot.proc && !slot.proc.actor.dead ? slot.proc.delivery.bufferedRows : 0;
+      if (held > rowBound && !boundBroken) {
+        boundBroken = true;
+        violations.push({
+          signature: "memory-bound/rows-held",
+          detail: `${slot.proc!.actor.name} held ${held} rows at ${sched.now} ms, over (FLUSH_CONCURRENCY + 1) × BATCH_BACKLOG_ROWS = ${rowBound}`,
+        });
+      }
+    }
+    sched.at(100, sample);
+  };
+  sched.at(100, sample);
   for (const f of s.faults) sched.at(f.at, () => apply(f));
   function apply(f: Fault): void {
     const proc = "worker" in f ? slots[f.worker]!.proc : null;
