@@ -25,7 +25,7 @@
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
-import { systemClock, type Clock } from "../clock.ts";
+import { systemClock, type Clock } from "../delivery/clock.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
@@ -185,11 +185,16 @@ export class ClickHouseWriter {
           // Later inserts, and this one once checked, go to the next endpoint first.
           this.#current = (i + 1) % n;
           throw withAttempts(
-            new ClickHouseInsertError(failure.message, failure.kind, { code: failure.serverCode, type: failure.serverType }, {
-              cause: failure.cause,
-              unreachable: !answered && failure.serverCode === null && k === n - 1,
-              mayHaveStored: true,
-            }),
+            new ClickHouseInsertError(
+              failure.message,
+              failure.kind,
+              { code: failure.serverCode, type: failure.serverType },
+              {
+                cause: failure.cause,
+                unreachable: !answered && failure.serverCode === null && k === n - 1,
+                mayHaveStored: true,
+              },
+            ),
           );
         }
         e.failures++;

@@ -15,7 +15,7 @@
  * before every insert: no timer of its own, so a Delivery that is never run or stopped leaves
  * nothing behind, and whatever runs first after a freeze sees it.
  */
-import { systemClock, type Clock } from "../clock.ts";
+import { systemClock, type Clock } from "./clock.ts";
 import { log } from "../log.ts";
 
 /** How long sends wait after a gap, for librdkafka to say whether the assignment was lost. */
