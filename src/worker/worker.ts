@@ -1,8 +1,9 @@
 /**
  * The stage order, and nothing else: poll → decode (parse, validate, normalize) → hand over a row
- * or a rejection → flush when due → settle on revoke (revoke.ts) or stop. Everything after the hand-over
- * (batches, the DLQ, offsets and commits, pauses) is delivery's (src/delivery/). A DLQ, commit or
- * poll failure is fatal: the worker stops without flushing or committing further.
+ * or a rejection → flush when due → settle on revoke (revoke.ts) or drain on stop (drain.ts).
+ * Everything after the hand-over (batches, the DLQ, offsets and commits, pauses) is delivery's
+ * (src/delivery/). A DLQ, commit or poll failure is fatal: the worker stops without flushing or
+ * committing further.
  */
 import type { PhoneNormalizer } from "../cdr/phone.ts";
 import type { Delivery } from "../delivery/delivery.ts";
@@ -10,15 +11,13 @@ import type { GroupConsumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
 import { decodeOne } from "./decode-guard.ts";
+import { drain } from "./drain.ts";
 import { releaseRevoked } from "./revoke.ts";
 
 export type WorkerState = "starting" | "running" | "tripped" | "draining" | "stopped" | "failed";
 
-// Longest idle wait between polls of an empty queue (arrivals wake the worker at once), and for room
-// while every batch slot or the DLQ's bound is taken (a settle wakes it first).
+// Longest waits for records (arrivals wake it sooner) and for room (a settle wakes it sooner).
 const IDLE_WAIT_MS = 20, FULL_WAIT_MS = 50;
-/** The poll's pace while a shutdown drains (a settle wakes it sooner). */
-const DRAIN_POLL_MS = 100;
 
 export class Worker {
   readonly #consumer: GroupConsumer;
@@ -81,7 +80,7 @@ export class Worker {
     }
     if (!this.#fatal) {
       this.#state = "draining";
-      await this.#drain();
+      await drain(this.#consumer, this.#delivery, () => void this.#poll(true));
     }
     if (this.#fatal) {
       this.#state = "failed";
@@ -89,30 +88,6 @@ export class Worker {
     }
     await this.#consumer.close();
     this.#state = "stopped";
-  }
-
-  /**
-   * Flushes and commits what is held before the worker leaves the group. The loop goes on polling
-   * (every partition paused) while it does, so that a loss of the assignment during a long drain
-   * (a freeze, a cut from the brokers) is heard: what is held is then dropped, not flushed after
-   * the partitions' next owner checked them. A zombie's shutdown flushes nothing.
-   */
-  async #drain(): Promise<void> {
-    const lost = () => this.#consumer.revokeLost;
-    if (lost()) return this.#delivery.abandon();
-    this.#delivery.pauseForRevoke();
-    let settled = false;
-    const settling = this.#delivery.settle().finally(() => (settled = true));
-    while (!settled) {
-      await Promise.race([settling, this.#consumer.waitForMessages(DRAIN_POLL_MS)]);
-      if (settled) break;
-      this.#poll(true);
-      if (lost()) {
-        this.#delivery.abandon();
-        break;
-      }
-    }
-    await settling;
   }
 
   /** A poll that throws (the client may not use the group) is fatal, through the one fatal path. */
