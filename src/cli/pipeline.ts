@@ -121,6 +121,7 @@ function replayCheck(
           committed: (tps) => lookup.committed(cfg.kafka.groupId, tps),
           commit: (offsets) => consumer.commit(offsets),
           lowWatermarks: (ps) => lookup.listOffsets(topic, ps, "earliest"),
+          highWatermarks: (ps) => lookup.listOffsets(topic, ps, "latest"),
           insertsEnded: () => writer.insertsEnded(),
           stored: (owned) => writer.storedOffsets(owned),
           deadLettered: (owned) => dlqOffsets(cfg, lookup, owned, counters, key),

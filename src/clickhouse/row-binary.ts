@@ -34,6 +34,20 @@ const UUID_PAIRS = (() => {
   return Uint8Array.from([...text.slice(0, 8).reverse(), ...text.slice(8).reverse()]);
 })();
 
+/** The text of the UUID whose 16 RowBinary bytes start at `at` (lower-case, as ClickHouse's toString). */
+export function uuidTextAt(buf: Uint8Array, at: number): string {
+  const text = new Array<string>(36).fill("-");
+  for (let k = 0; k < 16; k++) {
+    const i = UUID_PAIRS[k]!;
+    const b = buf[at + k]!;
+    text[i] = HEX_DIGITS[b >> 4]!;
+    text[i + 1] = HEX_DIGITS[b & 15]!;
+  }
+  return text.join("");
+}
+
+const HEX_DIGITS = "0123456789abcdef";
+
 /** The DNS namespace UUID (RFC 4122), the one decode() names cdr_id in (Bun.randomUUIDv5(raw_id, "dns")). */
 const DNS_NAMESPACE = Uint8Array.from([
   0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8,
@@ -46,6 +60,11 @@ let uuidViews: Uint8Array[] = [];
 const sha1 = new Uint8Array(20);
 
 export class RowBinaryBuffer extends ByteBuffer {
+  /** cdr_id is each row's first column. */
+  cdrIdAt(at: number): string {
+    return uuidTextAt(this.buf, at);
+  }
+
   #varint(n: number): void {
     const b = this.buf;
     while (n >= 0x80) {

@@ -15,6 +15,11 @@ const BACKSLASH = 92;
 const UNDERSCORE = 95;
 
 export class RowBuffer extends ByteBuffer {
+  /** cdr_id is each line's first field, 36 ASCII characters. */
+  cdrIdAt(at: number): string {
+    return String.fromCharCode(...this.buf.subarray(at, at + 36));
+  }
+
   // Short ASCII values are copied byte by byte in JS: a Buffer.write() per field is a native
   // call costing more than the copy. Anything else (non-ASCII, TSV escapes) takes the general path.
   #text(s: string): void {

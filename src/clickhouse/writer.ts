@@ -40,16 +40,39 @@ export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
 const RUNNING_POLL_MS = 100;
 const RUNNING_WAIT_MS = 120_000;
 
-/** Where a batch's rows are looked up: their provenance, bounded by columns of the sorting key. */
+/**
+ * Where a batch's rows are looked up: their provenance, at the sorting key's own points. A row is
+ * found by its session_start_time second (the key's first column), so the read costs the rows the
+ * table holds in the batch's seconds, however far apart those seconds lie (epoch 0 beside now), and
+ * never the span between them. Its cdr_id must match too: a row an older life of the topic stored
+ * at the same partition and offset is another record, unless it is the same one.
+ */
 export interface RowLookup {
   partitions: readonly number[];
   minOffset: number;
   maxOffset: number;
-  /** session_start_time bounds (s): the first column of the sorting key, so granules are skipped. */
-  minStart: number;
-  maxStart: number;
-  /** No row of the batch was stored before this ingested_at (s): older rows of a topic's earlier life stay out. */
-  ingestedSince: number;
+  /** The rows' session_start_time values (s), each once. */
+  starts: readonly number[];
+}
+
+/** A stored row as a lookup names it: `partition:offset:cdr_id:session_start_time`. */
+export function storedRowKey(partition: number, offset: number, cdrId: string, start: number): string {
+  return `${partition}:${offset}:${cdrId}:${start}`;
+}
+
+/** Runs of consecutive seconds one lookup query names at most: the query's text stays small. */
+const RUNS_PER_READ = 256;
+
+/** The distinct seconds as runs [first, last] of consecutive seconds, ascending. */
+export function secondRuns(starts: readonly number[]): Array<[number, number]> {
+  const sorted = [...new Set(starts)].sort((a, b) => a - b);
+  const runs: Array<[number, number]> = [];
+  for (const s of sorted) {
+    const last = runs[runs.length - 1];
+    if (last && s === last[1] + 1) last[1] = s;
+    else runs.push([s, s]);
+  }
+  return runs;
 }
 
 export interface WriterOptions {
@@ -261,25 +284,38 @@ export class ClickHouseWriter {
   }
 
   /**
-   * Which of the rows `lookup` names are stored, as "partition:offset" keys: asked of the endpoints in
-   * turn until one answers; throws when none does, or when an answer has a line that does not parse
-   * (ClickHouse can append an exception to a 200 answer it already began).
+   * Which of the rows `lookup` names are stored, as storedRowKey()s: asked of the endpoints in turn
+   * until one answers; throws when none does, or when an answer has a line that does not parse
+   * (ClickHouse can append an exception to a 200 answer it already began). Each read is ended by
+   * the server (max_execution_time) before the client gives up on it.
    */
   async storedRows(lookup: RowLookup): Promise<Set<string>> {
-    const query =
-      `SELECT kafka_partition, kafka_offset FROM ${this.#table} ` +
-      `WHERE session_start_time >= toDateTime(${lookup.minStart}) ` +
-      `AND session_start_time <= toDateTime(${lookup.maxStart}) ` +
-      `AND kafka_partition IN (${lookup.partitions.join(", ")}) ` +
-      `AND kafka_offset >= ${lookup.minOffset} AND kafka_offset <= ${lookup.maxOffset} ` +
-      `AND ingested_at >= toDateTime(${Math.max(0, lookup.ingestedSince)})`;
-    const text = await this.#onAnyEndpoint((c) => c.query({ query, format: "TabSeparated" }).then((r) => r.text()));
+    const runs = secondRuns(lookup.starts);
     const out = new Set<string>();
-    for (const line of text.split("\n")) {
-      if (!line) continue;
-      const m = /^(-?\d+)\t(-?\d+)$/.exec(line);
-      if (!m) throw new Error(`reading which rows are stored: an answer line that is not a row: ${line.slice(0, 200)}`);
-      out.add(`${m[1]}:${m[2]}`);
+    for (let i = 0; i < runs.length; i += RUNS_PER_READ) {
+      const seconds = runs
+        .slice(i, i + RUNS_PER_READ)
+        .map(([a, b]) =>
+          a === b
+            ? `session_start_time = toDateTime(${a})`
+            : `(session_start_time >= toDateTime(${a}) AND session_start_time <= toDateTime(${b}))`,
+        )
+        .join(" OR ");
+      const query =
+        `SELECT kafka_partition, kafka_offset, toString(cdr_id), toUInt32(session_start_time) FROM ${this.#table} ` +
+        `WHERE (${seconds}) AND kafka_partition IN (${lookup.partitions.join(", ")}) ` +
+        `AND kafka_offset >= ${lookup.minOffset} AND kafka_offset <= ${lookup.maxOffset}`;
+      const settings = { max_execution_time: this.#checkSeconds };
+      const text = await this.#onAnyEndpoint((c) =>
+        c.query({ query, format: "TabSeparated", clickhouse_settings: settings }).then((r) => r.text()),
+      );
+      for (const line of text.split("\n")) {
+        if (!line) continue;
+        const m = /^(-?\d+)\t(-?\d+)\t([0-9a-f-]{36})\t(\d+)$/.exec(line);
+        if (!m)
+          throw new Error(`reading which rows are stored: an answer line that is not a row: ${line.slice(0, 200)}`);
+        out.add(storedRowKey(Number(m[1]), Number(m[2]), m[3]!, Number(m[4])));
+      }
     }
     return out;
   }

@@ -231,6 +231,7 @@ export class Delivery {
       if (hold) this.#holdsOf(batch).push(hold);
       if (result instanceof ScannedRow) batch.addScanned(result, ingestedAt, m.partition, m.offset, m.timestamp);
       else batch.add(result.row, ingestedAt, result.payload, m.partition, m.offset, m.timestamp);
+      if (this.#replays?.unsure(m.partition, m.offset)) batch.unsure[batch.count - 1] = 1;
     } else {
       this.#deadLetter(m, result.rejection);
     }

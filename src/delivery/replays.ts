@@ -43,6 +43,8 @@ export class Replays {
    * it skips: such a commit must lead the next owner's check back as far (commitSince).
    */
   readonly #checked = new Map<number, { max: number; since: number }>();
+  /** Per partition, the end (high watermark) below which records the check did not find may be stored. */
+  readonly #unsure = new Map<number, number>();
 
   constructor(
     finder: ReplayFinder,
@@ -92,6 +94,19 @@ export class Replays {
   }
 
   /**
+   * True for a record its partition's last owner may have stored although the check did not find
+   * it: past the commit and below the end the check saw. Its row is looked up before it is sent.
+   */
+  unsure(partition: number, offset: number): boolean {
+    if (this.#unsure.size === 0) return false;
+    const below = this.#unsure.get(partition);
+    if (below === undefined) return false;
+    if (offset < below) return true;
+    this.#unsure.delete(partition);
+    return false;
+  }
+
+  /**
    * The `since` a commit of `partition` at `offset` carries: the tracker's, or the checked one while
    * an offset the last owner delivered lies at or past `offset`. A fresher time would lead the next
    * owner's check past rows the last owner stored long before, and it would store them again.
@@ -120,6 +135,7 @@ export class Replays {
       this.#checking.delete(partition);
       this.#delivered.delete(partition);
       this.#checked.delete(partition);
+      this.#unsure.delete(partition);
     }
   }
 
@@ -153,6 +169,7 @@ export class Replays {
     for (const p of ready) {
       this.#checking.delete(p);
       const f = found.get(p);
+      if (f?.unsureBelow !== undefined) this.#unsure.set(p, f.unsureBelow);
       if (!f || f.offsets.size === 0) continue;
       const offsets = f.offsets;
       let max = -1;

@@ -40,6 +40,21 @@ test("partitions stay paused until the check answers; each delivered offset is s
   expect(s.counters.replayChecks).toBe(1);
 });
 
+// The offsets table can lack rows the table holds (its view can fail after the table's write): what
+// the check did not find below the end it saw is looked up again before it is sent.
+test("records below the end the check saw are unsure until the first at or past it; a revoked partition forgets", async () => {
+  const s = setup(async () => new Map([[0, { offsets: new Set([5]), since: 1000, unsureBelow: 9 }], [1, { offsets: new Set<number>(), since: 1000 }]]));
+  s.r.check([tp(0), tp(1)]);
+  await waitFor(() => (s.ready() === 1 ? true : undefined), 5000, "check done");
+  expect([6, 8, 1].map((o) => s.r.unsure(o === 1 ? 1 : 0, o))).toEqual([true, true, false]);
+  expect([s.r.unsure(0, 9), s.r.unsure(0, 8)]).toEqual([false, false]); // past the end: done with
+  s.r.check([tp(0)]);
+  await waitFor(() => (s.ready() === 2 ? true : undefined), 5000, "second check done");
+  expect(s.r.unsure(0, 3)).toBe(true);
+  s.r.forget([tp(0)]);
+  expect(s.r.unsure(0, 3)).toBe(false);
+});
+
 test("a failed check is tried again, its partitions paused meanwhile; a refusal no retry helps is fatal", async () => {
   // What the check's ClickHouse query throws when nothing answers: the client's own error.
   const nobody = createClient({ url: "http://127.0.0.1:1", request_timeout: 2000 });

@@ -29,6 +29,7 @@ const SCAN_MS_PER_YEAR = 1_000_000;
 export interface StoredRow {
   partition: number;
   offset: number;
+  cdrId: string;
   sessionStart: number;
   ingestedAt: number;
   queryId: string;
@@ -177,24 +178,29 @@ export class SimClickHouse {
       return { text: out.map((p) => `${p.queryId}\n`).join(""), ms: 1 };
     }
     m = new RegExp(
-      `^SELECT kafka_partition, kafka_offset FROM ${this.table} WHERE session_start_time >= toDateTime\\((\\d+)\\) ` +
-        `AND session_start_time <= toDateTime\\((\\d+)\\) AND kafka_partition IN \\(([\\d, ]*)\\) ` +
-        `AND kafka_offset >= (\\d+) AND kafka_offset <= (\\d+) AND ingested_at >= toDateTime\\((\\d+)\\)$`,
+      `^SELECT kafka_partition, kafka_offset, toString\\(cdr_id\\), toUInt32\\(session_start_time\\) FROM ${this.table} ` +
+        `WHERE \\((.*)\\) AND kafka_partition IN \\(([\\d, ]*)\\) AND kafka_offset >= (\\d+) AND kafka_offset <= (\\d+)$`,
     ).exec(q);
     if (m) {
-      const [lo, hi, parts, minO, maxO, since] = [m[1], m[2], m[3], m[4], m[5], m[6]];
-      const ps = new Set(parts!.split(",").map((s) => Number(s.trim())));
-      const ms = Math.max(1, ((Number(hi) - Number(lo)) / YEAR_S) * this.scanMsPerYear);
+      const [seconds, parts, minO, maxO] = [m[1]!, m[2]!, m[3]!, m[4]!];
+      const runs = seconds.split(" OR ").map((term) => {
+        const point = /^session_start_time = toDateTime\((\d+)\)$/.exec(term);
+        if (point) return [Number(point[1]), Number(point[1])] as const;
+        const range = /^\(session_start_time >= toDateTime\((\d+)\) AND session_start_time <= toDateTime\((\d+)\)\)$/.exec(term);
+        if (!range) throw new Error(`simulated ClickHouse: unknown session_start_time term: ${term}`);
+        return [Number(range[1]), Number(range[2])] as const;
+      });
+      const ps = new Set(parts.split(",").map((s) => Number(s.trim())));
+      // Each run costs at least a granule, and the span of seconds it covers.
+      const ms = runs.reduce((sum, [lo, hi]) => sum + Math.max(1, ((hi - lo) / YEAR_S) * this.scanMsPerYear), 0);
       if (ms > 10_000) this.lastLongScan = this.sched.now;
       if (ms > limitMs) throw timeout(limitMs);
       const rows = this.rows.filter(
         (r) =>
-          r.sessionStart >= Number(lo) &&
-          r.sessionStart <= Number(hi) &&
+          runs.some(([lo, hi]) => r.sessionStart >= lo && r.sessionStart <= hi) &&
           ps.has(r.partition) &&
           r.offset >= Number(minO) &&
-          r.offset <= Number(maxO) &&
-          r.ingestedAt >= Number(since),
+          r.offset <= Number(maxO),
       );
       this.rowReads.push({
         actor: reader,
@@ -204,7 +210,7 @@ export class SimClickHouse {
         max: Number(maxO),
         found: new Set(rows.map((r) => `${r.partition}:${r.offset}`)),
       });
-      return { text: rows.map((r) => `${r.partition}\t${r.offset}\n`).join(""), ms };
+      return { text: rows.map((r) => `${r.partition}\t${r.offset}\t${r.cdrId}\t${r.sessionStart}\n`).join(""), ms };
     }
     m = new RegExp(`^SELECT kafka_partition, kafka_offset FROM ${this.table}_offsets WHERE (.*)$`).exec(q);
     if (m) {
@@ -361,6 +367,7 @@ function decodeRows(
   return rowBinaryToTsv(body).map((line) => {
     const c = line.split("\t");
     return {
+      cdrId: c[0]!,
       sessionStart: Number(c[7]),
       ingestedAt: Number(c[14]),
       partition: Number(c[15]),

@@ -21,25 +21,6 @@ export const KNOWN: readonly KnownCause[] = [
       "heals, after its successor dead-lettered or stored the same records, and until librdkafka declares " +
       "its session lost it inserts and dead-letters what it holds after its successor's check",
   },
-  {
-    causes: ["lost-answer-read"],
-    fixtures: ["epoch-zero-lost-answer-read"],
-    why:
-      "the lost-answer check reads the table by the batch's session_start_time range: a valid record with " +
-      "epoch_start 0 makes it a scan of the whole table, which times out and is retried for ever",
-  },
-  {
-    causes: ["replayed-view-lacks-row"],
-    fixtures: ["view-fails-replayed"],
-    why: "the offsets view failed after the table's write: the next check reads the view and stores the rows again",
-  },
-  {
-    causes: ["replayed-outside-window", "replayed-missed-envelope", "check-missed-row"],
-    fixtures: ["clock-step-replayed", "clock-step-check-missed-row"],
-    why:
-      "the checks bound their reads by wall-clock times (the commit's since, a batch's first ingested_at): " +
-      "a wall clock stepped back, by as little as crosses a second, leaves stored rows or envelopes out",
-  },
 ];
 
 /** The known cause a signature shows, if any. */

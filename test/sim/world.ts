@@ -166,6 +166,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
           committed: (tps) => kafka.request(actor, () => kafka.committedOf(tps)),
           commit: (offsets) => consumer.commit(offsets),
           lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
+          highWatermarks: (ps) => simLookup(kafka, actor).listOffsets(RAW, ps, "latest"),
           insertsEnded: () => writer.insertsEnded(),
           stored: (owned) => writer.storedOffsets(owned),
           deadLettered: (owned) =>

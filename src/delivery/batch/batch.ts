@@ -19,6 +19,8 @@ export interface RowSink {
   /** The same row bytes for a record the single pass read (record-scan.ts). */
   addScanned(row: ScannedRow, ingestedAt: number, partition: number, offset: number): void;
   reset(): void;
+  /** The cdr_id of the row whose bytes start at `at` in `buf`, as text. */
+  cdrIdAt(at: number): string;
 }
 
 export class Batch {
@@ -42,6 +44,12 @@ export class Batch {
   readonly services: string[];
   /** Each row's session_start_time (s): where ClickHouse's sorting key finds the row again. */
   readonly sessionStarts: Uint32Array;
+  /**
+   * 1 where the row's partition changed owner after it was read by the last one: its last owner may
+   * have stored it past its commit with no trace in the offsets table (the view can fail after the
+   * table's write), so it is looked up in the table before its first send (insert-once.ts).
+   */
+  readonly unsure: Uint8Array;
   /** ingested_at of the first row: rows are added in time order, so no row was stored earlier. */
   firstIngestedAt = 0;
   count = 0;
@@ -60,6 +68,7 @@ export class Batch {
     this.timestamps = new Float64Array(capacity);
     this.services = new Array<string>(capacity);
     this.sessionStarts = new Uint32Array(capacity);
+    this.unsure = new Uint8Array(capacity);
   }
 
   /** Memory the rows hold: the encoded body and the payload strings. */
@@ -121,10 +130,16 @@ export class Batch {
     return this.body.buf.subarray(lo === 0 ? 0 : this.rowEnds[lo - 1]!, this.rowEnds[hi - 1]!);
   }
 
+  /** Row i's cdr_id, read back from its body: what a lookup of stored rows matches it by. */
+  cdrId(i: number): string {
+    return this.body.cdrIdAt(i === 0 ? 0 : this.rowEnds[i - 1]!);
+  }
+
   reset(): void {
     // Drop string references so a reused slot does not pin old payloads.
     this.body.reset();
     this.payloads.fill(undefined as unknown as string, 0, this.count);
+    this.unsure.fill(0, 0, this.count);
     this.services.fill(undefined as unknown as string, 0, this.count);
     this.count = 0;
     this.#payloadChars = 0;

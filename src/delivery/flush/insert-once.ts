@@ -4,8 +4,9 @@
  * later than the request timeout): sending the same rows again would store them twice. So after
  * any failure that may have stored rows, the next send of those rows first ends the failed insert
  * on its endpoint (KILL QUERY … SYNC: one still running could store after the read), then reads
- * which of them ClickHouse holds (by provenance, within the sorting key's session_start_time range),
- * and sends only the rest. A range whose rows are all stored succeeds without a send.
+ * which of them ClickHouse holds (by provenance and cdr_id, at the sorting key's session_start_time
+ * seconds: writer.ts's RowLookup), and sends only the rest. A range whose rows are all stored
+ * succeeds without a send.
  *
  * When the check itself cannot run (ClickHouse does not answer), the rows stay unchecked and the
  * retry policy's next attempt checks first; the rows the retries never got stored take the spec's
@@ -14,14 +15,14 @@
 import type { Batch } from "../batch/batch.ts";
 import { ClickHouseInsertError, classifyInsertError } from "../../clickhouse/insert-error.ts";
 import type { InsertRange } from "../../clickhouse/store.ts";
-import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
+import { storedRowKey, type ClickHouseWriter, type RowLookup } from "../../clickhouse/writer.ts";
 import { log } from "../../log.ts";
 
 export interface InsertOnce {
   insert: InsertRange;
   /** Row i is known to be stored: never sent again, never dead-lettered. */
   stored(i: number): boolean;
-  /** Answers lost and checked so far, and rows found stored by those checks. */
+  /** Answers lost and checked so far, and rows found stored by those checks and by the unsure rows' look-up. */
   readonly lost: number;
   readonly foundStored: number;
   /** Checks a failed attempt not yet checked, if it can: before the exhausted path dead-letters rows. */
@@ -31,8 +32,9 @@ export interface InsertOnce {
 /** `admit` is awaited before each send and throws when the batch may no longer be sent (lost partitions). */
 export function insertOnce(batch: Batch, writer: ClickHouseWriter, admit = async () => {}): InsertOnce {
   const stored = new Uint8Array(batch.count);
-  // Failed attempts not yet checked, and the rows they carried.
-  let unchecked: { attempts: ClickHouseInsertError["attempts"]; rows: number[] } | null = null;
+  // Failed attempts not yet checked, and the rows they carried. Rows a partition's last owner may
+  // have stored (Batch.unsure) start out so, with no attempt of this worker's to end.
+  let unchecked: { attempts: ClickHouseInsertError["attempts"]; rows: number[] } | null = unsureRows(batch);
   const state = { lost: 0, foundStored: 0 };
 
   const check = async (): Promise<void> => {
@@ -41,13 +43,20 @@ export function insertOnce(batch: Batch, writer: ClickHouseWriter, admit = async
     const found = await writer.storedRows(lookupOf(batch, rows));
     let n = 0;
     for (const i of rows)
-      if (found.has(`${batch.partitions[i]}:${batch.offsets[i]}`)) {
+      if (found.has(keyOf(batch, i))) {
         stored[i] = 1;
         n++;
       }
     unchecked = null;
-    state.lost++;
     state.foundStored += n;
+    if (attempts.length === 0) {
+      log.info("rows a partition's last owner may have stored were looked up; only those it did not store go", {
+        rows: rows.length,
+        stored: n,
+      });
+      return;
+    }
+    state.lost++;
     log.warn("a ClickHouse insert failed after it may have been stored; only rows it did not store go again", {
       rows: rows.length,
       stored: n,
@@ -130,18 +139,28 @@ function bodyOf(batch: Batch, rows: number[], lo: number, hi: number): Uint8Arra
   return out;
 }
 
-function lookupOf(batch: Batch, rows: number[]) {
-  let minOffset = Infinity, maxOffset = -Infinity, minStart = Infinity, maxStart = -Infinity;
+function unsureRows(batch: Batch): { attempts: ClickHouseInsertError["attempts"]; rows: number[] } | null {
+  const rows: number[] = [];
+  for (let i = 0; i < batch.count; i++) if (batch.unsure[i]) rows.push(i);
+  return rows.length > 0 ? { attempts: [], rows } : null;
+}
+
+function lookupOf(batch: Batch, rows: number[]): RowLookup {
+  let minOffset = Infinity, maxOffset = -Infinity;
   const partitions = new Set<number>();
+  const starts = new Set<number>();
   for (const i of rows) {
     partitions.add(batch.partitions[i]!);
     minOffset = Math.min(minOffset, batch.offsets[i]!);
     maxOffset = Math.max(maxOffset, batch.offsets[i]!);
-    minStart = Math.min(minStart, batch.sessionStarts[i]!);
-    maxStart = Math.max(maxStart, batch.sessionStarts[i]!);
+    starts.add(batch.sessionStarts[i]!);
   }
-  const ingestedSince = batch.firstIngestedAt;
-  return { partitions: [...partitions], minOffset, maxOffset, minStart, maxStart, ingestedSince };
+  return { partitions: [...partitions], minOffset, maxOffset, starts: [...starts] };
+}
+
+/** Row i as a lookup finds it stored: its provenance, its cdr_id and its second. */
+function keyOf(batch: Batch, i: number): string {
+  return storedRowKey(batch.partitions[i]!, batch.offsets[i]!, batch.cdrId(i), batch.sessionStarts[i]!);
 }
 
 function isReset(e: unknown): boolean {

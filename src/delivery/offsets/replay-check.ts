@@ -49,6 +49,12 @@ export interface Delivered {
    * has this SHA-256 (another record at that offset is not the one the envelope stands for).
    */
   digests?: Map<number, string>;
+  /**
+   * The partition's end (high watermark) when the check began: the last owner can have stored only
+   * records below it, and those the offsets table does not show are looked up again, in the table
+   * itself, before they are sent (Replays.unsure). Absent where the last owner left no such trace.
+   */
+  unsureBelow?: number;
 }
 
 export interface ReplayCheckDeps {
@@ -58,6 +64,8 @@ export interface ReplayCheckDeps {
   commit(offsets: readonly TopicPartition[]): Promise<unknown>;
   /** Each partition's first offset, for partitions nothing was ever committed for. */
   lowWatermarks(partitions: readonly number[]): Promise<Map<number, number>>;
+  /** Each partition's end: no record at or past it existed when the check began. */
+  highWatermarks(partitions: readonly number[]): Promise<Map<number, number>>;
   /** Resolves once the inserts running on the server when it was called have ended. */
   insertsEnded(): Promise<void>;
   stored(owned: readonly Owned[]): Promise<DeliveredOffsets>;
@@ -105,6 +113,11 @@ export async function findDelivered(
     partitions.map((p) => [p, { offsets: new Set<number>(), since: since.get(p) ?? checkedAt }]),
   );
   if (owned.length === 0) return delivered;
+  const ends = await d.highWatermarks(owned.map((o) => o.partition));
+  for (const o of owned) {
+    const end = ends.get(o.partition);
+    if (end !== undefined && end > o.from) delivered.get(o.partition)!.unsureBelow = end;
+  }
   await d.insertsEnded();
   const [stored, dead] = await Promise.all([d.stored(owned), d.deadLettered(owned)]);
   for (const found of [stored, dead.offsets])

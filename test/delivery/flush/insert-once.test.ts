@@ -5,7 +5,7 @@ import { decode } from "../../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../../src/cdr/phone.ts";
 import { ClickHouseInsertError } from "../../../src/clickhouse/insert-error.ts";
 import { RowBuffer } from "../../../src/clickhouse/row-encoder.ts";
-import type { ClickHouseWriter, RowLookup } from "../../../src/clickhouse/writer.ts";
+import { storedRowKey, type ClickHouseWriter, type RowLookup } from "../../../src/clickhouse/writer.ts";
 import { Batch } from "../../../src/delivery/batch/batch.ts";
 import { insertOnce } from "../../../src/delivery/flush/insert-once.ts";
 import { toJson, withFields } from "../../fixtures/records.ts";
@@ -23,14 +23,22 @@ function batchOf(n: number): Batch {
   return b;
 }
 
+/** What the server answers for the row at each offset of a batch: its provenance, cdr_id and second. */
+function keysOf(b: Batch): Map<number, string> {
+  const m = new Map<number, string>();
+  for (let i = 0; i < b.count; i++) m.set(b.offsets[i]!, storedRowKey(0, b.offsets[i]!, b.cdrId(i), b.sessionStarts[i]!));
+  return m;
+}
+
 const lost = (code: string) =>
   Object.assign(new ClickHouseInsertError("insert: lost", "transient", { code: null }, { cause: Object.assign(new Error(code), { code }), mayHaveStored: true }), {
     attempts: [{ endpoint: 0, queryId: "q" }],
   });
 
 /** A server that stores what it is sent; `lose` says which sends store but lose their answer. */
-function writer(lose: (send: number) => boolean, checkFails = () => false) {
+function writer(lose: (send: number) => boolean, checkFails = () => false, keys = keysOf(batchOf(64))) {
   const rows: number[] = [];
+  const seen: RowLookup[] = [];
   const sends: number[] = [];
   const w = {
     insert: async (_body: Uint8Array, n: number) => {
@@ -42,9 +50,12 @@ function writer(lose: (send: number) => boolean, checkFails = () => false) {
     endInserts: async () => {
       if (checkFails()) throw new Error("no answer");
     },
-    storedRows: async (l: RowLookup) => new Set(rows.filter((o) => o >= l.minOffset && o <= l.maxOffset).map((o) => `0:${o}`)),
+    storedRows: async (l: RowLookup) => {
+      seen.push(l);
+      return new Set(rows.filter((o) => o >= l.minOffset && o <= l.maxOffset).map((o) => keys.get(o)!));
+    },
   };
-  return { w: w as unknown as ClickHouseWriter, rows, sends };
+  return { w: w as unknown as ClickHouseWriter, rows, sends, seen };
 }
 
 test("an answer lost after the server stored every row: checked, nothing sent again", async () => {
@@ -111,4 +122,39 @@ test("regression: a check ClickHouse does not answer fails as unreachable, so th
   expect(err).toBeInstanceOf(ClickHouseInsertError);
   expect([err!.unreachable, err!.retryable, err!.mayHaveStored]).toEqual([true, true, true]);
   expect(f.sends).toEqual([3]); // nothing sent again while what was stored is unknown
+});
+
+// The lookup reads the table at the rows' own session_start_time seconds: with one row of epoch 0 and
+// one of now, a span from the first to the last was a read of the whole table, which timed out and
+// was tried again for ever.
+test("regression: the lookup names the rows' seconds, not the span between them; a row of another record at that offset is not this one", async () => {
+  const ctx = { phone: new PhoneNormalizer() };
+  const b = new Batch(3, new RowBuffer());
+  for (const [i, start] of [[0, 0], [1, 1_700_000_000], [2, 1_700_000_000]] as const) {
+    const d = decode(toJson(withFields({ raw_id: `e${i}`, epoch_start: start, epoch_end: start + 10 })), ctx);
+    if (!d.ok) throw new Error("fixture must be valid");
+    b.add(d.row, 1_700_000_000, d.payload, 0, i, -1);
+  }
+  const keys = keysOf(b);
+  // Offset 2 holds a row of another record (an older life of the topic): not this row, so it is sent.
+  keys.set(2, storedRowKey(0, 2, "00000000-0000-0000-0000-000000000000", 1_700_000_000));
+  const f = writer((k) => k === 1, () => false, keys);
+  const once = insertOnce(b, f.w);
+  await expect(once.insert(0, 3)).rejects.toBeInstanceOf(ClickHouseInsertError);
+  await once.insert(0, 3);
+  expect(f.seen.map((l) => [...l.starts].sort((x, y) => x - y))).toEqual([[0, 1_700_000_000]]);
+  expect([once.stored(0), once.stored(1), once.stored(2)]).toEqual([true, true, false]);
+  expect(f.sends).toEqual([3, 1]);
+});
+
+test("rows a partition's last owner may have stored are looked up before their first send: only the rest go, and no answer counts as lost", async () => {
+  const b = batchOf(6);
+  for (const i of [0, 1, 2]) b.unsure[i] = 1;
+  const f = writer(() => false);
+  f.rows.push(0, 1); // the last owner stored offsets 0 and 1; 2 never reached ClickHouse
+  const once = insertOnce(b, f.w);
+  await once.insert(0, 6);
+  expect(f.seen.map((l) => [l.minOffset, l.maxOffset])).toEqual([[0, 2]]);
+  expect(f.sends).toEqual([4]);
+  expect([once.stored(1), once.stored(2), once.lost, once.foundStored]).toEqual([true, false, 0, 2]);
 });

@@ -18,17 +18,22 @@ test("marked partitions are checked from their commit; unmarked ones get their s
       { topic: "cdr.raw", partition: 2, offset: 7n }, // committed by a release without metadata
     ],
     lowWatermarks: async (ps) => new Map(ps.map((p) => [p, p === 1 ? 40 : 0])),
+    highWatermarks: async (ps) => (calls.push(`ends ${ps.join(",")}`), new Map(ps.map((p) => [p, 200]))),
     commit: async (offsets) => void calls.push(`commit ${offsets.map((o) => `${o.partition}@${o.offset}:${o.metadata}`).join(" ")}`),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async (owned: readonly Owned[]) => (calls.push(`stored ${JSON.stringify(owned)}`), new Map([[0, [100, 101]]])),
     deadLettered: async () => (calls.push("dead-lettered"), { offsets: new Map([[0, [102]], [9, [1]]]), digests: new Map() }),
   });
   expect(calls[0]).toBe(`commit 1@40:${commitMetadata(5000)} 2@7:${commitMetadata(5000)}`);
-  expect(calls[1]).toBe("inserts ended");
-  expect(calls.slice(2).sort()).toEqual(["dead-lettered", `stored ${JSON.stringify([{ partition: 0, from: 100, since: 1000 }])}`]);
+  expect(calls[1]).toBe("ends 0");
+  expect(calls[2]).toBe("inserts ended");
+  expect(calls.slice(3).sort()).toEqual(["dead-lettered", `stored ${JSON.stringify([{ partition: 0, from: 100, since: 1000 }])}`]);
   expect([...found].map(([p, s]) => [p, [...s.offsets].sort()])).toEqual([[0, [100, 101, 102]], [1, []], [2, []]]);
   // The since each partition was checked from: its commit's, or the time of the commit the check made.
   expect([...found].map(([p, s]) => [p, s.since])).toEqual([[0, 1000], [1, 5000], [2, 5000]]);
+  // Below the end the check saw, what it did not find is looked up again before it is sent; the
+  // partitions it marked hold nothing of a last owner's.
+  expect([...found].map(([p, s]) => [p, s.unsureBelow])).toEqual([[0, 200], [1, undefined], [2, undefined]]);
 });
 
 test("nothing to check: no query at all", async () => {
@@ -37,6 +42,7 @@ test("nothing to check: no query at all", async () => {
     topic: "cdr.raw",
     committed: async () => [{ topic: "cdr.raw", partition: 0, offset: -1001n }],
     lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
+    highWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
     commit: async () => void calls.push("commit"),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async () => (calls.push("stored"), new Map()),
@@ -57,6 +63,7 @@ test("regression: a partition whose committed offset came back with an error fai
       { topic: "cdr.raw", partition: 1, offset: 7n, metadata: commitMetadata(1000) },
     ],
     lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
+    highWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
     commit: async () => void calls.push("commit"),
     insertsEnded: async () => void calls.push("inserts ended"),
     stored: async () => new Map(),
