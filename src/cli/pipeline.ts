@@ -56,6 +56,8 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     maxBatch: cfg.batch.size,
     // For the end-to-end latency histogram (read in the native batch copy: no call per message).
     readTimestamps: true,
+    // Delivery resumes each once it may deliver it (after its replay check, under exactly-once).
+    assignPaused: true,
   });
   const exactlyOnce = cfg.delivery === "exactly-once";
   const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table, {

@@ -255,8 +255,9 @@ export class Delivery {
   /** Newly assigned partitions: tracked afresh, paused while a reason holds, checked for replays. */
   assigned(partitions: readonly TopicPartition[]): void {
     this.#tracker.reset(partitions.map((p) => p.partition));
-    this.#gate.assigned(partitions);
+    // The check's pause first: the gate resumes only what no reason holds.
     this.#replays?.check(partitions);
+    this.#gate.assigned(partitions);
   }
 
   /** Flushes what is buffered and waits until every record is durable and its offset committed. */

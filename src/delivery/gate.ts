@@ -58,9 +58,13 @@ export class Gate {
     this.#resume(partitions);
   }
 
-  /** Newly assigned partitions start paused while a reason for every partition holds. */
+  /**
+   * Newly assigned partitions: paused while a reason holds for them or for every partition, else
+   * resumed (the consumer may hand them over paused: ConsumerOptions.assignPaused).
+   */
   assigned(partitions: readonly TopicPartition[]): void {
     if (this.#all.size > 0) this.#consumer.pause(partitions);
+    else this.#resume(partitions);
   }
 
   /** Revoked partitions: their reasons go with them. */

@@ -45,6 +45,12 @@ export interface ConsumerOptions {
    * path, which tests use as the reference. Ignored when headers are read (they need the message).
    */
   nativeCopy?: boolean;
+  /**
+   * Pause each newly assigned partition inside the assignment callback, before librdkafka can hand
+   * out any of its records; the caller resumes it. The poll that serves an assignment can return
+   * records fetched for it at once, before the caller has seen the assignment at all.
+   */
+  assignPaused?: boolean;
 }
 
 
@@ -108,6 +114,7 @@ export class Consumer {
 
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
+    this.#rebalance.assignPaused = opts.assignPaused ?? false;
     const props: KafkaProps = {
       "auto.offset.reset": "earliest",
       ...opts.props,

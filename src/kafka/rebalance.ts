@@ -25,6 +25,8 @@ export class Rebalance {
   #assigned: TopicPartition[][] = [];
   /** While the consumer closes, revocations are given up at once: nothing is left to commit. */
   closing = false;
+  /** Newly assigned partitions are paused in the callback (ConsumerOptions.assignPaused). */
+  assignPaused = false;
 
   constructor(rk: () => Pointer) {
     this.#rk = rk;
@@ -72,6 +74,13 @@ export class Rebalance {
         ? takeError("KAFKA_CLIENT", "incremental_assign", lib.rd_kafka_incremental_assign(rk, list))
         : codeError(lib.rd_kafka_assign(rk, list));
       if (e) log.error("assign failed", { err: e });
+      // Paused before the callback returns: the version barrier the pause sets drops anything
+      // fetched for them, so no record of theirs comes out before the caller resumes them.
+      else if (this.assignPaused) {
+        const paused = lib.rd_kafka_pause_partitions(rk, list);
+        if (paused !== 0)
+          log.error("pausing newly assigned partitions failed", { err: kafkaError("KAFKA_CLIENT", "pause", paused) });
+      }
       this.#assignment = cooperative ? [...this.#assignment, ...partitions] : partitions;
       this.#assigned.push(partitions);
       log.info("partitions assigned", { partitions: partitions.map((p) => `${p.topic}[${p.partition}]`) });

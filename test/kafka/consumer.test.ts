@@ -33,6 +33,41 @@ describe("consumer", () => {
     expect(first.offset).toBe(42);
     await c2.close();
   });
+  // The poll that serves an assignment can hand out records fetched for it at once, before the
+  // caller has seen the assignment: a new owner stored records its replay check would have skipped.
+  test("assignPaused: no record of a newly assigned partition comes out until the caller resumes it, then from its commit", async () => {
+    const topic = await createTopic("assign-paused", 2);
+    cleanup.push(topic);
+    const group = uniqueName("g");
+    const p = new Producer(props);
+    await p.produceBatch(topic, Array.from({ length: 200 }, (_, i) => `v${i}`));
+    p.close();
+    const c = new Consumer({ props: { ...props, "group.id": group }, topics: [topic], assignPaused: true });
+    try {
+      const early: number[] = [];
+      await waitFor(() => {
+        early.push(...c.poll().map((m) => m.offset));
+        return c.assignment.length === 2 ? true : undefined;
+      });
+      // Long enough for librdkafka to fetch from both partitions had they not been paused.
+      const until = Date.now() + 1500;
+      while (Date.now() < until) {
+        early.push(...c.poll().map((m) => m.offset));
+        await c.waitForMessages(50);
+      }
+      expect(early).toEqual([]);
+      c.resume(c.assignment);
+      const seen: number[] = [];
+      await waitFor(() => {
+        seen.push(...c.poll().map((m) => m.offset));
+        return seen.length >= 200 ? true : undefined;
+      });
+      expect(seen.length).toBe(200);
+      expect(Math.min(...seen)).toBe(0);
+    } finally {
+      await c.close();
+    }
+  });
   test("two consumers in one group split the partitions; a revocation waits for the caller, then the new assignment arrives", async () => {
     const topic = await createTopic("split", 4);
     cleanup.push(topic);
