@@ -87,6 +87,9 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       dlqRatioWindow: cfg.dlq.ratioWindow,
       // librdkafka's defaults unless set (KAFKA_PROP_*): a freeze and a stuck revocation are judged by them.
       sessionTimeoutMs: Number(consumerProps["session.timeout.ms"] ?? 45_000),
+      heartbeatIntervalMs: Number(
+        consumerProps["heartbeat.interval.ms"] ?? (consumerProps["group.protocol"] === "consumer" ? 5_000 : 3_000),
+      ),
       maxPollIntervalMs: Number(consumerProps["max.poll.interval.ms"] ?? 300_000),
     },
     {

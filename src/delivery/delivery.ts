@@ -28,6 +28,7 @@ import { DlqBreaker } from "./breaker.ts";
 import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
 import { Gate } from "./gate.ts";
 import { Lease } from "./lease.ts";
+import { MembershipLease } from "./membership.ts";
 import { Pending } from "./pending.ts";
 import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
@@ -57,6 +58,8 @@ export interface DeliveryOptions {
   dlqRatioWindow: number;
   /** The group's session.timeout.ms (librdkafka's default 45 s): half of it unseen looks like a freeze. */
   sessionTimeoutMs?: number;
+  /** heartbeat.interval.ms (3 s; the broker's 5 s under group.protocol=consumer): the membership lease's terms. */
+  heartbeatIntervalMs?: number;
   /** max.poll.interval.ms (default 300 s): a revocation unsettled past it is dropped, not flushed. */
   maxPollIntervalMs?: number;
 }
@@ -93,6 +96,8 @@ export class Delivery {
   readonly #commits: CommitScheduler;
   #replays: Replays | null = null;
   readonly #lease: Lease;
+  /** Exactly-once: sends go only while the coordinator's answers prove membership (membership.ts). */
+  readonly #membership: MembershipLease | null;
   /** Aborted when the assignment is lost: what was sent under it sends nothing more. */
   #epoch = new AbortController();
   /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
@@ -144,13 +149,18 @@ export class Delivery {
       undefined,
       clock,
     );
+    const terms = {
+      sessionTimeoutMs: opts.sessionTimeoutMs ?? 45_000,
+      heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 3_000,
+    };
+    this.#membership = deps.replays ? new MembershipLease(terms, () => this.#renew(), clock) : null;
     this.#pending = new Pending(
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
     );
     this.#commits = new CommitScheduler(
       this.#tracker,
-      (positions) => this.#commit(positions),
+      async (positions) => void (await this.#commit(positions)),
       (e) => this.#events.onFatal(e),
     );
   }
@@ -255,6 +265,9 @@ export class Delivery {
   /** Newly assigned partitions: tracked afresh, paused while a reason holds, checked for replays. */
   assigned(partitions: readonly TopicPartition[]): void {
     this.#tracker.reset(partitions.map((p) => p.partition));
+    // No proof of membership: the answer that carried the assignment may have been held up (a cut
+    // from the brokers) past the member's session, and its send time is unknown. The first send
+    // renews the lease with a commit.
     // The check's pause first: the gate resumes only what no reason holds.
     this.#replays?.check(partitions);
     this.#gate.assigned(partitions);
@@ -323,10 +336,35 @@ export class Delivery {
     this.#replays?.stop();
   }
 
-  /** Before each insert is sent: not while a freeze's verdict is awaited, never after a loss. */
+  /**
+   * Before each insert is sent: not while a freeze's verdict is awaited, not past the membership
+   * lease (renewed first), never after a loss.
+   */
   async #admit(signal: AbortSignal): Promise<void> {
     await this.#lease.clear();
+    await this.#membership?.hold(signal);
     if (signal.aborted) throw new AssignmentLostError("insert not sent");
+  }
+
+  /**
+   * Renews the membership lease: the positions held, committed again; for a partition with none yet,
+   * the commit its replay check read or made. False when nothing could be committed or the group
+   * refused it (then the lease waits for the next try, or for the loss).
+   */
+  async #renew(): Promise<boolean> {
+    const positions = this.#tracker.standing(this.#clock.now());
+    const held = new Set(positions.map((p) => p.partition));
+    for (const { partition } of this.#deps.consumer.assignment) {
+      const s = held.has(partition) ? undefined : this.#replays?.standing(partition);
+      if (s) positions.push({ partition, ...s });
+    }
+    if (positions.length === 0) return false;
+    try {
+      return await this.#commit(positions);
+    } catch (e) {
+      this.#events.onFatal(e);
+      return false;
+    }
   }
 
   #holdsOf(batch: Batch): Hold[] {
@@ -364,8 +402,13 @@ export class Delivery {
     this.#dlqAwaited++;
     this.#dlqAwaitedBytes += bytes;
     const { signal } = this.#epoch;
+    const send = () => this.#deps.dlq.publishRejection(rejection, { topic, partition, offset });
+    // Past the membership lease the envelope waits for its renewal, and goes nowhere if the
+    // assignment is lost meanwhile: its next owner dead-letters the record.
+    const lease = this.#membership;
+    const sent = lease && !lease.held ? lease.hold(signal).then(() => (signal.aborted ? undefined : send())) : send();
     this.#pending.add(
-      this.#deps.dlq.publishRejection(rejection, { topic, partition, offset }).then(() => {
+      sent.then(() => {
         this.#dlqAwaited--;
         this.#dlqAwaitedBytes -= bytes;
         if (signal.aborted) return; // forgotten with the lost assignment
@@ -402,8 +445,9 @@ export class Delivery {
    * release, so its records replay at the next owner. Every other failure is fatal (the scheduler's
    * onError).
    */
-  async #commit(positions: Advanced[]): Promise<void> {
+  async #commit(positions: Advanced[]): Promise<boolean> {
     const { consumer, counters } = this.#deps;
+    const sentAt = this.#clock.mono();
     try {
       // Each position carries what the partition's next owner needs to skip what was delivered
       // past it (offsets/commit-metadata.ts), whichever delivery mode runs now or next.
@@ -430,10 +474,12 @@ export class Delivery {
         COMMIT_RETRY_MS,
         { unref: true },
       );
-      return;
+      return false;
     }
+    this.#membership?.proven(sentAt);
     this.#tracker.confirm(positions);
     counters.commits++;
     counters.lastCommitAt = this.#clock.now();
+    return true;
   }
 }

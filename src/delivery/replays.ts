@@ -43,6 +43,8 @@ export class Replays {
    * it skips: such a commit must lead the next owner's check back as far (commitSince).
    */
   readonly #checked = new Map<number, { max: number; since: number }>();
+  /** Per partition, the commit that stood when the check ended: a lease renewal commits it while none is held. */
+  readonly #standing = new Map<number, { offset: number; since: number }>();
   /** Per partition, the end (high watermark) below which records the check did not find may be stored. */
   readonly #unsure = new Map<number, number>();
 
@@ -93,6 +95,11 @@ export class Replays {
     return true;
   }
 
+  /** The commit that stood when the partition's check ended, if the check found or made one. */
+  standing(partition: number): { offset: number; since: number } | undefined {
+    return this.#standing.get(partition);
+  }
+
   /**
    * True for a record its partition's last owner may have stored although the check did not find
    * it: past the commit and below the end the check saw. Its row is looked up before it is sent.
@@ -136,6 +143,7 @@ export class Replays {
       this.#delivered.delete(partition);
       this.#checked.delete(partition);
       this.#unsure.delete(partition);
+      this.#standing.delete(partition);
     }
   }
 
@@ -170,6 +178,7 @@ export class Replays {
       this.#checking.delete(p);
       const f = found.get(p);
       if (f?.unsureBelow !== undefined) this.#unsure.set(p, f.unsureBelow);
+      if (f?.committed !== undefined) this.#standing.set(p, { offset: f.committed, since: f.since });
       if (!f || f.offsets.size === 0) continue;
       const offsets = f.offsets;
       let max = -1;

@@ -14,12 +14,12 @@ export interface KnownCause {
 
 export const KNOWN: readonly KnownCause[] = [
   {
-    causes: ["held-envelope", "zombie-insert", "zombie-dead-letter"],
-    fixtures: ["kafka-cut-envelopes-twice", "kafka-cut-stored-and-dead-lettered", "kafka-cut-zombie-insert"],
+    causes: ["held-envelope"],
+    fixtures: ["kafka-cut-envelopes-twice", "kafka-cut-stored-and-dead-lettered"],
     why:
-      "a worker cut off from Kafka but not from ClickHouse: its held DLQ sends are delivered when the cut " +
-      "heals, after its successor dead-lettered or stored the same records, and until librdkafka declares " +
-      "its session lost it inserts and dead-letters what it holds after its successor's check",
+      "a worker cut off from Kafka but not from ClickHouse: the DLQ sends it handed to the producer " +
+      "before the cut are delivered when the cut heals, after its successor dead-lettered or stored " +
+      "the same records (only a transaction the successor fences makes them invisible)",
   },
 ];
 

@@ -185,6 +185,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         dlqMaxRatio: 1,
         dlqRatioWindow: 1_000,
         sessionTimeoutMs: SESSION_TIMEOUT_MS,
+        heartbeatIntervalMs: 1_000,
         maxPollIntervalMs: MAX_POLL_INTERVAL_MS,
       },
       { consumer, writer, dlq, counters, replays, clock },
@@ -381,13 +382,19 @@ function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>
       }
       if (dead.length > 1) {
         const byProducer = new Set(dead.map((e) => e.producer));
+        // A replay check (its offsets read stands for its DLQ read) by the later sender, after the
+        // first envelope was in the DLQ and before the second went: the check's read left it out.
+        const [first, again] = [...dead].sort((x, y) => x.sentAt - y.sentAt);
+        const missed = (ch.offsetReads.get(again!.producer) ?? []).some((t) => t > first!.appendedAt && t < again!.sentAt);
         const cause = dead.some(held)
           ? "held-envelope"
           : dead.some((e) => e.zombie)
             ? "zombie-dead-letter"
-            : byProducer.size > 1
-              ? "two-owners"
-              : "one-owner";
+            : missed
+              ? "replayed-missed-envelope"
+              : byProducer.size > 1
+                ? "two-owners"
+                : "one-owner";
         violations.push({
           signature: `dead-lettered-twice/${cause}`,
           partition: p,

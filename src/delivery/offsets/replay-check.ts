@@ -44,6 +44,8 @@ export interface Delivered {
   offsets: Set<number>;
   /** The `since` the check read from (the commit's metadata, or the time of the commit it made). */
   since: number;
+  /** The committed offset the check read, or the one it committed; absent where none was found. */
+  committed?: number;
   /**
    * Offsets known only from a proven envelope: the record read there is skipped only if its payload
    * has this SHA-256 (another record at that offset is not the one the envelope stands for).
@@ -109,8 +111,15 @@ export async function findDelivered(
   }
   if (unmarked.length) await d.commit(unmarked);
   const since = new Map(owned.map((o) => [o.partition, o.since]));
+  const at = new Map<number, number>(owned.map((o) => [o.partition, o.from]));
+  for (const u of unmarked) at.set(u.partition, Number(u.offset));
   const delivered = new Map<number, Delivered>(
-    partitions.map((p) => [p, { offsets: new Set<number>(), since: since.get(p) ?? checkedAt }]),
+    partitions.map((p) => {
+      const committed = at.get(p);
+      const d: Delivered = { offsets: new Set<number>(), since: since.get(p) ?? checkedAt };
+      if (committed !== undefined) d.committed = committed;
+      return [p, d];
+    }),
   );
   if (owned.length === 0) return delivered;
   const ends = await d.highWatermarks(owned.map((o) => o.partition));

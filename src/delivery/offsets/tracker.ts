@@ -109,6 +109,19 @@ export class OffsetTracker {
     return out;
   }
 
+  /**
+   * Every partition's position as it stands, moved or not, for partitions with one: what a renewal
+   * of the membership lease (membership.ts) commits again. An unchanged position is accepted like
+   * any other commit, and its `since` is worked out as `advanced()` does.
+   */
+  standing(now = this.#now()): Advanced[] {
+    const out: Advanced[] = [];
+    for (const [partition, p] of this.#parts)
+      if (p.position >= 0)
+        out.push({ partition, offset: p.position, since: p.head < p.holds.length ? p.holds[p.head]!.at : now });
+    return out;
+  }
+
   /** The group acknowledged these positions. */
   confirm(positions: ReadonlyArray<{ partition: number; offset: number }>): void {
     for (const { partition, offset } of positions) {

@@ -34,6 +34,8 @@ test("marked partitions are checked from their commit; unmarked ones get their s
   // Below the end the check saw, what it did not find is looked up again before it is sent; the
   // partitions it marked hold nothing of a last owner's.
   expect([...found].map(([p, s]) => [p, s.unsureBelow])).toEqual([[0, 200], [1, undefined], [2, undefined]]);
+  // The commit each partition stands at: what a renewal of the membership lease commits again.
+  expect([...found].map(([p, s]) => [p, s.committed])).toEqual([[0, 100], [1, 40], [2, 7]]);
 });
 
 test("nothing to check: no query at all", async () => {
