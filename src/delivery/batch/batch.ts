@@ -50,8 +50,6 @@ export class Batch {
    * table's write), so it is looked up in the table before its first send (insert-once.ts).
    */
   readonly unsure: Uint8Array;
-  /** ingested_at of the first row: rows are added in time order, so no row was stored earlier. */
-  firstIngestedAt = 0;
   count = 0;
   /** Characters of the payloads held (each also encoded into the body). */
   #payloadChars = 0;
@@ -83,7 +81,7 @@ export class Batch {
 
   add(row: CdrRow, ingestedAt: number, payload: string, partition: number, offset: number, timestamp = -1): void {
     this.body.add(row, ingestedAt, partition, offset);
-    this.#keep(ingestedAt, payload, partition, offset, timestamp, row.rat, row.service_type, row.session_start_time);
+    this.#keep(payload, partition, offset, timestamp, row.rat, row.service_type, row.session_start_time);
   }
 
   /** A record the single pass read: its row written from the payload's bytes, the bytes kept. */
@@ -92,12 +90,11 @@ export class Batch {
     // A view of the poll's copy; a large record is copied so that it alone does not keep the
     // poll's other records' bytes alive after they have gone.
     const payload = row.bytes.length > VIEW_MAX_BYTES ? row.bytes.slice() : row.bytes;
-    this.#keep(ingestedAt, payload, partition, offset, timestamp, row.rat, row.service, row.sessionStart);
+    this.#keep(payload, partition, offset, timestamp, row.rat, row.service, row.sessionStart);
   }
 
   /** What the batch keeps beside the row just written into the body. */
   #keep(
-    ingestedAt: number,
     payload: string | Uint8Array,
     partition: number,
     offset: number,
@@ -107,7 +104,6 @@ export class Batch {
     sessionStart: number,
   ): void {
     const i = this.count++;
-    if (i === 0) this.firstIngestedAt = ingestedAt;
     this.rowEnds[i] = this.body.length;
     this.payloads[i] = payload;
     this.#payloadChars += payload.length;
