@@ -9,6 +9,7 @@ export type ErrorCode =
   | "KAFKA_CLIENT"
   | "KAFKA_DELIVERY"
   | "KAFKA_COMMIT"
+  | "KAFKA_TRANSACTION"
   | "KAFKA_ADMIN"
   | "TOPOLOGY"
   | "CLICKHOUSE_INSERT"

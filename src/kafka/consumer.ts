@@ -29,6 +29,7 @@ import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
 import { Rebalance } from "./rebalance.ts";
 import { MESSAGE, RD } from "./structs.ts";
+import { GroupMetadata } from "./transaction.ts";
 
 export interface ConsumerOptions {
   /** librdkafka properties; must include bootstrap.servers and group.id. */
@@ -155,6 +156,16 @@ export class Consumer {
       this.#destroy();
       throw kafkaError("KAFKA_CLIENT", `subscribe to ${opts.topics.join(",")}`, err);
     }
+  }
+
+  /**
+   * The group's metadata as this member holds it now, for a transaction's offsets (transaction.ts):
+   * the caller destroys it.
+   */
+  groupMetadata(): GroupMetadata {
+    const md = rdk().rd_kafka_consumer_group_metadata(this.#h.rk);
+    if (!md) throw new KafkaError("KAFKA_CLIENT", "no group metadata: the consumer has no group.id");
+    return new GroupMetadata(md);
   }
 
   /** Partitions currently assigned to this member. */

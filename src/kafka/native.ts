@@ -107,6 +107,17 @@ const symbols = {
   rd_kafka_error_code: { args: ["ptr"], returns: "i32" },
   rd_kafka_error_string: { args: ["ptr"], returns: "cstring" },
   rd_kafka_error_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_error_is_fatal: { args: ["ptr"], returns: "i32" },
+  rd_kafka_error_txn_requires_abort: { args: ["ptr"], returns: "i32" },
+
+  // transactions (KIP-98), their offsets fenced by the group's metadata (KIP-447)
+  rd_kafka_init_transactions: { args: ["ptr", "i32"], returns: "ptr" },
+  rd_kafka_begin_transaction: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_send_offsets_to_transaction: { args: ["ptr", "ptr", "ptr", "i32"], returns: "ptr" },
+  rd_kafka_commit_transaction: { args: ["ptr", "i32"], returns: "ptr" },
+  rd_kafka_abort_transaction: { args: ["ptr", "i32"], returns: "ptr" },
+  rd_kafka_consumer_group_metadata: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_consumer_group_metadata_destroy: { args: ["ptr"], returns: "void" },
 
   // metadata
   rd_kafka_metadata: { args: ["ptr", "i32", "ptr", "ptr", "i32"], returns: "i32" },

@@ -95,6 +95,17 @@ export class Producer {
     this.#idle.unref();
   }
 
+  /** The librdkafka handle, for the transactional calls (transaction.ts). */
+  get handle(): Pointer {
+    if (this.#closed) throw closedError("transaction");
+    return this.#h.rk;
+  }
+
+  /** Serves the delivery reports waiting now, without waiting for more. */
+  serveReports(): void {
+    this.#serve();
+  }
+
   /** Messages handed to librdkafka and not yet reported. */
   get outstanding(): number {
     return this.#closed ? 0 : rdk().rd_kafka_outq_len(this.#h.rk);

@@ -1,0 +1,190 @@
+/**
+ * Kafka transactions (KIP-98) on a Producer, their offsets sent for a consumer's group and fenced
+ * by its metadata (KIP-447): records produced in a transaction and the offsets sent with it become
+ * visible together, to read_committed readers and to the group, or not at all.
+ *
+ * librdkafka's transactional calls block their thread until the coordinator answers, and here that
+ * thread is the event loop. So each call gets a slice of at most `sliceMs` and is made again while
+ * it times out: init, commit and abort resume where they stopped; send_offsets does not resume, so
+ * the same offsets with the same metadata are sent again (what its documentation asks). Commit and
+ * abort flush the producer first, and librdkafka's flush only waits for delivery reports served as
+ * events, which only this thread serves: so the reports are served before each call and between
+ * two slices, and a commit is not called while a report is outstanding.
+ */
+import type { Pointer } from "bun:ffi";
+import { KafkaError } from "../errors.ts";
+import { errName } from "./handle.ts";
+import { rdk } from "./native.ts";
+import { toNativeList, type TopicPartition } from "./partition-list.ts";
+import type { Producer } from "./producer.ts";
+
+/** Longest a transactional call blocks the event loop before it is made again. */
+const SLICE_MS = 50;
+
+/**
+ * A transactional call's failure, with librdkafka's verdict. `abortable`: this transaction is lost
+ * (its records and offsets count for nothing once aborted) and a new one may follow. `fatal`: the
+ * producer can do nothing more; PRODUCER_FENCED (a newer instance of its transactional.id) is one,
+ * and no retry can help. Neither: a later call may get past it (`retryable`).
+ */
+export class TransactionError extends KafkaError {
+  override name = "TransactionError";
+  constructor(
+    message: string,
+    kafkaCode: number,
+    kafkaName: string,
+    retryable: boolean,
+    readonly abortable: boolean,
+    readonly fatal: boolean,
+  ) {
+    super("KAFKA_TRANSACTION", message, kafkaCode, kafkaName, retryable);
+  }
+
+  /** A newer producer with the same transactional.id took over: this worker must stop. */
+  get fenced(): boolean {
+    return FENCED.has(this.kafkaName ?? "");
+  }
+}
+
+const FENCED = new Set(["_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"]);
+
+/** Reads an rd_kafka_error_t* from a transactional call and destroys it (null → null). */
+function takeTransactionError(what: string, error: Pointer | null): TransactionError | null {
+  if (!error) return null;
+  const lib = rdk();
+  const code = lib.rd_kafka_error_code(error);
+  const e = new TransactionError(
+    `${what}: ${errName(code)}: ${lib.rd_kafka_error_string(error)}`,
+    code,
+    errName(code),
+    lib.rd_kafka_error_is_retriable(error) !== 0,
+    lib.rd_kafka_error_txn_requires_abort(error) !== 0,
+    lib.rd_kafka_error_is_fatal(error) !== 0,
+  );
+  lib.rd_kafka_error_destroy(error);
+  return e;
+}
+
+/**
+ * A consumer's group metadata (group id, generation or member epoch, member id) as it stood when
+ * taken: offsets sent with it are refused once the member has left that generation, so a member
+ * that lost its partitions cannot commit them. Take it when the offsets are computed, send every
+ * retry with the same one, and destroy it once they are settled.
+ */
+export class GroupMetadata {
+  #ptr: Pointer | null;
+  constructor(native: Pointer) {
+    this.#ptr = native;
+  }
+  get pointer(): Pointer {
+    if (!this.#ptr) throw new KafkaError("KAFKA_CLIENT", "group metadata used after it was destroyed");
+    return this.#ptr;
+  }
+  destroy(): void {
+    if (this.#ptr) rdk().rd_kafka_consumer_group_metadata_destroy(this.#ptr);
+    this.#ptr = null;
+  }
+}
+
+export type TransactionState = "uninitialized" | "ready" | "open" | "ending" | "failed";
+
+export class Transactions {
+  readonly #producer: Producer;
+  readonly #sliceMs: number;
+  #state: TransactionState = "uninitialized";
+
+  /** `producer` was made with a `transactional.id`; nothing else may produce through it. */
+  constructor(producer: Producer, opts: { sliceMs?: number } = {}) {
+    this.#producer = producer;
+    this.#sliceMs = opts.sliceMs ?? SLICE_MS;
+  }
+
+  /** ready: none open; open: records and offsets may join; ending: a commit or abort is under way. */
+  get state(): TransactionState {
+    return this.#state;
+  }
+
+  /**
+   * Registers the transactional.id with its coordinator, fencing every earlier producer of the same
+   * id and ending (aborting) what it left open. Once, before the first transaction.
+   */
+  async init(timeoutMs: number): Promise<void> {
+    await this.#call("init transactions", timeoutMs, (slice) =>
+      rdk().rd_kafka_init_transactions(this.#producer.handle, slice),
+    );
+    this.#state = "ready";
+  }
+
+  /** Opens a transaction: records produced from now on, and offsets sent, belong to it. Does not block. */
+  begin(): void {
+    const e = takeTransactionError("begin transaction", rdk().rd_kafka_begin_transaction(this.#producer.handle));
+    if (e) throw this.#failed(e);
+    this.#state = "open";
+  }
+
+  /**
+   * Adds the group's offsets (next offset to read, with their metadata) to the open transaction.
+   * Refused with an abortable error when `group`'s generation is no longer the member's.
+   */
+  async sendOffsets(offsets: readonly TopicPartition[], group: GroupMetadata, timeoutMs: number): Promise<void> {
+    const list = toNativeList(offsets);
+    try {
+      await this.#call("send offsets to transaction", timeoutMs, (slice) =>
+        rdk().rd_kafka_send_offsets_to_transaction(this.#producer.handle, list, group.pointer, slice),
+      );
+    } finally {
+      rdk().rd_kafka_topic_partition_list_destroy(list);
+    }
+  }
+
+  /** Delivers what the transaction produced, then commits it with its offsets. */
+  async commit(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    this.#state = "ending";
+    try {
+      await this.#producer.flush(timeoutMs);
+    } catch {
+      // Reports still outstanding at the deadline: the commit's own flush says so, typed.
+    }
+    await this.#call("commit transaction", Math.max(0, deadline - performance.now()), (slice) =>
+      rdk().rd_kafka_commit_transaction(this.#producer.handle, slice),
+    );
+    this.#state = "ready";
+  }
+
+  /** Ends the transaction unseen: its records are never shown to read_committed readers, its offsets never count. */
+  async abort(timeoutMs: number): Promise<void> {
+    this.#state = "ending";
+    await this.#call("abort transaction", timeoutMs, (slice) =>
+      rdk().rd_kafka_abort_transaction(this.#producer.handle, slice),
+    );
+    this.#state = "ready";
+  }
+
+  /**
+   * One transactional call, made in slices until it succeeds, fails for good, or `timeoutMs` passed;
+   * delivery reports are served before each slice (see the module's comment).
+   */
+  async #call(what: string, timeoutMs: number, call: (sliceMs: number) => Pointer | null): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      this.#producer.serveReports();
+      const slice = Math.max(1, Math.min(this.#sliceMs, Math.ceil(deadline - performance.now())));
+      const e = takeTransactionError(what, call(slice));
+      if (!e) return;
+      if (!e.retryable || e.abortable || e.fatal || performance.now() >= deadline) throw this.#failed(e);
+      await Bun.sleep(1);
+    }
+  }
+
+  #failed(e: TransactionError): TransactionError {
+    if (e.fatal) this.#state = "failed";
+    else if (e.abortable) this.#state = "open"; // still open until aborted
+    return e;
+  }
+}
+
+/** `transactional.id` for a worker instance: one per group and instance, so restarts fence their predecessors. */
+export function transactionalId(group: string, instance: string): string {
+  return `${group}-${instance}`;
+}
