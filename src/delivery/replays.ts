@@ -42,7 +42,7 @@ export class Replays {
    * The `since` each check read from, kept while a commit could fall at or before the last offset
    * it skips: such a commit must lead the next owner's check back as far (commitSince).
    */
-  readonly #checked = new Map<number, { max: number; since: number }>();
+  readonly #checked = new Map<number, { max: number; since: number; dlqRead: boolean }>();
   /** Per partition, the commit that stood when the check ended: a lease renewal commits it while none is held. */
   readonly #standing = new Map<number, { offset: number; since: number }>();
   /** Per partition, the end (high watermark) below which records the check did not find may be stored. */
@@ -128,6 +128,16 @@ export class Replays {
     return Math.min(since, c.since);
   }
 
+  /**
+   * Whether a commit of `partition` at `offset` may say that no envelope lies past it (commit-metadata.ts
+   * `txn`): not while an offset a check found by reading the DLQ lies at or past it, as the last
+   * owner's envelopes there stay visible. Call after commitSince, which forgets what is passed.
+   */
+  commitTransactional(partition: number, offset: number): boolean {
+    const c = this.#checked.get(partition);
+    return !(c && c.dlqRead && offset <= c.max);
+  }
+
   check(tps: readonly TopicPartition[]): void {
     if (tps.length === 0) return;
     this.#gate.close(tps, "replay-check");
@@ -184,7 +194,7 @@ export class Replays {
       let max = -1;
       for (const o of offsets) if (o > max) max = o;
       this.#delivered.set(p, { offsets, max, ...(f.digests ? { digests: f.digests } : {}) });
-      this.#checked.set(p, { max, since: f.since });
+      this.#checked.set(p, { max, since: f.since, dlqRead: !f.transactional });
       delivered += offsets.size;
     }
     this.#counters.replayChecks++;

@@ -358,7 +358,7 @@ function checkEnvelope(bytes: Uint8Array): void {
 // ---- Commit metadata -------------------------------------------------------------------------
 
 const metadataBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
-  fc.integer({ min: 0, max: 2 ** 42 }).map((t) => enc.encode(commitMetadata(t))),
+  fc.tuple(fc.integer({ min: 0, max: 2 ** 42 }), fc.boolean()).map(([t, txn]) => enc.encode(commitMetadata(t, txn))),
   fc.record({ cdr_worker: fc.jsonValue(), since: fc.oneof(fc.jsonValue(), fc.double()) }, { requiredKeys: [] }).map((o) => enc.encode(JSON.stringify(o))),
   fc.tuple(fc.integer({ min: 0, max: 2 ** 42 }), fc.array(byteChange, { minLength: 1, maxLength: 2 })).map(([t, cs]) =>
     cs.reduce<Uint8Array>((b, c) => c(b), enc.encode(commitMetadata(t))),
@@ -371,8 +371,9 @@ function checkMetadata(bytes: Uint8Array): void {
   const m = readCommitMetadata(text);
   if (m !== null && !(typeof m.since === "number" && Number.isFinite(m.since))) throw new Error(`since ${m.since} is not a finite number`);
   // As the worker writes it: a JSON integer, so no leading zero (000 is not JSON, and reads as nothing).
-  const asWritten = /^\{"cdr_worker":1,"since":(0|[1-9]\d*)\}$/.exec(text);
-  if (asWritten && m?.since !== Number(asWritten[1])) throw new Error("metadata as the worker writes it did not read back");
+  const asWritten = /^\{"cdr_worker":1,"since":(0|[1-9]\d*)(,"txn":1)?\}$/.exec(text);
+  if (asWritten && (m?.since !== Number(asWritten[1]) || m.transactional !== (asWritten[2] !== undefined)))
+    throw new Error("metadata as the worker writes it did not read back");
 }
 
 // ---- RowBinary -------------------------------------------------------------------------------

@@ -7,7 +7,9 @@
  * (commit-metadata.ts). From the committed offset C and that time T the check reads
  *   - ClickHouse: the rows of that partition with kafka_offset ≥ C ingested since T, after the
  *     inserts still running on the server (an owner killed mid-insert) have ended;
- *   - the DLQ: the envelopes produced since T whose source is that partition at ≥ C.
+ *   - the DLQ: the envelopes produced since T whose source is that partition at ≥ C, unless the
+ *     commit was made in a transaction with the envelopes it passes (exactly-once's commits,
+ *     transactional-commits.ts): then none past C is visible to the check's read_committed reader.
  * A partition whose commit carries no metadata (its first owner, or one of a release without it)
  * gets a commit with metadata at its current position first: from then on every owner leaves
  * what the next one needs, before it delivers anything.
@@ -25,6 +27,8 @@ export interface Owned {
   partition: number;
   from: number;
   since: number;
+  /** The commit was made in a transaction with every envelope below it: the DLQ holds none past it. */
+  transactional?: boolean;
 }
 
 /** Offsets delivered, by partition. */
@@ -57,6 +61,8 @@ export interface Delivered {
    * itself, before they are sent (Replays.unsure). Absent where the last owner left no such trace.
    */
   unsureBelow?: number;
+  /** The commit read was transactional (commit-metadata.ts): the DLQ was not read. */
+  transactional?: boolean;
 }
 
 export interface ReplayCheckDeps {
@@ -97,7 +103,8 @@ export async function findDelivered(
   for (const c of committed) {
     const meta = readCommitMetadata(c.metadata);
     const offset = offsetOf(c);
-    if (offset !== null && meta) owned.push({ partition: c.partition, from: offset, since: meta.since });
+    if (offset !== null && meta)
+      owned.push({ partition: c.partition, from: offset, since: meta.since, ...(meta.transactional ? { transactional: true } : {}) });
     else {
       const position = offset ?? low.get(c.partition);
       if (position === undefined) throw new KafkaError("KAFKA_CLIENT", `no first offset of partition ${c.partition}`);
@@ -111,6 +118,7 @@ export async function findDelivered(
   }
   if (unmarked.length) await d.commit(unmarked);
   const since = new Map(owned.map((o) => [o.partition, o.since]));
+  const transactional = new Set(owned.filter((o) => o.transactional).map((o) => o.partition));
   const at = new Map<number, number>(owned.map((o) => [o.partition, o.from]));
   for (const u of unmarked) at.set(u.partition, Number(u.offset));
   const delivered = new Map<number, Delivered>(
@@ -118,6 +126,7 @@ export async function findDelivered(
       const committed = at.get(p);
       const d: Delivered = { offsets: new Set<number>(), since: since.get(p) ?? checkedAt };
       if (committed !== undefined) d.committed = committed;
+      if (transactional.has(p)) d.transactional = true;
       return [p, d];
     }),
   );
@@ -128,7 +137,13 @@ export async function findDelivered(
     if (end !== undefined && end > o.from) delivered.get(o.partition)!.unsureBelow = end;
   }
   await d.insertsEnded();
-  const [stored, dead] = await Promise.all([d.stored(owned), d.deadLettered(owned)]);
+  // Below a transactional commit every envelope is passed and past it none is visible: no DLQ read.
+  const withEnvelopes = owned.filter((o) => !o.transactional);
+  const none: DeadLettered = { offsets: new Map(), digests: new Map() };
+  const [stored, dead] = await Promise.all([
+    d.stored(owned),
+    withEnvelopes.length > 0 ? d.deadLettered(withEnvelopes) : none,
+  ]);
   for (const found of [stored, dead.offsets])
     for (const [p, offsets] of found) {
       const set = delivered.get(p)?.offsets;

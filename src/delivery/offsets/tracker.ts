@@ -10,12 +10,15 @@
  */
 
 export interface Hold {
+  partition: number;
   /** Highest offset in this run (inclusive). */
   last: number;
   done: boolean;
   owner: object;
   /** When its first record was consumed (ms since the epoch). */
   at: number;
+  /** Waiting for every earlier hold of its partition to be done or sent alone (`whenReached`). */
+  onReached?: () => void;
 }
 
 /** A position to commit, with when the first record not yet durable there was consumed. */
@@ -43,6 +46,8 @@ interface PartitionState {
   consumed: number;
   /** First offset ever tracked (the position before anything became durable). */
   first: number;
+  /** Index in `holds` of the first hold `whenReached` may not pass yet: a ClickHouse batch's, not done. */
+  reach: number;
 }
 
 /** The owner of holds made by trackAlone(): never extended, since track() is never given it. */
@@ -68,28 +73,57 @@ export class OffsetTracker {
       tail.last = offset;
       return null;
     }
-    return this.#push(p, offset, owner);
+    return this.#push(p, partition, offset, owner);
   }
 
   /** Registers one record that is durable on its own (a DLQ send): always a hold of its own. */
   trackAlone(partition: number, offset: number): Hold {
-    return this.#push(this.#consume(partition, offset), offset, ALONE);
+    return this.#push(this.#consume(partition, offset), partition, offset, ALONE);
   }
 
   #consume(partition: number, offset: number): PartitionState {
     let p = this.#parts.get(partition);
     if (!p) {
-      p = { holds: [], head: 0, position: -1, reported: -1, committed: -1, consumed: -1, first: offset };
+      p = { holds: [], head: 0, position: -1, reported: -1, committed: -1, consumed: -1, first: offset, reach: 0 };
       this.#parts.set(partition, p);
     }
     p.consumed = offset + 1;
     return p;
   }
 
-  #push(p: PartitionState, offset: number, owner: object): Hold {
-    const hold: Hold = { last: offset, done: false, owner, at: this.#now() };
+  #push(p: PartitionState, partition: number, offset: number, owner: object): Hold {
+    const hold: Hold = { partition, last: offset, done: false, owner, at: this.#now() };
     p.holds.push(hold);
     return hold;
+  }
+
+  /**
+   * Calls `fn` once every hold before `hold` in its partition is done, or is a record sent alone (a DLQ
+   * send, durable before the next transaction's commit: transactional-commits.ts): at once when
+   * that is so already. Exactly-once produces an envelope only then, so the commit that comes with
+   * its transaction passes it however long an earlier batch's inserts take.
+   */
+  whenReached(hold: Hold, fn: () => void): void {
+    hold.onReached = fn;
+    this.reach(hold.partition);
+  }
+
+  /** Runs the waits `whenReached` registered that are now reached; call when a hold of `partition` is done. */
+  reach(partition: number): void {
+    const p = this.#parts.get(partition);
+    if (!p) return;
+    const holds = p.holds;
+    let i = Math.max(p.reach, p.head);
+    for (; i < holds.length; i++) {
+      const h = holds[i]!;
+      const fn = h.onReached;
+      if (fn) {
+        h.onReached = undefined;
+        fn();
+      }
+      if (!h.done && h.owner !== ALONE) break;
+    }
+    p.reach = i;
   }
 
   /** Positions that moved since the last call: what to commit now. */
@@ -97,8 +131,9 @@ export class OffsetTracker {
     const out: Advanced[] = [];
     for (const [partition, p] of this.#parts) {
       while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
-      if (p.head > 1024 && p.head * 2 > p.holds.length) {
+      if (p.head > 1024 && p.head * 2 > p.holds.length && p.reach >= p.head) {
         p.holds = p.holds.slice(p.head);
+        p.reach -= p.head;
         p.head = 0;
       }
       if (p.position > p.reported) {

@@ -76,3 +76,25 @@ test("regression: a partition whose committed offset came back with an error fai
   expect(err?.message).toContain("partition 0");
   expect(calls).toEqual([]);
 });
+
+test("a transactional commit's partition is not read in the DLQ: below it every envelope is passed, past it none is visible", async () => {
+  const asked: string[] = [];
+  const found = await findDelivered([0, 1], {
+    topic: "cdr.raw",
+    committed: async () => [
+      { topic: "cdr.raw", partition: 0, offset: 10n, metadata: commitMetadata(1000, true) },
+      { topic: "cdr.raw", partition: 1, offset: 20n, metadata: commitMetadata(1000) },
+    ],
+    lowWatermarks: async () => new Map(),
+    highWatermarks: async (ps) => new Map(ps.map((p) => [p, 30])),
+    commit: async () => void asked.push("commit"),
+    insertsEnded: async () => {},
+    stored: async (owned) => (asked.push(`stored ${owned.map((o) => o.partition)}`), new Map([[0, [11]]])),
+    deadLettered: async (owned) => (
+      asked.push(`dead-lettered ${owned.map((o) => o.partition)}`),
+      { offsets: new Map([[1, [21]]]), digests: new Map() }
+    ),
+  });
+  expect(asked.sort()).toEqual(["dead-lettered 1", "stored 0,1"]);
+  expect([...found].map(([p, f]) => [p, [...f.offsets], f.transactional])).toEqual([[0, [11], true], [1, [21], undefined]]);
+});

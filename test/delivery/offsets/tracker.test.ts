@@ -122,3 +122,28 @@ test("each position comes with when the record at it was consumed, or the time o
   // Nothing waits: no record at 2 or later was handed to a destination before this moment.
   expect(t.advanced(6000)).toEqual([{ partition: 0, offset: 2, since: 6000 }]);
 });
+
+test("whenReached: an envelope waits for the batch before it, not for envelopes; a batch's later hold waits for the batch itself", () => {
+  const t = new OffsetTracker();
+  const b1 = {}, b2 = {};
+  const reached: string[] = [];
+  const first = t.track(0, 0, b1)!; // rows 0-1 of batch 1
+  t.track(0, 1, b1);
+  const e2 = t.trackAlone(0, 2); // an invalid record between two runs of batch 1
+  const later = t.track(0, 3, b1)!;
+  const e4 = t.trackAlone(0, 4);
+  const next = t.track(0, 5, b2)!;
+  const other = t.trackAlone(1, 0); // another partition: nothing before it
+  t.whenReached(first, () => reached.push("batch 1"));
+  t.whenReached(e2, () => reached.push("e2"));
+  t.whenReached(e4, () => reached.push("e4"));
+  t.whenReached(next, () => reached.push("batch 2"));
+  t.whenReached(other, () => reached.push("p1 e0"));
+  expect(reached).toEqual(["batch 1", "p1 e0"]);
+  expect(later.onReached).toBeUndefined();
+  first.done = later.done = true; // batch 1 stored
+  t.reach(0);
+  // Envelopes in flight do not hold what follows: their reports come before the next commit.
+  expect(reached).toEqual(["batch 1", "p1 e0", "e2", "e4", "batch 2"]);
+  expect(e2.done || e4.done).toBe(false);
+});
