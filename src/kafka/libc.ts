@@ -16,6 +16,9 @@ export const libc = dlopen("libc.so.6", {
   // A child that ends with its parent (endWithParent below).
   prctl: { args: ["i32", "u64", "u64", "u64", "u64"], returns: "i32" },
   getppid: { args: [], returns: "i32" },
+  // A thread of its own for each blocking transactional call (txn-thread.ts): only their addresses are used.
+  pthread_create: { args: ["ptr", "ptr", "ptr", "ptr"], returns: "i32" },
+  pthread_detach: { args: ["u64"], returns: "i32" },
 }).symbols;
 
 /** <sys/resource.h>: RLIMIT_CORE on Linux; struct rlimit { rlim_t rlim_cur; rlim_t rlim_max; }. */

@@ -77,6 +77,8 @@ export class Producer {
   #nextId: number;
   #pumping = false;
   #closed = false;
+  /** Calls on other threads that hold the handle now (lend). */
+  #lent = 0;
   #fatal: KafkaError | null = null;
   readonly #name: string;
   readonly #idle: ReturnType<typeof setInterval>;
@@ -99,6 +101,19 @@ export class Producer {
   get handle(): Pointer {
     if (this.#closed) throw closedError("transaction");
     return this.#h.rk;
+  }
+
+  /**
+   * Runs `fn`, which hands the handle to another thread (txn-thread.ts), and keeps close() from
+   * destroying the handle under that thread meanwhile.
+   */
+  async lend<T>(fn: () => Promise<T>): Promise<T> {
+    this.#lent++;
+    try {
+      return await fn();
+    } finally {
+      this.#lent--;
+    }
   }
 
   /** Serves the delivery reports waiting now, without waiting for more. */
@@ -288,7 +303,8 @@ export class Producer {
     const lib = rdk();
     for (const rkt of this.#topics.values()) lib.rd_kafka_topic_destroy(rkt);
     lib.rd_kafka_queue_destroy(this.#main);
-    destroyHandle(this.#h);
+    // A thread still inside a transactional call would use a freed handle: left to the process's end.
+    if (this.#lent === 0) destroyHandle(this.#h);
     for (const p of this.#pending.values())
       p.reject(new KafkaError("KAFKA_DELIVERY", "producer closed before delivery"));
     this.#pending.clear();

@@ -3,23 +3,32 @@
  * by its metadata (KIP-447): records produced in a transaction and the offsets sent with it become
  * visible together, to read_committed readers and to the group, or not at all.
  *
- * librdkafka's transactional calls block their thread until the coordinator answers, and here that
- * thread is the event loop. So each call gets a slice of at most `sliceMs` and is made again while
- * it times out: init, commit and abort resume where they stopped; send_offsets does not resume, so
- * the same offsets with the same metadata are sent again (what its documentation asks). Commit and
- * abort flush the producer first, and librdkafka's flush only waits for delivery reports served as
- * events, which only this thread serves: so the reports are served before each call and between
- * two slices, and a commit is not called while a report is outstanding.
+ * librdkafka's transactional calls block their thread until the coordinator answers (send_offsets
+ * waits for its requests whatever timeout it is given), so each is made on a thread of its own
+ * (txn-thread.ts) while the event loop serves delivery reports, which commit's and abort's own
+ * flush wait for and which only the event loop serves. Where that thread cannot be had, a call is
+ * made on the event loop in slices of at most `sliceMs` and made again while it times out: init,
+ * commit and abort resume where they stopped; send_offsets does not resume, so the same offsets
+ * with the same metadata are sent again (what its documentation asks), in longer slices, since a
+ * slice is also its requests' timeout; there a coordinator that does not answer holds the event
+ * loop up to transaction.timeout.ms.
  */
 import type { Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { errName } from "./handle.ts";
 import { rdk } from "./native.ts";
 import { toNativeList, type TopicPartition } from "./partition-list.ts";
-import type { Producer } from "./producer.ts";
+import type { DeliveryReport, Producer, ProduceOptions } from "./producer.ts";
+import { loadTxnThread, type TxnThread } from "./txn-thread.ts";
 
 /** Longest a transactional call blocks the event loop before it is made again. */
 const SLICE_MS = 50;
+/**
+ * send_offsets_to_transaction's slice: it bounds its requests' own timeout too (AddOffsetsToTxn,
+ * TxnOffsetCommit), so a slice shorter than a busy coordinator's answer would never succeed. The
+ * event loop waits this long at most while the coordinator is slow; on loopback it answers in ms.
+ */
+const SEND_OFFSETS_SLICE_MS = 1_000;
 
 /**
  * A transactional call's failure, with librdkafka's verdict. `abortable`: this transaction is lost
@@ -91,12 +100,17 @@ export type TransactionState = "uninitialized" | "ready" | "open" | "ending" | "
 export class Transactions {
   readonly #producer: Producer;
   readonly #sliceMs: number;
+  readonly #thread: TxnThread | null;
   #state: TransactionState = "uninitialized";
 
-  /** `producer` was made with a `transactional.id`; nothing else may produce through it. */
-  constructor(producer: Producer, opts: { sliceMs?: number } = {}) {
+  /**
+   * `producer` was made with a `transactional.id`; nothing else may produce through it. The calls
+   * go on threads of their own (txn-thread.ts) unless `onEventLoop`, or unless that cannot be built.
+   */
+  constructor(producer: Producer, opts: { sliceMs?: number; onEventLoop?: boolean } = {}) {
     this.#producer = producer;
     this.#sliceMs = opts.sliceMs ?? SLICE_MS;
+    this.#thread = opts.onEventLoop ? null : loadTxnThread();
   }
 
   /** ready: none open; open: records and offsets may join; ending: a commit or abort is under way. */
@@ -109,8 +123,11 @@ export class Transactions {
    * id and ending (aborting) what it left open. Once, before the first transaction.
    */
   async init(timeoutMs: number): Promise<void> {
-    await this.#call("init transactions", timeoutMs, (slice) =>
-      rdk().rd_kafka_init_transactions(this.#producer.handle, slice),
+    await this.#call(
+      "init transactions",
+      timeoutMs,
+      (slice) => rdk().rd_kafka_init_transactions(this.#producer.handle, slice),
+      { fn: "rd_kafka_init_transactions" },
     );
     this.#state = "ready";
   }
@@ -129,12 +146,25 @@ export class Transactions {
   async sendOffsets(offsets: readonly TopicPartition[], group: GroupMetadata, timeoutMs: number): Promise<void> {
     const list = toNativeList(offsets);
     try {
-      await this.#call("send offsets to transaction", timeoutMs, (slice) =>
-        rdk().rd_kafka_send_offsets_to_transaction(this.#producer.handle, list, group.pointer, slice),
+      await this.#call(
+        "send offsets to transaction",
+        timeoutMs,
+        (slice) => rdk().rd_kafka_send_offsets_to_transaction(this.#producer.handle, list, group.pointer, slice),
+        { fn: "rd_kafka_send_offsets_to_transaction", a: list, b: group.pointer, sliceMs: SEND_OFFSETS_SLICE_MS },
       );
     } finally {
       rdk().rd_kafka_topic_partition_list_destroy(list);
     }
+  }
+
+  /** Sends one record in the open transaction; resolves on its delivery report. */
+  produce(topic: string, value: string | Uint8Array | null, opts?: ProduceOptions): Promise<DeliveryReport> {
+    return this.#producer.produce(topic, value, opts);
+  }
+
+  /** Resolves once every record produced has its delivery report. */
+  flush(timeoutMs: number): Promise<void> {
+    return this.#producer.flush(timeoutMs);
   }
 
   /** Delivers what the transaction produced, then commits it with its offsets. */
@@ -146,8 +176,11 @@ export class Transactions {
     } catch {
       // Reports still outstanding at the deadline: the commit's own flush says so, typed.
     }
-    await this.#call("commit transaction", Math.max(0, deadline - performance.now()), (slice) =>
-      rdk().rd_kafka_commit_transaction(this.#producer.handle, slice),
+    await this.#call(
+      "commit transaction",
+      Math.max(0, deadline - performance.now()),
+      (slice) => rdk().rd_kafka_commit_transaction(this.#producer.handle, slice),
+      { fn: "rd_kafka_commit_transaction" },
     );
     this.#state = "ready";
   }
@@ -155,25 +188,46 @@ export class Transactions {
   /** Ends the transaction unseen: its records are never shown to read_committed readers, its offsets never count. */
   async abort(timeoutMs: number): Promise<void> {
     this.#state = "ending";
-    await this.#call("abort transaction", timeoutMs, (slice) =>
-      rdk().rd_kafka_abort_transaction(this.#producer.handle, slice),
+    await this.#call(
+      "abort transaction",
+      timeoutMs,
+      (slice) => rdk().rd_kafka_abort_transaction(this.#producer.handle, slice),
+      { fn: "rd_kafka_abort_transaction" },
     );
     this.#state = "ready";
   }
 
   /**
-   * One transactional call, made in slices until it succeeds, fails for good, or `timeoutMs` passed;
-   * delivery reports are served before each slice (see the module's comment).
+   * One transactional call: on a thread of its own, given the whole `timeoutMs`, with delivery
+   * reports served here meanwhile; or, without one, on the event loop in slices until it succeeds,
+   * fails for good, or `timeoutMs` passed (see the module's comment).
    */
-  async #call(what: string, timeoutMs: number, call: (sliceMs: number) => Pointer | null): Promise<void> {
+  async #call(
+    what: string,
+    timeoutMs: number,
+    call: (sliceMs: number) => Pointer | null,
+    native: { fn: keyof ReturnType<typeof rdk>; a?: Pointer; b?: Pointer; sliceMs?: number },
+  ): Promise<void> {
+    const thread = this.#thread;
+    if (thread) {
+      const fn = (rdk()[native.fn] as unknown as { ptr: Pointer }).ptr;
+      const rk = this.#producer.handle;
+      const tick = () => this.#producer.serveReports();
+      const args = { tick, ...(native.a ? { a: native.a, b: native.b! } : {}) };
+      const e = takeTransactionError(what, await this.#producer.lend(() => thread.call(fn, rk, timeoutMs, args)));
+      if (e) throw this.#failed(e);
+      return;
+    }
+    const sliceMs = native.sliceMs ?? this.#sliceMs;
     const deadline = performance.now() + timeoutMs;
-    for (;;) {
+    for (let slices = 0; ; slices++) {
       this.#producer.serveReports();
-      const slice = Math.max(1, Math.min(this.#sliceMs, Math.ceil(deadline - performance.now())));
+      const slice = Math.max(1, Math.min(sliceMs, Math.ceil(deadline - performance.now())));
       const e = takeTransactionError(what, call(slice));
       if (!e) return;
       if (!e.retryable || e.abortable || e.fatal || performance.now() >= deadline) throw this.#failed(e);
-      await Bun.sleep(1);
+      // A coordinator that answers late gets the event loop back for longer each time, up to a slice.
+      await Bun.sleep(Math.min(sliceMs, 2 ** Math.min(slices, 10)));
     }
   }
 

@@ -22,9 +22,9 @@ async function topic(prefix: string): Promise<string> {
   return name;
 }
 
-function transactional(id: string, extra: Record<string, string> = {}): { producer: Producer; txn: Transactions } {
+function transactional(id: string, extra: Record<string, string> = {}, onEventLoop = false): { producer: Producer; txn: Transactions } {
   const producer = new Producer({ ...props, "transactional.id": id, "transaction.timeout.ms": "10000", ...extra });
-  return { producer, txn: new Transactions(producer) };
+  return { producer, txn: new Transactions(producer, { onEventLoop }) };
 }
 
 /** Every record of a partition as `isolation` shows it, read to the partition's end. */
@@ -61,24 +61,26 @@ async function member(group: string, input: string): Promise<Consumer> {
 }
 
 describe("transactions", () => {
-  test("records and the group's offsets become visible together; an aborted transaction's never", async () => {
+  // Each call on a thread of its own (txn-thread.ts), and where that cannot be built on the event loop in slices.
+  for (const onEventLoop of [false, true])
+  test(`records and the group's offsets become visible together; an aborted transaction's never${onEventLoop ? " (calls on the event loop)" : ""}`, async () => {
     const input = await topic("txn-in");
     const out = await topic("txn-out");
     const group = uniqueName("txn-group");
     const consumer = await member(group, input);
-    const { producer, txn } = transactional(transactionalId(group, "a"));
+    const { producer, txn } = transactional(transactionalId(group, "a"), {}, onEventLoop);
     try {
       await txn.init(30_000);
       expect(txn.state).toBe("ready");
 
       txn.begin();
-      const aborted = [producer.produce(out, "aborted-1"), producer.produce(out, "aborted-2")];
+      // Purged by the abort, or sent and marked aborted: heard either way, never seen.
+      const aborted = [producer.produce(out, "aborted-1"), producer.produce(out, "aborted-2")].map((p) => p.catch((e: unknown) => e));
       const md = consumer.groupMetadata();
       await txn.sendOffsets([{ topic: input, partition: 0, offset: 3n, metadata: "aborted" }], md, 10_000);
       await txn.abort(10_000);
       md.destroy();
-      // Purged before they were sent, or sent and marked aborted: either way no reader sees them.
-      await Promise.allSettled(aborted);
+      await Promise.all(aborted);
       expect(committedOffsets(group, input, 1).get(0)).toBe(-1001n);
 
       txn.begin();
