@@ -104,7 +104,12 @@ export async function findDelivered(
     const meta = readCommitMetadata(c.metadata);
     const offset = offsetOf(c);
     if (offset !== null && meta)
-      owned.push({ partition: c.partition, from: offset, since: meta.since, ...(meta.transactional ? { transactional: true } : {}) });
+      owned.push({
+        partition: c.partition,
+        from: offset,
+        since: meta.since,
+        ...(meta.transactional ? { transactional: true } : {}),
+      });
     else {
       const position = offset ?? low.get(c.partition);
       if (position === undefined) throw new KafkaError("KAFKA_CLIENT", `no first offset of partition ${c.partition}`);
