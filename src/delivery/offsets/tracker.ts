@@ -131,9 +131,10 @@ export class OffsetTracker {
     const out: Advanced[] = [];
     for (const [partition, p] of this.#parts) {
       while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
-      if (p.head > 1024 && p.head * 2 > p.holds.length && p.reach >= p.head) {
+      if (p.head > 1024 && p.head * 2 > p.holds.length) {
         p.holds = p.holds.slice(p.head);
-        p.reach -= p.head;
+        // A walk never starts before the head: a mark behind it means the head.
+        p.reach = Math.max(0, p.reach - p.head);
         p.head = 0;
       }
       if (p.position > p.reported) {
