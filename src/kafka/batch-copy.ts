@@ -12,14 +12,12 @@
  * another architecture), `loadBatchCopy()` returns null and the consumer keeps its per-message path,
  * which is also the reference the tests compare this one against.
  */
-import { cc, FFIType, ptr, type Pointer } from "bun:ffi";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { FFIType, ptr, type Pointer } from "bun:ffi";
 import { log } from "../log.ts";
 import { libc } from "./libc.ts";
 import { rdk } from "./native.ts";
 import { MESSAGE } from "./structs.ts";
+import { compileC } from "./tinycc.ts";
 
 /** Doubles per message in the metadata array filled by `copy`. */
 export const META_STRIDE = 7;
@@ -103,23 +101,15 @@ export interface BatchCopy {
 }
 
 let loaded: BatchCopy | null | undefined;
-// The compiled code lives as long as the process: the object cc() returns owns it, and it must
-// not be collected while the consumer calls into it.
+// The function table the compiled code reads on every call: kept for the life of the process.
 const keepAlive: unknown[] = [];
 
 /** The compiled routine, or null (once logged) when it cannot be built here. */
 export function loadBatchCopy(): BatchCopy | null {
   if (loaded !== undefined) return loaded;
   loaded = null;
-  let dir = "";
   try {
-    // TinyCC reads source from a real file; the compiled binary's virtual filesystem is not one.
-    dir = mkdtempSync(join(tmpdir(), "cdr-batch-copy-"));
-    const file = join(dir, "batch-copy.c");
-    writeFileSync(file, SOURCE);
-    // -nostdlib: the code calls nothing by name, and a distroless image has no libc.so for TinyCC
-    // to link against (only libc.so.6): without it, compiling failed there (test/image).
-    const compiled = cc({ source: file, symbols: SYMBOLS, flags: ["-std=c11", "-O2", "-nostdlib"] });
+    const compiled = compileC("batch-copy", SOURCE, SYMBOLS);
     const { symbols } = compiled;
     // Function pointers of the symbols bun:ffi already resolved: TinyCC needs to link nothing.
     const lib = rdk() as unknown as Record<string, { ptr: Pointer }>;
@@ -129,7 +119,7 @@ export function loadBatchCopy(): BatchCopy | null {
       BigInt(lib.rd_kafka_message_destroy!.ptr),
       BigInt(lib.rd_kafka_message_timestamp!.ptr),
     ]);
-    keepAlive.push(compiled, table);
+    keepAlive.push(table);
     const tablePtr = ptr(table);
     loaded = {
       size: (slots, n, meta) => Number(symbols.batch_size(slots, n, meta)),
@@ -137,8 +127,6 @@ export function loadBatchCopy(): BatchCopy | null {
     };
   } catch (cause) {
     log.warn("kafka: native batch copy unavailable, copying per message", { cause: (cause as Error).message });
-  } finally {
-    if (dir) rmSync(dir, { recursive: true, force: true });
   }
   return loaded;
 }

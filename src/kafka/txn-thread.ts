@@ -12,12 +12,10 @@
  * event loop, which serves them meanwhile (a commit's flush waits for them). When TinyCC is
  * unavailable, `loadTxnThread()` returns null and the calls are made on the event loop in slices.
  */
-import { cc, ptr, type Pointer } from "bun:ffi";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { ptr, type Pointer } from "bun:ffi";
 import { log } from "../log.ts";
 import { libc } from "./libc.ts";
+import { compileC } from "./tinycc.ts";
 
 const SOURCE = `
 typedef void *(*call2_t)(void *, int);
@@ -62,23 +60,14 @@ export interface TxnThread {
 }
 
 let loaded: TxnThread | null | undefined;
-// The compiled code must outlive every thread running it: kept for the life of the process.
+// Each job stays referenced while its thread writes into it.
 const keepAlive: unknown[] = [];
 
 export function loadTxnThread(): TxnThread | null {
   if (loaded !== undefined) return loaded;
   loaded = null;
-  let dir = "";
   try {
-    dir = mkdtempSync(join(tmpdir(), "cdr-txn-thread-"));
-    const file = join(dir, "txn-thread.c");
-    writeFileSync(file, SOURCE);
-    const compiled = cc({
-      source: file,
-      symbols: { txn_start: { args: ["ptr", "ptr", "ptr"], returns: "i32" } },
-      flags: ["-std=c11", "-O2", "-nostdlib"],
-    });
-    keepAlive.push(compiled);
+    const compiled = compileC("txn-thread", SOURCE, { txn_start: { args: ["ptr", "ptr", "ptr"], returns: "i32" } });
     const create = (libc.pthread_create as unknown as { ptr: Pointer }).ptr;
     const detach = (libc.pthread_detach as unknown as { ptr: Pointer }).ptr;
     const start = compiled.symbols.txn_start;
@@ -111,8 +100,6 @@ export function loadTxnThread(): TxnThread | null {
     log.warn("kafka: transactional calls on the event loop (no thread of their own)", {
       cause: (cause as Error).message,
     });
-  } finally {
-    if (dir) rmSync(dir, { recursive: true, force: true });
   }
   return loaded;
 }
