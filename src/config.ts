@@ -262,6 +262,8 @@ export const RESERVED_KAFKA_PROPS: Readonly<Record<string, string>> = {
   "group.id": "set KAFKA_GROUP_ID",
   "bootstrap.servers": "set KAFKA_BROKERS",
   "metadata.broker.list": "set KAFKA_BROKERS",
+  "isolation.level":
+    "every reader of the DLQ is read_committed: an aborted transaction's envelopes were never delivered",
 };
 
 /**
@@ -272,6 +274,7 @@ export const EXACTLY_ONCE_KAFKA_PROPS: Readonly<Record<string, string>> = {
   "enable.idempotence":
     "exactly-once needs the DLQ producer idempotent (the worker sets true): no envelope written twice by a retry",
   acks: "exactly-once needs every in-sync replica to acknowledge an envelope (acks=all, which idempotence implies)",
+  "transactional.id": "exactly-once names the DLQ producer's transactions <KAFKA_GROUP_ID>-<WORKER_INSTANCE>",
 };
 
 /**

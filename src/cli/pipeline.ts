@@ -4,7 +4,13 @@ import type { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
-import { CdrWorkerError } from "../errors.ts";
+import { CdrWorkerError, KafkaError } from "../errors.ts";
+import type { TopicPartition } from "../kafka/partition-list.ts";
+
+/** The name a refused transaction's error carries: a retry can help. */
+const ABORTED = "TRANSACTION_ABORTED";
+/** transaction.timeout.ms unless KAFKA_PROP_TRANSACTION_TIMEOUT_MS says otherwise. */
+const TRANSACTION_TIMEOUT_MS = 10_000;
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
@@ -13,6 +19,8 @@ import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { findDelivered, type Owned } from "../delivery/offsets/replay-check.ts";
 import { Producer } from "../kafka/producer.ts";
+import { Transactions, transactionalId, type GroupMetadata } from "../kafka/transaction.ts";
+import { TransactionalCommits } from "../delivery/offsets/transactional-commits.ts";
 import { Counters } from "../stats/counters.ts";
 import { Delivery } from "../delivery/delivery.ts";
 import { Worker } from "../worker/worker.ts";
@@ -22,6 +30,8 @@ export interface Pipeline {
   counters: Counters;
   phone: PhoneNormalizer;
   producer: Producer;
+  /** Exactly-once: the DLQ's envelopes and the group's commits in one transaction; init() before running. */
+  transactions: TransactionalCommits<GroupMetadata> | null;
   consumer: Consumer;
   writer: ClickHouseWriter;
   delivery: Delivery;
@@ -31,11 +41,20 @@ export interface Pipeline {
 export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createClickHouseEndpoints>): Pipeline {
   const counters = new Counters();
   const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
+  const exactlyOnce = cfg.delivery === "exactly-once";
   const producer = new Producer(
     kafkaProps(cfg, {
       "client.id": `${cfg.workerInstance}-dlq`,
       // An envelope up to the DLQ topic's limit, plus the headers and the record batch's framing.
       "message.max.bytes": String(DLQ_MAX_MESSAGE_BYTES + 65536),
+      ...(exactlyOnce
+        ? {
+            "transactional.id": transactionalId(cfg.kafka.groupId, cfg.workerInstance),
+            // A dead owner's open transaction holds its successor's read of the committed offsets
+            // (a stable read) until the coordinator times it out: this long at most.
+            "transaction.timeout.ms": String(TRANSACTION_TIMEOUT_MS),
+          }
+        : {}),
     }),
   );
   const consumerProps = kafkaProps(cfg, {
@@ -59,7 +78,14 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     // Delivery resumes each once it may deliver it (after its replay check, under exactly-once).
     assignPaused: true,
   });
-  const exactlyOnce = cfg.delivery === "exactly-once";
+  const transactions = exactlyOnce
+    ? new TransactionalCommits(new Transactions(producer), {
+        group: () => consumer.groupMetadata(),
+        owns: (partition) => consumer.assignment.some((a) => a.partition === partition),
+        topic: cfg.kafka.topicRaw,
+        timeoutMs: Number(kafkaProps(cfg)["transaction.timeout.ms"] ?? TRANSACTION_TIMEOUT_MS),
+      })
+    : null;
   const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table, {
     instance: cfg.workerInstance,
     user: cfg.clickhouse.user,
@@ -68,7 +94,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
   });
   // One key signs what this worker dead-letters and proves what its replay check reads.
   const key = cfg.dlq.provenanceKey ? new ProvenanceKey(cfg.dlq.provenanceKey) : undefined;
-  const dlq = new DlqPublisher(producer, {
+  const dlq = new DlqPublisher(transactions ?? producer, {
     topic: cfg.kafka.topicDlq,
     workerInstance: cfg.workerInstance,
     storageFailureReason: cfg.dlq.storageFailureReason,
@@ -97,11 +123,13 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       writer,
       dlq,
       counters,
-      ...(exactlyOnce ? { replays: replayCheck(cfg, consumer, writer, counters, key) } : {}),
+      ...(transactions
+        ? { replays: replayCheck(cfg, consumer, writer, counters, key, transactions), transactions }
+        : {}),
     },
   );
   const worker = new Worker({ consumer, phone, delivery });
-  return { counters, phone, producer, consumer, writer, delivery, worker };
+  return { counters, phone, producer, transactions, consumer, writer, delivery, worker };
 }
 
 /** The replay check's parts: the group's commits, ClickHouse's provenance columns, the DLQ's headers. */
@@ -111,8 +139,15 @@ function replayCheck(
   writer: ClickHouseWriter,
   counters: Counters,
   key: ProvenanceKey | undefined,
+  transactions: TransactionalCommits<GroupMetadata>,
 ) {
   const topic = cfg.kafka.topicRaw;
+  // The check's own commit (a partition never marked) goes through the transaction too: the
+  // coordinator orders direct and transactional commits by log position, not by value.
+  const commit = async (offsets: readonly TopicPartition[]) => {
+    if (!(await transactions.commit(() => [...offsets])))
+      throw new KafkaError("KAFKA_COMMIT", "the replay check's commit was refused", undefined, ABORTED, true);
+  };
   return {
     // A client of its own for each check (checks are rare). Its requests are answered on a queue
     // polled without blocking, so the event loop serves /healthz and the partitions meanwhile,
@@ -124,7 +159,7 @@ function replayCheck(
         return await findDelivered(partitions, {
           topic,
           committed: (tps) => lookup.committed(cfg.kafka.groupId, tps),
-          commit: (offsets) => consumer.commit(offsets),
+          commit,
           lowWatermarks: (ps) => lookup.listOffsets(topic, ps, "earliest"),
           highWatermarks: (ps) => lookup.listOffsets(topic, ps, "latest"),
           insertsEnded: () => writer.insertsEnded(),

@@ -72,6 +72,7 @@ export async function runCommand(cfg: Config): Promise<number> {
     stats: stats.url,
   });
   try {
+    await pipeline.transactions?.init();
     await worker.run();
     await producer.flush(5000).catch(() => {});
     log.info("stopped cleanly", { total_processed: counters.totalProcessed, total_dlq: counters.durableDlq });

@@ -33,6 +33,7 @@ import { Pending } from "./pending.ts";
 import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
 import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
+import type { GroupToken, TransactionalCommits } from "./offsets/transactional-commits.ts";
 import { Replays, type ReplayFinder } from "./replays.ts";
 
 /** Pause before a refused commit is sent again: the rebalance needs the poll loop meanwhile. */
@@ -71,6 +72,11 @@ export interface DeliveryDeps {
   counters: Counters;
   /** Exactly-once (DELIVERY): what the last owners of newly assigned partitions delivered. */
   replays?: ReplayFinder;
+  /**
+   * Exactly-once: every commit goes with the DLQ envelopes it passes in one Kafka transaction, which
+   * is also what `dlq` produces through; nothing commits through the consumer.
+   */
+  transactions?: TransactionalCommits<GroupToken>;
   /** Time and timers (the delivery simulation runs a virtual clock); the process's own by default. */
   clock?: Clock;
 }
@@ -134,6 +140,10 @@ export class Delivery {
     const onWaiting = (waiting: boolean) => this.#onWaiting(waiting);
     const admit = (signal: AbortSignal) => this.#admit(signal);
     this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting, admit, clock };
+    if (deps.transactions) {
+      this.#flushDeps.envelopesReady = (batch, signal) => this.#batchReached(batch, signal);
+      this.#flushDeps.admitEnvelopes = (signal) => this.#admitEnvelopes(signal);
+    }
     this.#lease = new Lease(
       (opts.sessionTimeoutMs ?? 45_000) / 2,
       {
@@ -312,6 +322,8 @@ export class Delivery {
     this.#holds.delete(this.#batcher.current);
     this.#batcher.discard();
     this.#tracker.reset();
+    // Envelopes of the lost partitions may be in the open transaction: it never commits.
+    if (this.#deps.transactions) this.#pending.add(this.#deps.transactions.abandon());
     this.#abandoned.resolve();
     this.#abandoned = Promise.withResolvers<void>();
     counters.assignmentsLost++;
@@ -347,6 +359,16 @@ export class Delivery {
   }
 
   /**
+   * Before a batch's rows go to the DLQ in a transaction: not while a freeze's verdict is awaited,
+   * never after a loss. No membership lease: the group shows the envelopes only with a commit it
+   * accepts from a member of the current generation (KIP-447), and a commit is the lease's proof.
+   */
+  async #admitEnvelopes(signal: AbortSignal): Promise<void> {
+    await this.#lease.clear();
+    if (signal.aborted) throw new AssignmentLostError("envelopes not sent");
+  }
+
+  /**
    * Renews the membership lease: the positions held, committed again; for a partition with none yet,
    * the commit its replay check read or made. False when nothing could be committed or the group
    * refused it (then the lease waits for the next try, or for the loss).
@@ -367,6 +389,30 @@ export class Delivery {
     }
   }
 
+  /** Resolves once every earlier hold of `hold`'s partition is done (tracker.whenReached), or on a loss. */
+  #reached(hold: Hold, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      signal.addEventListener("abort", done);
+      this.#tracker.whenReached(hold, done);
+    });
+  }
+
+  /**
+   * Before a batch's rows go to the DLQ in a transaction: every record before the batch is durable,
+   * in each of its partitions. Only the batch's first hold of each partition is awaited: a later
+   * one waits for the batch itself.
+   */
+  async #batchReached(batch: Batch, signal: AbortSignal): Promise<void> {
+    const first = new Map<number, Hold>();
+    for (const h of this.#holds.get(batch) ?? []) if (!first.has(h.partition)) first.set(h.partition, h);
+    await Promise.all([...first.values()].map((h) => this.#reached(h, signal)));
+  }
+
   #holdsOf(batch: Batch): Hold[] {
     let holds = this.#holds.get(batch);
     if (!holds) this.#holds.set(batch, (holds = []));
@@ -379,7 +425,11 @@ export class Delivery {
     this.#pending.add(
       flushBatch(batch, this.#flushDeps, signal).then(() => {
         // Abandoned: its holds were forgotten with the lost assignment and must never commit.
-        if (!signal.aborted) for (const h of this.#holds.get(batch) ?? []) h.done = true;
+        if (!signal.aborted) {
+          const holds = this.#holds.get(batch) ?? [];
+          for (const h of holds) h.done = true;
+          if (this.#deps.transactions) for (const h of holds) this.#tracker.reach(h.partition);
+        }
         this.#holds.delete(batch);
         // A batch sealed by bytes held records of megabytes each: their poll copies, texts and rows
         // are garbage now. The collector is paced by the heap, not by these buffers outside it, and
@@ -403,10 +453,17 @@ export class Delivery {
     this.#dlqAwaitedBytes += bytes;
     const { signal } = this.#epoch;
     const send = () => this.#deps.dlq.publishRejection(rejection, { topic, partition, offset });
-    // Past the membership lease the envelope waits for its renewal, and goes nowhere if the
-    // assignment is lost meanwhile: its next owner dead-letters the record.
+    // In a transaction the envelope waits until every earlier record of its partition is durable,
+    // so the commit of its transaction passes it (transactional-commits.ts); it needs no lease, as
+    // only a commit the group accepts shows it. Otherwise, past the membership lease it waits for
+    // its renewal. It goes nowhere if the assignment is lost meanwhile: its next owner dead-letters
+    // the record.
     const lease = this.#membership;
-    const sent = lease && !lease.held ? lease.hold(signal).then(() => (signal.aborted ? undefined : send())) : send();
+    const sent = this.#deps.transactions
+      ? this.#reached(hold, signal).then(() => (signal.aborted ? undefined : send()))
+      : lease && !lease.held
+        ? lease.hold(signal).then(() => (signal.aborted ? undefined : send()))
+        : send();
     this.#pending.add(
       sent.then(() => {
         this.#dlqAwaited--;
@@ -446,40 +503,73 @@ export class Delivery {
    * onError).
    */
   async #commit(positions: Advanced[]): Promise<boolean> {
-    const { consumer, counters } = this.#deps;
+    const { consumer, counters, transactions } = this.#deps;
     const sentAt = this.#clock.mono();
+    let sent = positions;
     try {
-      // Each position carries what the partition's next owner needs to skip what was delivered
-      // past it (offsets/commit-metadata.ts), whichever delivery mode runs now or next.
-      await consumer.commit(
-        positions.map(({ partition, offset, since }) => ({
-          topic: this.#opts.topic,
-          partition,
-          offset: BigInt(offset),
-          metadata: commitMetadata(this.#replays?.commitSince(partition, offset, since) ?? since),
-        })),
-      );
+      if (transactions) {
+        // Asked once every envelope of the transaction is delivered: every position as it stands
+        // then, so each envelope's record is passed (transactional-commits.ts checks it).
+        const committed = await transactions.commit(() => {
+          sent = this.#inTransaction(positions);
+          return this.#offsets(sent, true);
+        });
+        if (!committed) {
+          this.#refused(sent, transactions.refusal);
+          return false;
+        }
+      } else {
+        // Each position carries what the partition's next owner needs to skip what was delivered
+        // past it (offsets/commit-metadata.ts), whichever delivery mode runs now or next.
+        await consumer.commit(this.#offsets(positions, false));
+      }
     } catch (e) {
       if (!(e instanceof KafkaError) || !(REBALANCE_REFUSALS.has(e.kafkaName ?? "") || e.retryable)) throw e;
-      counters.commitsRefused++;
-      log.warn("commit refused (a rebalance, or a coordinator not ready); sent again for the partitions still owned", {
-        code: e.kafkaName,
-        partitions: positions.map((p) => p.partition),
-      });
-      this.#clock.setTimeout(
-        () => {
-          this.#tracker.refused(positions);
-          this.#commits.schedule();
-        },
-        COMMIT_RETRY_MS,
-        { unref: true },
-      );
+      this.#refused(sent, e.kafkaName);
       return false;
     }
     this.#membership?.proven(sentAt);
-    this.#tracker.confirm(positions);
+    this.#tracker.confirm(sent);
     counters.commits++;
     counters.lastCommitAt = this.#clock.now();
     return true;
+  }
+
+  /** The positions handed out, and every other partition's as it stands now (newer wins). */
+  #inTransaction(positions: readonly Advanced[]): Advanced[] {
+    const now = this.#clock.now();
+    this.#tracker.advanced(now);
+    const all = new Map(positions.map((p) => [p.partition, p]));
+    for (const p of this.#tracker.standing(now)) all.set(p.partition, p);
+    return [...all.values()];
+  }
+
+  #offsets(positions: readonly Advanced[], transactional: boolean): TopicPartition[] {
+    const replays = this.#replays;
+    return positions.map(({ partition, offset, since }) => ({
+      topic: this.#opts.topic,
+      partition,
+      offset: BigInt(offset),
+      metadata: commitMetadata(
+        replays?.commitSince(partition, offset, since) ?? since,
+        transactional && (replays?.commitTransactional(partition, offset) ?? true),
+      ),
+    }));
+  }
+
+  #refused(positions: Advanced[], code: string | undefined): void {
+    this.#deps.counters.commitsRefused++;
+    log.warn("commit refused (a rebalance, or a coordinator not ready); sent again for the partitions still owned", {
+      code,
+      partitions: positions.map((p) => p.partition),
+    });
+    this.#clock.setTimeout(
+      () => {
+        this.#tracker.refused(positions);
+        this.#commits.schedule();
+      },
+      COMMIT_RETRY_MS,
+      { unref: true },
+    );
   }
 }

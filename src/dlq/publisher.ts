@@ -4,7 +4,7 @@
  */
 import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
-import type { Producer } from "../kafka/producer.ts";
+import type { ProduceOptions } from "../kafka/producer.ts";
 import { encodeEnvelope, isTruncated, provenanceHeaders, type DlqStage } from "./envelope.ts";
 import { payloadDigest, type ProvenanceKey } from "./provenance-mac.ts";
 
@@ -25,8 +25,19 @@ export interface DlqPublisherOptions {
   key?: ProvenanceKey;
 }
 
-/** What the publisher needs of a producer: one record, settled on the broker's acknowledgement. */
-export type RecordProducer = Pick<Producer, "produce">;
+/**
+ * What the publisher needs of a producer: one record, settled on the broker's acknowledgement.
+ * `source` is the record the envelope stands for (exactly-once's transactions check it against
+ * their commit: delivery/offsets/transactional-commits.ts); a plain Producer ignores it.
+ */
+export interface RecordProducer {
+  produce(
+    topic: string,
+    value: string,
+    opts: ProduceOptions,
+    source: { partition: number; offset: number },
+  ): Promise<unknown>;
+}
 
 export class DlqPublisher {
   readonly #producer: RecordProducer;
@@ -45,15 +56,14 @@ export class DlqPublisher {
   async publishRejection(r: Rejection, source: { topic: string; partition: number; offset: number }): Promise<void> {
     const value = encodeEnvelope(r, new Date(), this.#opts.workerInstance);
     const proof = this.#proof(source.topic, source.partition, source.offset, r.payload);
-    await this.#producer.produce(this.#opts.topic, value, {
-      headers: provenanceHeaders({
-        ...source,
-        stage: "decode",
-        detail: r.detail,
-        truncated: isTruncated(r.payload),
-        ...(proof ? { proof } : {}),
-      }),
+    const headers = provenanceHeaders({
+      ...source,
+      stage: "decode",
+      detail: r.detail,
+      truncated: isTruncated(r.payload),
+      ...(proof ? { proof } : {}),
     });
+    await this.#producer.produce(this.#opts.topic, value, { headers }, source);
   }
 
   #proof(topic: string, partition: number, offset: number, payload: string) {
@@ -113,17 +123,16 @@ export class DlqPublisher {
       this.#opts.workerInstance,
     );
     const proof = this.#proof(topic, r.partition, r.offset, r.payload);
-    await this.#producer.produce(this.#opts.topic, value, {
-      headers: provenanceHeaders({
-        topic,
-        partition: r.partition,
-        offset: r.offset,
-        stage,
-        detail,
-        attempts,
-        truncated: isTruncated(r.payload),
-        ...(proof ? { proof } : {}),
-      }),
+    const headers = provenanceHeaders({
+      topic,
+      partition: r.partition,
+      offset: r.offset,
+      stage,
+      detail,
+      attempts,
+      truncated: isTruncated(r.payload),
+      ...(proof ? { proof } : {}),
     });
+    await this.#producer.produce(this.#opts.topic, value, { headers }, r);
   }
 }

@@ -27,6 +27,13 @@ export interface FlushDeps {
   onWaiting: (waiting: boolean) => void;
   /** Awaited before each insert is sent; throws once the partitions were lost. */
   admit: (signal: AbortSignal) => Promise<void>;
+  /**
+   * Exactly-once: awaited before any of the batch's rows goes to the DLQ, until every record before
+   * the batch is durable, so the commit of the envelopes' transaction passes them.
+   */
+  envelopesReady?: (batch: Batch, signal: AbortSignal) => Promise<void>;
+  /** Awaited before the batch's rows go to the DLQ, if not `admit`: exactly-once's transactions need no lease. */
+  admitEnvelopes?: (signal: AbortSignal) => Promise<void>;
   clock?: Clock;
 }
 
@@ -59,10 +66,12 @@ export async function flushBatch(
   // the last read and right before the sends: a worker frozen past its session that thaws with its
   // retries spent (or its check's answer) hears the group first (lease.ts), as a successor may
   // have stored these very rows meanwhile.
-  if (!signal.aborted && (failed || outcome.refused.length > 0))
-    await d.admit(signal).catch((e) => {
+  if (!signal.aborted && (failed || outcome.refused.length > 0)) {
+    await d.envelopesReady?.(batch, signal);
+    await (d.admitEnvelopes ?? d.admit)(signal).catch((e) => {
       if (!(e instanceof AssignmentLostError)) throw e;
     });
+  }
   if (signal.aborted) {
     log.warn("a batch of lost partitions was dropped; their next owner replays it", { rows: batch.count });
     return;

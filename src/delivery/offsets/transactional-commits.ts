@@ -1,0 +1,328 @@
+/**
+ * Exactly-once's commits: the DLQ envelopes and the group's offsets in one Kafka transaction, so an
+ * envelope becomes visible (to read_committed readers, which every reader of the DLQ is) exactly
+ * when the group's commit passes its record, and never for a member the group has fenced (KIP-447).
+ *
+ * One transaction at a time: envelopes join the open one; a commit closes it to new envelopes,
+ * waits for every envelope's delivery report, and only then asks for the positions to commit, so
+ * each envelope's record is durable in them. Before it commits, it checks that the offsets pass
+ * every envelope of the transaction; where one does not (its partition was lost meanwhile), the
+ * transaction is aborted instead. An aborted transaction (refused: a stale generation, a failed
+ * send) is a refused commit: its envelopes are produced again, in the next transaction, for the
+ * partitions still owned. An error no retry can help (fenced by a newer instance of the
+ * transactional.id) is thrown: the worker stops.
+ */
+import type { TopicPartition } from "../../kafka/partition-list.ts";
+import type { DeliveryReport, ProduceOptions } from "../../kafka/producer.ts";
+import type { KafkaError } from "../../errors.ts";
+import { TransactionError } from "../../kafka/transaction.ts";
+import { log } from "../../log.ts";
+
+/** What the commits run on: kafka/transaction.ts over a transactional Producer, or the simulation's. */
+export interface TransactionalProducer<G> {
+  init(timeoutMs: number): Promise<void>;
+  begin(): void;
+  produce(topic: string, value: string | Uint8Array | null, opts?: ProduceOptions): Promise<DeliveryReport>;
+  /** Resolves once every record produced has its delivery report. */
+  flush(timeoutMs: number): Promise<void>;
+  sendOffsets(offsets: readonly TopicPartition[], group: G, timeoutMs: number): Promise<void>;
+  commit(timeoutMs: number): Promise<void>;
+  abort(timeoutMs: number): Promise<void>;
+}
+
+/** A consumer's group metadata as it stands when taken (kafka/transaction.ts GroupMetadata). */
+export interface GroupToken {
+  destroy(): void;
+}
+
+/** The record an envelope stands for. */
+export interface EnvelopeSource {
+  partition: number;
+  offset: number;
+}
+
+interface Produced {
+  topic: string;
+  value: string | Uint8Array | null;
+  opts: ProduceOptions;
+  source: EnvelopeSource;
+  /** Settled by its first delivery report (or when it is dropped with its partition). */
+  delivered: PromiseWithResolvers<DeliveryReport>;
+}
+
+export interface TransactionalCommitsOptions<G extends GroupToken> {
+  /** The group's metadata now, for the offsets of one commit (retries send the same). */
+  group: () => G;
+  /** Whether this member still owns a partition: only their envelopes are produced again after an abort. */
+  owns: (partition: number) => boolean;
+  /** The raw topic, whose offsets the commits carry. */
+  topic: string;
+  /** How long one transactional call may take before it counts as failed (transaction.timeout.ms). */
+  timeoutMs: number;
+}
+
+/**
+ * PRODUCER_FENCED, in one line that says what to look at: a newer producer with this transactional.id
+ * (another worker with the same WORKER_INSTANCE in the group), or a transaction the coordinator
+ * timed out while this worker could not reach it. No retry of this producer can help.
+ */
+function fencedError(e: TransactionError): TransactionError {
+  const why =
+    "PRODUCER_FENCED: the DLQ producer's transactional.id was taken over (another worker with the same " +
+    "WORKER_INSTANCE in this group?) or its transaction outlived transaction.timeout.ms; this worker stops";
+  return new TransactionError(`${why}: ${e.message}`, e.kafkaCode ?? 0, "PRODUCER_FENCED", false, false, true);
+}
+
+/** How often a commit flushes again while envelopes keep joining its transaction before it closes it. */
+const MAX_FLUSHES = 10;
+
+export class TransactionalCommits<G extends GroupToken> {
+  readonly #tx: TransactionalProducer<G>;
+  readonly #opts: TransactionalCommitsOptions<G>;
+  #open = false;
+  /** Which transaction is open (counted): a report that arrives after its transaction ended is not this one's. */
+  #txn = 0;
+  /** A send of the open transaction failed: it cannot commit, and is aborted and sent again. */
+  #failed = false;
+  /** Envelopes sent so far, counted: a commit flushes again while the count moves. */
+  #sent = 0;
+  /** Resolved when the commit under way has ended; null while none runs. */
+  #committing: Promise<void> | null = null;
+  /** Set while the open transaction is closed to new envelopes (its offsets, its end). */
+  #ending: Promise<void> | null = null;
+  /** The open transaction's envelopes: checked against its offsets, produced again if it aborts. */
+  #produced: Produced[] = [];
+  #refusal = "";
+
+  constructor(tx: TransactionalProducer<G>, opts: TransactionalCommitsOptions<G>) {
+    this.#tx = tx;
+    this.#opts = opts;
+  }
+
+  /**
+   * Why the last commit that returned false was refused: the coordinator's code (ILLEGAL_GENERATION,
+   * UNKNOWN_MEMBER_ID, …), DLQ_SEND_PURGED, PARTITIONS_LOST, or ENVELOPE_PAST_COMMIT.
+   */
+  get refusal(): string {
+    return this.#refusal;
+  }
+
+  /** Registers the transactional.id, fencing its earlier holders and ending what they left open. */
+  init(): Promise<void> {
+    return this.#persist("init", () => this.#tx.init(Math.max(60_000, this.#opts.timeoutMs)));
+  }
+
+  /**
+   * One envelope into the open transaction (the next one once the commit under way has closed it);
+   * resolves on its first delivery report. One whose transaction aborts is sent again in the next
+   * while its partition is owned: it becomes visible with the commit of a transaction, or never.
+   * Rejects when librdkafka could not deliver it (its own retries ran out), as a plain producer does.
+   */
+  async produce(
+    topic: string,
+    value: string | Uint8Array | null,
+    opts: ProduceOptions,
+    source: EnvelopeSource,
+  ): Promise<DeliveryReport> {
+    while (this.#ending) await this.#ending;
+    this.#begin();
+    const entry: Produced = { topic, value, opts, source, delivered: Promise.withResolvers<DeliveryReport>() };
+    this.#produced.push(entry);
+    this.#send(entry);
+    return entry.delivered.promise;
+  }
+
+  /**
+   * Commits the open transaction (one is begun when none is open) with the offsets `positions`
+   * gives once every envelope is delivered. False when the group refused them or a send failed:
+   * the transaction was aborted and nothing of it counts; its envelopes are produced again.
+   */
+  async commit(positions: () => TopicPartition[]): Promise<boolean> {
+    while (this.#committing) await this.#committing;
+    const done = Promise.withResolvers<void>();
+    this.#committing = done.promise;
+    try {
+      return await this.#commit(positions);
+    } finally {
+      this.#committing = null;
+      done.resolve();
+    }
+  }
+
+  /** Aborts the open transaction, if any (the assignment was lost): none of its envelopes is produced again. */
+  async abandon(): Promise<void> {
+    while (this.#committing) await this.#committing;
+    if (!this.#open) return;
+    const done = Promise.withResolvers<void>();
+    this.#committing = done.promise;
+    try {
+      await this.#closed(async () => {
+        this.#drop(this.#produced);
+        this.#produced = [];
+        await this.#abort();
+      });
+    } finally {
+      this.#committing = null;
+      done.resolve();
+    }
+  }
+
+  async #commit(positions: () => TopicPartition[]): Promise<boolean> {
+    const { timeoutMs } = this.#opts;
+    this.#begin();
+    // Envelopes may still join while the reports come in: one whose record became sendable when an
+    // earlier batch's report arrived (delivery/offsets/tracker.ts whenReached) goes in this one.
+    for (let i = 0; i < MAX_FLUSHES; i++) {
+      const sent = this.#sent;
+      // Reports still outstanding at the timeout (a broker not answering): the commit's own flush
+      // waits for them, and is asked again while it times out.
+      await this.#tx.flush(timeoutMs).catch(() => {});
+      // The reports' own continuations (a hold marked done, the next envelope sent) run first.
+      await new Promise<void>((r) => setImmediate(r));
+      if (this.#sent === sent) break;
+    }
+    return this.#closed(async () => {
+      let group: G | null = null;
+      try {
+        if (this.#failed) {
+          this.#refusal = "DLQ_SEND_PURGED";
+          log.warn("a DLQ send of the transaction failed: it is aborted and its envelopes go again", {
+            envelopes: this.#produced.length,
+          });
+          await this.#abortAndRequeue();
+          return false;
+        }
+        const offsets = positions();
+        const behind = this.#behind(offsets);
+        if (behind.length > 0) {
+          // A partition lost meanwhile (its tracker forgotten): the abandon that follows drops them.
+          // Anything else would be a hole in the ordering, which the abort keeps from showing.
+          const partitions = [...new Set(behind.map((b) => b.source.partition))];
+          const lost = partitions.every((p) => !this.#opts.owns(p));
+          this.#refusal = lost ? "PARTITIONS_LOST" : "ENVELOPE_PAST_COMMIT";
+          const line = "an envelope lies past its partition's commit: its transaction is aborted, not committed";
+          if (lost) log.warn(`${line} (its partition was lost)`, { partitions });
+          else log.error(line, { partitions });
+          await this.#abortAndRequeue();
+          return false;
+        }
+        const g = (group = this.#opts.group());
+        if (offsets.length > 0) await this.#persist("send offsets", () => this.#tx.sendOffsets(offsets, g, timeoutMs));
+        await this.#persist("commit", () => this.#tx.commit(timeoutMs));
+        this.#ended();
+        this.#produced = [];
+        return true;
+      } catch (e) {
+        if (e instanceof TransactionError && e.fenced) throw fencedError(e);
+        if (!(e instanceof TransactionError) || !e.abortable) throw e;
+        this.#refusal = e.kafkaName ?? "TRANSACTION_ABORTED";
+        log.warn("transaction refused and aborted; its envelopes go again for the partitions still owned", {
+          code: e.kafkaName,
+          envelopes: this.#produced.length,
+        });
+        await this.#abortAndRequeue();
+        return false;
+      } finally {
+        group?.destroy();
+      }
+    });
+  }
+
+  /** Runs `fn` with the open transaction closed to new envelopes; they wait for the next one. */
+  async #closed<T>(fn: () => Promise<T>): Promise<T> {
+    const ended = Promise.withResolvers<void>();
+    this.#ending = ended.promise;
+    try {
+      return await fn();
+    } finally {
+      this.#ending = null;
+      ended.resolve();
+    }
+  }
+
+  /** Envelopes of the open transaction whose record the offsets do not pass. */
+  #behind(offsets: readonly TopicPartition[]): Produced[] {
+    if (this.#produced.length === 0) return [];
+    const at = new Map<number, number>();
+    for (const o of offsets) if (o.offset !== undefined) at.set(o.partition, Number(o.offset));
+    return this.#produced.filter((p) => !((at.get(p.source.partition) ?? -1) > p.source.offset));
+  }
+
+  async #abortAndRequeue(): Promise<void> {
+    const owned = this.#produced.filter((p) => this.#opts.owns(p.source.partition));
+    this.#drop(this.#produced.filter((p) => !owned.includes(p)));
+    this.#produced = [];
+    await this.#abort();
+    if (owned.length === 0) return;
+    this.#begin();
+    for (const p of owned) {
+      this.#produced.push(p);
+      this.#send(p);
+    }
+  }
+
+  #send(entry: Produced): void {
+    const txn = this.#txn;
+    this.#sent++;
+    this.#tx.produce(entry.topic, entry.value, entry.opts).then(
+      (report) => entry.delivered.resolve(report),
+      (e: unknown) => {
+        // Purged by an abort: sent again with the rest of its transaction, if that is still to come.
+        if (PURGED.has((e as KafkaError)?.kafkaName ?? "")) {
+          if (txn === this.#txn) this.#failed = true;
+          return;
+        }
+        // Undelivered once librdkafka's own retries ran out (message.timeout.ms), the DLQ topic
+        // gone, the envelope refused: as without transactions, its sender fails, and the worker stops.
+        this.#failed = true;
+        entry.delivered.reject(e);
+      },
+    );
+  }
+
+  /**
+   * Envelopes of partitions no longer owned: never sent again; their senders hear no error, as the
+   * records are the next owner's.
+   */
+  #drop(entries: readonly Produced[]): void {
+    for (const p of entries) p.delivered.resolve({ partition: -1, offset: -1 });
+  }
+
+  async #abort(): Promise<void> {
+    await this.#persist("abort", () => this.#tx.abort(this.#opts.timeoutMs));
+    this.#ended();
+  }
+
+  /**
+   * A call made again while it fails with an error a retry can help (the coordinator slow or
+   * unreachable): commit and abort resume, offsets are sent again with the same metadata. Meanwhile
+   * no envelope joins and no insert is admitted past the lease; the coordinator times out a
+   * transaction left open too long, and the producer hears it as fenced.
+   */
+  async #persist(what: string, call: () => Promise<void>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (e) {
+        if (!(e instanceof TransactionError) || !e.retryable || e.abortable || e.fatal) throw e;
+        if (attempt === 1 || attempt % 10 === 0)
+          log.warn(`transaction ${what} not answered in time; trying again`, { attempt, code: e.kafkaName });
+      }
+    }
+  }
+
+  #begin(): void {
+    if (this.#open) return;
+    this.#tx.begin();
+    this.#open = true;
+  }
+
+  #ended(): void {
+    this.#open = false;
+    this.#failed = false;
+    this.#txn++;
+  }
+}
+
+/** librdkafka's reports of records an abort took back before they were delivered. */
+const PURGED = new Set(["_PURGE_QUEUE", "_PURGE_INFLIGHT"]);

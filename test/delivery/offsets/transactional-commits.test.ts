@@ -1,0 +1,174 @@
+// Exactly-once's commits over a scripted transactional producer: what goes into which transaction,
+// when the positions are asked, and what an abort sends again. The real broker's side of the same
+// calls is test/kafka/transaction.test.ts; the delivery simulation runs them under faults.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import {
+  TransactionalCommits,
+  type TransactionalProducer,
+} from "../../../src/delivery/offsets/transactional-commits.ts";
+import type { TopicPartition } from "../../../src/kafka/partition-list.ts";
+import { KafkaError } from "../../../src/errors.ts";
+import { TransactionError } from "../../../src/kafka/transaction.ts";
+
+setDefaultTimeout(60_000);
+
+type Group = { generation: number; destroy(): void };
+
+/** Records every call; `fail` scripts the next answers of a call by name. */
+class Script implements TransactionalProducer<Group> {
+  readonly calls: string[] = [];
+  /** Runs while the offsets are being sent, once. */
+  duringOffsets: (() => void) | null = null;
+  readonly fail = new Map<string, TransactionError[]>();
+  #reports: Array<() => void> = [];
+  async init(): Promise<void> {
+    this.calls.push("init");
+  }
+  begin(): void {
+    this.calls.push("begin");
+  }
+  produce(_topic: string, value: string | Uint8Array | null): Promise<{ partition: number; offset: number }> {
+    this.calls.push(`produce ${String(value)}`);
+    return new Promise((resolve) => this.#reports.push(() => resolve({ partition: 0, offset: 0 })));
+  }
+  async flush(): Promise<void> {
+    this.calls.push("flush");
+    for (const r of this.#reports.splice(0)) r();
+  }
+  async sendOffsets(offsets: readonly TopicPartition[]): Promise<void> {
+    this.duringOffsets?.();
+    this.duringOffsets = null;
+    this.#maybeFail("sendOffsets");
+    this.calls.push(`offsets ${offsets.map((o) => `${o.partition}@${o.offset}`).join(",")}`);
+  }
+  async commit(): Promise<void> {
+    this.#maybeFail("commit");
+    this.calls.push("commit");
+  }
+  async abort(): Promise<void> {
+    this.calls.push("abort");
+  }
+  #maybeFail(call: string): void {
+    const e = this.fail.get(call)?.shift();
+    if (e) {
+      this.calls.push(`${call} failed ${e.kafkaName}`);
+      throw e;
+    }
+  }
+}
+
+const refusal = (name: string, v: "retry" | "abort" | "fatal") =>
+  new TransactionError(`x: ${name}`, 1, name, v === "retry", v === "abort", v === "fatal");
+
+/** A script whose first send is reported failed with `error` once failNext() is called. */
+function failing(error: KafkaError) {
+  const tx = new Script();
+  let fail: ((e: unknown) => void) | null = null;
+  const produce = tx.produce.bind(tx);
+  tx.produce = (topic, value) => {
+    if (fail !== null || tx.calls.some((c) => c.endsWith("(fails)"))) return produce(topic, value);
+    tx.calls.push(`produce ${String(value)} (fails)`);
+    return new Promise((_, reject) => (fail = reject));
+  };
+  const commits = new TransactionalCommits(tx, { group: () => ({ generation: 1, destroy: () => {} }), owns: () => true, topic: "cdr.raw", timeoutMs: 10_000 });
+  return { tx, commits, failNext: () => fail!(error) };
+}
+
+function setup(owned = [0, 1]) {
+  const tx = new Script();
+  const commits = new TransactionalCommits(tx, {
+    group: () => ({ generation: 1, destroy: () => {} }),
+    owns: (p) => owned.includes(p),
+    topic: "cdr.raw",
+    timeoutMs: 10_000,
+  });
+  return { tx, commits };
+}
+
+const at = (partition: number, offset: number): TopicPartition => ({ topic: "cdr.raw", partition, offset: BigInt(offset) });
+
+test("the positions are asked after every envelope's report, and the commit carries them with the envelopes", async () => {
+  const { tx, commits } = setup();
+  const reported: number[] = [];
+  void commits.produce("dlq", "e5", {}, { partition: 0, offset: 5 }).then(() => reported.push(5));
+  let asked = -1;
+  expect(await commits.commit(() => ((asked = reported.length), [at(0, 6)]))).toBe(true);
+  expect(asked).toBe(1);
+  expect(tx.calls).toEqual(["begin", "produce e5", "flush", "offsets 0@6", "commit"]);
+});
+
+test("an envelope that comes while the reports do joins the transaction; one that comes once it is closed, the next", async () => {
+  const { tx, commits } = setup();
+  const committing = commits.commit(() => [at(0, 2)]);
+  void commits.produce("dlq", "joins", {}, { partition: 0, offset: 1 });
+  let late: Promise<unknown> = Promise.resolve();
+  tx.duringOffsets = () => (late = commits.produce("dlq", "late", {}, { partition: 0, offset: 2 }));
+  expect(await committing).toBe(true);
+  await Promise.resolve();
+  // The commit flushed again for the envelope that joined, and closed the transaction to the late one.
+  expect(tx.calls).toEqual(["begin", "flush", "produce joins", "flush", "offsets 0@2", "commit", "begin", "produce late"]);
+  expect(await commits.commit(() => [at(0, 3)])).toBe(true);
+  await late;
+});
+
+test("an envelope purged from its transaction makes it abort instead of commit, and goes again; its sender hears one report", async () => {
+  const { tx, commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "purged", -152, "_PURGE_QUEUE"));
+  const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  failNext();
+  expect(await commits.commit(() => [at(0, 2)])).toBe(false);
+  expect(await commits.commit(() => [at(0, 2)])).toBe(true);
+  expect(await delivered).toEqual({ partition: 0, offset: 0 });
+  expect(tx.calls).toEqual(["begin", "produce e1 (fails)", "flush", "abort", "begin", "produce e1", "flush", "offsets 0@2", "commit"]);
+});
+
+test("an envelope librdkafka could not deliver (its retries ran out) fails its sender, as without transactions", async () => {
+  const { commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "timed out", -192, "_MSG_TIMED_OUT"));
+  const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 }).catch((e: unknown) => e);
+  failNext();
+  expect(((await delivered) as KafkaError).kafkaName).toBe("_MSG_TIMED_OUT");
+  expect(await commits.commit(() => [at(0, 1)])).toBe(false);
+});
+
+test("an envelope the offsets do not pass is never committed: aborted, and sent again while its partition is owned", async () => {
+  const { tx, commits } = setup([0]);
+  void commits.produce("dlq", "p0-at-9", {}, { partition: 0, offset: 9 });
+  void commits.produce("dlq", "p1-at-3", {}, { partition: 1, offset: 3 }); // partition 1 lost meanwhile
+  expect(await commits.commit(() => [at(0, 9)])).toBe(false);
+  expect(commits.refusal).toBe("ENVELOPE_PAST_COMMIT"); // partition 0's is still owned: not a loss
+  expect(tx.calls).toEqual(["begin", "produce p0-at-9", "produce p1-at-3", "flush", "abort", "begin", "produce p0-at-9"]);
+  expect(await commits.commit(() => [at(0, 10)])).toBe(true);
+  expect(tx.calls.slice(-3)).toEqual(["flush", "offsets 0@10", "commit"]);
+});
+
+test("offsets the group refuses (a stale generation) abort the transaction: a refused commit, its envelopes sent again", async () => {
+  const { tx, commits } = setup([0]);
+  tx.fail.set("sendOffsets", [refusal("ILLEGAL_GENERATION", "abort")]);
+  void commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  expect(await commits.commit(() => [at(0, 2)])).toBe(false);
+  expect(commits.refusal).toBe("ILLEGAL_GENERATION");
+  expect(tx.calls).toEqual(["begin", "produce e1", "flush", "sendOffsets failed ILLEGAL_GENERATION", "abort", "begin", "produce e1"]);
+});
+
+test("a coordinator that answers late is asked again; a fenced producer stops the worker with one line naming it", async () => {
+  const { tx, commits } = setup();
+  tx.fail.set("commit", [refusal("_TIMED_OUT", "retry"), refusal("_TIMED_OUT", "retry")]);
+  expect(await commits.commit(() => [at(0, 1)])).toBe(true);
+  expect(tx.calls.filter((c) => c.startsWith("commit"))).toEqual(["commit failed _TIMED_OUT", "commit failed _TIMED_OUT", "commit"]);
+
+  tx.fail.set("commit", [refusal("_FENCED", "fatal")]);
+  const e = await commits.commit(() => [at(0, 2)]).catch((x: unknown) => x);
+  expect(e).toBeInstanceOf(TransactionError);
+  expect((e as TransactionError).fatal).toBe(true);
+  expect((e as Error).message).toStartWith("PRODUCER_FENCED: ");
+  expect((e as Error).message).toContain("WORKER_INSTANCE");
+  expect((e as Error).message).not.toContain("\n");
+});
+
+test("a lost assignment aborts the open transaction and sends none of its envelopes again", async () => {
+  const { tx, commits } = setup();
+  void commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  await commits.abandon();
+  expect(tx.calls).toEqual(["begin", "produce e1", "abort"]);
+  expect(await commits.commit(() => [at(0, 0)])).toBe(true);
+  expect(tx.calls.slice(3)).toEqual(["begin", "flush", "offsets 0@0", "commit"]);
+});
