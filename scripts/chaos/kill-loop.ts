@@ -41,7 +41,12 @@ producer.close();
 const invalid = N - valid;
 
 // A killed member holds its partitions until its session times out (45 s by default): 6 s keeps 20 kills short.
-const start = () => run.startWorker({ extra: { LOG_LEVEL: "error", KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" } });
+// One WORKER_INSTANCE across restarts, as a StatefulSet or a systemd unit gives it: the restarted
+// worker's transactional.id fences the killed one and aborts the transaction it left open at once,
+// where a new name would leave it to the coordinator's timeout (10 s), holding back every
+// read_committed reader of the DLQ partition meanwhile.
+const start = () =>
+  run.startWorker({ extra: { LOG_LEVEL: "error", KAFKA_PROP_SESSION_TIMEOUT_MS: "6000", WORKER_INSTANCE: `chaos-${stamp}` } });
 const rows = async () => {
   const rs = await ch.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u, uniqExact(kafka_partition, kafka_offset) AS o FROM ${run.database}.${table}`, format: "JSONEachRow" });
   const [r] = await rs.json<{ c: string; u: string; o: string }>();

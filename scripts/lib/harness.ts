@@ -129,28 +129,37 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
 }
 
 /**
- * Reads a DLQ topic (one partition) to its end: how many envelopes it holds, and the distinct source
- * records (partition/offset of the raw topic) they stand for: replays make the first larger.
+ * Reads a DLQ topic (one partition) to its end as a read_committed reader sees it: how many envelopes
+ * it holds, and the distinct source records (partition/offset of the raw topic) they stand for:
+ * replays make the first larger. Counted by reading, as transaction markers and aborted envelopes
+ * take offsets too.
  */
 export async function dlqSources(brokers: string, dlq: string, group: string): Promise<{ messages: number; sources: Set<string> }> {
-  const reader = new Consumer({ props: { "bootstrap.servers": brokers, "group.id": group }, topics: [dlq], readHeaders: true });
+  const reader = new Consumer({
+    props: { "bootstrap.servers": brokers, "group.id": group, "enable.partition.eof": "true", "isolation.level": "read_committed" },
+    topics: [dlq],
+    readHeaders: true,
+  });
   const sources = new Set<string>();
   const dec = new TextDecoder();
+  let messages = 0;
   try {
-    const high = reader.queryWatermarks(dlq, 0).high;
-    for (let read = 0; read < high; ) {
+    for (;;) {
       const batch = reader.poll();
       if (batch.length === 0) {
-        await Bun.sleep(5);
+        // A transaction still open holds the read back at its start: the end is the high watermark.
+        const end = reader.endReached(0);
+        if (end !== undefined && end >= reader.queryWatermarks(dlq, 0).high) break;
+        await reader.waitForMessages(50);
         continue;
       }
       for (const m of batch) {
         const h = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, dec.decode(v)]));
         sources.add(`${h[HEADERS.sourcePartition]}/${h[HEADERS.sourceOffset]}`);
       }
-      read += batch.length;
+      messages += batch.length;
     }
-    return { messages: high, sources };
+    return { messages, sources };
   } finally {
     await reader.close();
   }

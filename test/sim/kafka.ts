@@ -14,13 +14,20 @@
  * - a client cut off from the brokers keeps its requests (librdkafka retries them) and sends them
  *   when the cut heals, produce requests included: an idempotent producer delivers each once, late;
  * - records fetched before a cut are still handed out (librdkafka's prefetch queue); a pause drops
- *   what was fetched of that partition and fetching resumes after the last record handed out.
+ *   what was fetched of that partition and fetching resumes after the last record handed out;
+ * - transactions (KIP-98, KIP-447): a transactional.id's init bumps its epoch, aborting what an
+ *   earlier holder left open and fencing it; records and offsets sent in a transaction show only
+ *   when it commits, together; offsets are refused for a member or generation the group has left
+ *   (abortable); a transaction open past transaction.timeout.ms is aborted by the coordinator, which
+ *   fences its producer; a read of committed offsets is refused as unstable while a transaction
+ *   holds offsets of that partition (require_stable).
  * test/sim/fidelity.test.ts holds these to the real broker.
  */
 import { envelopeSource } from "../../src/dlq/envelope.ts";
 import { KafkaError } from "../../src/errors.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
+import { TransactionError } from "../../src/kafka/transaction.ts";
 import type { Actor, Scheduler } from "./scheduler.ts";
 
 export const RAW = "cdr.raw";
@@ -29,6 +36,7 @@ export const DLQ = "cdr.raw.dlq";
 /** librdkafka's error codes the worker tells apart (rdkafka.h). */
 const CODES = {
   UNKNOWN_MEMBER_ID: 25,
+  UNSTABLE_OFFSET_COMMIT: 88,
   ILLEGAL_GENERATION: 22,
   REBALANCE_IN_PROGRESS: 27,
   COORDINATOR_LOAD_IN_PROGRESS: 14,
@@ -37,7 +45,7 @@ const CODES = {
 type Code = keyof typeof CODES;
 
 /** Codes a later attempt can get past (handle.ts's TRANSIENT). */
-const RETRYABLE: ReadonlySet<Code> = new Set(["COORDINATOR_LOAD_IN_PROGRESS"]);
+const RETRYABLE: ReadonlySet<Code> = new Set(["COORDINATOR_LOAD_IN_PROGRESS", "UNSTABLE_OFFSET_COMMIT"]);
 
 export function kafkaRefusal(what: string, code: Code): KafkaError {
   return new KafkaError("KAFKA_COMMIT", `${what}: ${code}`, CODES[code], code, RETRYABLE.has(code));
@@ -75,6 +83,29 @@ interface Member {
   assignment: number[];
 }
 
+interface SimTxn {
+  epoch: number;
+  open: boolean;
+  openedAt: number;
+  timeoutMs: number;
+  records: DlqRecord[];
+  offsets: TopicPartition[];
+}
+
+const TXN_CODES: Record<string, number> = { ...CODES, _FENCED: -144 };
+
+/** A transactional call's failure with librdkafka's verdict (kafka/transaction.ts). */
+function txnRefusal(what: string, code: string, verdict: "retry" | "abort" | "fatal"): TransactionError {
+  return new TransactionError(
+    `${what}: ${code}`,
+    TXN_CODES[code] ?? -1,
+    code,
+    verdict === "retry",
+    verdict === "abort",
+    verdict === "fatal",
+  );
+}
+
 /** A commit the coordinator took: what the invariants check against what is durable. */
 export interface CommitSeen {
   partition: number;
@@ -96,6 +127,8 @@ export class SimKafka {
   #downUntil = 0;
   #loadingUntil = 0;
   readonly #held: Array<{ actor: Actor; go: () => void }> = [];
+  /** Each transactional.id's epoch and open transaction, as its coordinator keeps them. */
+  readonly #txns = new Map<string, SimTxn>();
   /** Hears each commit the coordinator takes, before it is stored. */
   onCommit: (c: CommitSeen) => void = () => {};
 
@@ -106,6 +139,7 @@ export class SimKafka {
     this.raw = Array.from({ length: opts.partitions }, () => []);
     const tick = () => {
       this.#expire();
+      this.#expireTransactions();
       sched.at(250, tick);
     };
     sched.at(250, tick);
@@ -225,12 +259,81 @@ export class SimKafka {
   }
 
   committedOf(partitions: readonly TopicPartition[]): TopicPartition[] {
+    for (const t of this.#txns.values())
+      if (t.open && t.offsets.some((o) => partitions.some((p) => p.partition === o.partition)))
+        throw kafkaRefusal("committed", "UNSTABLE_OFFSET_COMMIT");
     return partitions.map((tp) => {
       const c = this.committed.get(tp.partition);
       return c
         ? { topic: tp.topic, partition: tp.partition, offset: BigInt(c.offset), metadata: c.metadata }
         : { topic: tp.topic, partition: tp.partition, offset: -1001n };
     });
+  }
+
+  /** InitProducerId: a new epoch for `id`; what an earlier holder left open is aborted. */
+  initTransactions(id: string, timeoutMs: number): number {
+    if (this.sched.now < this.#loadingUntil) throw txnRefusal("init", "COORDINATOR_LOAD_IN_PROGRESS", "retry");
+    const t = this.#txns.get(id);
+    const epoch = (t?.epoch ?? -1) + 1;
+    this.#txns.set(id, { epoch, open: false, openedAt: 0, timeoutMs, records: [], offsets: [] });
+    return epoch;
+  }
+
+  /** A record produced in `id`'s open transaction: kept, not shown, until it commits. */
+  txnProduce(id: string, epoch: number, record: DlqRecord): void {
+    const t = this.#current(id, epoch, "produce");
+    if (!t.open) {
+      t.open = true;
+      t.openedAt = this.sched.now;
+    }
+    t.records.push(record);
+  }
+
+  /** TxnOffsetCommit: the group's checks of a commit, then the offsets wait for the transaction's end. */
+  txnOffsets(id: string, epoch: number, member: string, generation: number, offsets: readonly TopicPartition[]): void {
+    const t = this.#current(id, epoch, "send offsets");
+    if (this.sched.now < this.#loadingUntil) throw txnRefusal("send offsets", "COORDINATOR_LOAD_IN_PROGRESS", "retry");
+    const m = this.#members.get(member);
+    if (!m) throw txnRefusal("send offsets", "UNKNOWN_MEMBER_ID", "abort");
+    if (generation !== this.#generation) throw txnRefusal("send offsets", "ILLEGAL_GENERATION", "abort");
+    if (!t.open) {
+      t.open = true;
+      t.openedAt = this.sched.now;
+    }
+    for (const o of offsets) {
+      const i = t.offsets.findIndex((x) => x.partition === o.partition);
+      if (i >= 0) t.offsets.splice(i, 1);
+      t.offsets.push({ ...o });
+    }
+  }
+
+  /** EndTxn: commit shows the records and stores the offsets at once; abort drops both. */
+  endTransaction(id: string, epoch: number, commit: boolean, member: string): void {
+    const t = this.#current(id, epoch, commit ? "commit" : "abort");
+    if (commit) {
+      for (const r of t.records) this.dlq.push({ ...r, appendedAt: this.sched.now });
+      for (const o of t.offsets) {
+        const offset = Number(o.offset);
+        this.onCommit({ partition: o.partition, offset, member, at: this.sched.now });
+        this.committed.set(o.partition, { offset, metadata: o.metadata ?? "" });
+      }
+    }
+    t.open = false;
+    t.records = [];
+    t.offsets = [];
+  }
+
+  #current(id: string, epoch: number, what: string): SimTxn {
+    const t = this.#txns.get(id);
+    if (!t || t.epoch !== epoch) throw txnRefusal(what, "_FENCED", "fatal");
+    return t;
+  }
+
+  /** The coordinator aborts a transaction open past its timeout and fences its producer (a new epoch). */
+  #expireTransactions(): void {
+    for (const [id, t] of this.#txns)
+      if (t.open && this.sched.now - t.openedAt > t.timeoutMs)
+        this.#txns.set(id, { epoch: t.epoch + 1, open: false, openedAt: 0, timeoutMs: t.timeoutMs, records: [], offsets: [] });
   }
 
   #latency(): number {
@@ -371,6 +474,11 @@ export class SimConsumer {
       if (out.length >= max) break;
     }
     return out;
+  }
+
+  /** The member id and generation as this member holds them now (rd_kafka_consumer_group_metadata). */
+  groupMetadata(): SimGroupMetadata {
+    return { member: this.#memberId ?? "", generation: this.#generation, destroy: () => {} };
   }
 
   commit(offsets: readonly TopicPartition[]): Promise<TopicPartition[]> {
@@ -527,6 +635,104 @@ export class SimProducer {
       this.kafka.dlq.push({ value: bytes, headers, timestamp, producer: this.actor.name, sentAt, appendedAt, zombie });
       return { partition: 0, offset: this.kafka.dlq.length - 1 };
     });
+  }
+}
+
+export interface SimGroupMetadata {
+  member: string;
+  generation: number;
+  destroy(): void;
+}
+
+/**
+ * The DLQ producer of one worker under exactly-once (TransactionalProducer): records go into the
+ * open transaction and show when it commits. A send that failed (held past message.timeout.ms)
+ * makes the transaction abortable, as librdkafka does. Calls never block here: each is a request.
+ */
+export class SimTransactions {
+  #epoch = -1;
+  #outstanding = new Set<Promise<unknown>>();
+  #failed = false;
+  #fatal: TransactionError | null = null;
+
+  constructor(
+    readonly kafka: SimKafka,
+    readonly actor: Actor,
+    readonly id: string,
+    readonly clock: () => number,
+    readonly timeoutMs: number,
+  ) {}
+
+  async init(): Promise<void> {
+    this.#epoch = await this.kafka.request(this.actor, () => this.kafka.initTransactions(this.id, this.timeoutMs));
+  }
+
+  begin(): void {
+    if (this.#fatal) throw this.#fatal;
+    this.#failed = false;
+  }
+
+  produce(
+    topic: string,
+    value: string | Uint8Array | null,
+    opts: { headers?: Record<string, string> | Array<[string, string | Uint8Array]> } = {},
+  ): Promise<{ partition: number; offset: number }> {
+    if (this.#fatal) return Promise.reject(this.#fatal);
+    const bytes = typeof value === "string" ? new TextEncoder().encode(value) : (value ?? new Uint8Array());
+    const headers = headerList(opts.headers);
+    const sentAt = this.kafka.sched.now;
+    const source = envelopeSource(headers);
+    const zombie = source !== null && this.kafka.ownerOf(source.partition) !== this.actor.name;
+    const record: DlqRecord = { value: bytes, headers, timestamp: this.clock(), producer: this.actor.name, sentAt, appendedAt: -1, zombie };
+    const epoch = this.#epoch;
+    const sent = this.kafka.request(this.actor, () => {
+      if (this.kafka.sched.now - sentAt > this.kafka.opts.messageTimeoutMs)
+        throw kafkaRefusal(`produce to ${topic}`, "MSG_TIMED_OUT");
+      this.kafka.txnProduce(this.id, epoch, record);
+      return { partition: 0, offset: -1 };
+    });
+    const tracked = sent.catch((e: unknown) => {
+      if (e instanceof TransactionError && e.fatal) this.#fatal = e;
+      else this.#failed = true;
+    });
+    this.#outstanding.add(tracked);
+    void tracked.finally(() => this.#outstanding.delete(tracked));
+    return sent;
+  }
+
+  async flush(): Promise<void> {
+    while (this.#outstanding.size > 0) await Promise.all([...this.#outstanding]);
+  }
+
+  async sendOffsets(offsets: readonly TopicPartition[], group: SimGroupMetadata): Promise<void> {
+    if (this.#fatal) throw this.#fatal;
+    const epoch = this.#epoch;
+    const copy = offsets.map((o) => ({ ...o }));
+    await this.kafka.request(this.actor, () => this.kafka.txnOffsets(this.id, epoch, group.member, group.generation, copy));
+  }
+
+  async commit(): Promise<void> {
+    await this.flush();
+    if (this.#fatal) throw this.#fatal;
+    if (this.#failed) throw txnRefusal("commit transaction", "MSG_TIMED_OUT", "abort");
+    const epoch = this.#epoch;
+    await this.#end(epoch, true);
+  }
+
+  async abort(): Promise<void> {
+    await this.flush();
+    if (this.#fatal) throw this.#fatal;
+    await this.#end(this.#epoch, false);
+    this.#failed = false;
+  }
+
+  async #end(epoch: number, commit: boolean): Promise<void> {
+    try {
+      await this.kafka.request(this.actor, () => this.kafka.endTransaction(this.id, epoch, commit, this.actor.name));
+    } catch (e) {
+      if (e instanceof TransactionError && e.fatal) this.#fatal = e;
+      throw e;
+    }
   }
 }
 

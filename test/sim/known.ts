@@ -12,16 +12,9 @@ export interface KnownCause {
   why: string;
 }
 
-export const KNOWN: readonly KnownCause[] = [
-  {
-    causes: ["held-envelope"],
-    fixtures: ["kafka-cut-envelopes-twice", "kafka-cut-stored-and-dead-lettered"],
-    why:
-      "a worker cut off from Kafka but not from ClickHouse: the DLQ sends it handed to the producer " +
-      "before the cut are delivered when the cut heals, after its successor dead-lettered or stored " +
-      "the same records (only a transaction the successor fences makes them invisible)",
-  },
-];
+// None open: the last, held envelopes of a worker cut off from Kafka ("held-envelope"), ended with
+// the DLQ's transactions (delivery/offsets/transactional-commits.ts), which its successor fences.
+export const KNOWN: readonly KnownCause[] = [];
 
 /** The known cause a signature shows, if any. */
 export function knownCause(signature: string): KnownCause | undefined {

@@ -20,13 +20,17 @@ import { setLogLevel, setLogSink } from "../../src/log.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import { Worker } from "../../src/worker/worker.ts";
 import { SimClickHouse, type StoredRow } from "./clickhouse.ts";
-import { DLQ, RAW, type DlqRecord, SimConsumer, SimDlqReader, SimKafka, SimProducer, simLookup } from "./kafka.ts";
+import { DLQ, RAW, type DlqRecord, SimConsumer, SimDlqReader, SimKafka, SimTransactions, simLookup } from "./kafka.ts";
+import { TransactionalCommits } from "../../src/delivery/offsets/transactional-commits.ts";
+import { KafkaError } from "../../src/errors.ts";
 import { Actor, EPOCH_MS, Scheduler } from "./scheduler.ts";
 import { faultsEnd, normalize, type Fault, type Schedule } from "./schedule.ts";
 
 export const SESSION_TIMEOUT_MS = 10_000;
 const MAX_POLL_INTERVAL_MS = 30_000;
 const REQUEST_TIMEOUT_MS = 10_000;
+/** transaction.timeout.ms, the worker's default. */
+const TXN_TIMEOUT_MS = 10_000;
 const PARTITIONS = 3;
 const BATCH_SIZE = 50;
 const BACKLOG_ROWS = 100;
@@ -141,7 +145,14 @@ export async function simulate(input: Schedule): Promise<RunReport> {
     const actor = new Actor(name);
     const clock = sched.clockOf(actor);
     const consumer = new SimConsumer(kafka, actor);
-    const producer = new SimProducer(kafka, actor, () => clock.now());
+    // One transactional.id a slot, as a StatefulSet names its pods: a restart fences its predecessor.
+    const txn = new SimTransactions(kafka, actor, `sim-${name.split(".")[0]}`, () => clock.now(), TXN_TIMEOUT_MS);
+    const transactions = new TransactionalCommits(txn, {
+      group: () => consumer.groupMetadata(),
+      owns: (partition) => consumer.assignment.some((a) => a.partition === partition),
+      topic: RAW,
+      timeoutMs: TXN_TIMEOUT_MS,
+    });
     const counters = new Counters();
     const clients = Array.from({ length: s.endpoints }, (_, i) => ({
       name: `ch${i}:8123`,
@@ -154,7 +165,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
       clock,
     });
-    const dlq = new DlqPublisher(producer, {
+    const dlq = new DlqPublisher(transactions, {
       topic: DLQ,
       workerInstance: name,
       storageFailureReason: "normalization_error",
@@ -164,7 +175,10 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         findDelivered(partitions, {
           topic: RAW,
           committed: (tps) => kafka.request(actor, () => kafka.committedOf(tps)),
-          commit: (offsets) => consumer.commit(offsets),
+          commit: async (offsets) => {
+            if (!(await transactions.commit(() => [...offsets])))
+              throw new KafkaError("KAFKA_COMMIT", "check's commit refused", undefined, "TRANSACTION_ABORTED", true);
+          },
           lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
           highWatermarks: (ps) => simLookup(kafka, actor).listOffsets(RAW, ps, "latest"),
           insertsEnded: () => writer.insertsEnded(),
@@ -188,7 +202,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         heartbeatIntervalMs: 1_000,
         maxPollIntervalMs: MAX_POLL_INTERVAL_MS,
       },
-      { consumer, writer, dlq, counters, replays, clock },
+      { consumer, writer, dlq, counters, replays, transactions, clock },
     );
     const worker = new Worker({ consumer, phone, delivery });
     const proc: Proc = { actor, worker, consumer, delivery, ended: false, restartMs: 1_000 };
@@ -202,7 +216,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         const slot = slots.findIndex((x) => x.proc === proc);
         if (slot >= 0) sched.at(restartMs, () => start(slot));
       };
-      worker.run().then(
+      transactions.init().then(() => worker.run()).then(
         () => exited(proc.restartMs),
         () => exited(1_000),
       );

@@ -75,3 +75,41 @@ export function topicLength(topic: string, partition = 0): number {
     void c.close(); // a handle that never joined a group: nothing to wait for
   }
 }
+
+/**
+ * Every record a read_committed reader sees in `topic`, read to each partition's end: how a DLQ is
+ * counted, since transaction markers and aborted envelopes take offsets too (its length is no count).
+ */
+export async function readCommitted(topic: string, timeoutMs = 30_000): Promise<Message[]> {
+  const c = new Consumer({
+    props: { ...props, "group.id": uniqueName("committed"), "enable.partition.eof": "true", "isolation.level": "read_committed" },
+    topics: [topic],
+    readHeaders: true,
+  });
+  const out: Message[] = [];
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      if (Date.now() > deadline) throw new Error(`read ${out.length} records of ${topic}, and a transaction still open, in ${timeoutMs} ms`);
+      const batch = c.poll();
+      out.push(...batch);
+      const parts = c.assignment;
+      // The end a read_committed reader reaches is the last stable offset: a transaction still open
+      // holds it back, so the read ends only where it meets the partition's high watermark.
+      const ended = (p: TopicPartition) => {
+        const end = c.endReached(p.partition);
+        return end !== undefined && end >= c.queryWatermarks(topic, p.partition).high;
+      };
+      if (batch.length === 0 && parts.length > 0 && parts.every(ended)) break;
+      if (batch.length === 0) await c.waitForMessages(50);
+    }
+  } finally {
+    await c.close();
+  }
+  return out;
+}
+
+/** The records a read_committed reader counts in `topic` (readCommitted). */
+export async function committedCount(topic: string): Promise<number> {
+  return (await readCommitted(topic)).length;
+}

@@ -48,7 +48,6 @@ export function workerEnv(n: Names, extra: Record<string, string> = {}): Record<
     STATS_HOST: "127.0.0.1",
     STATS_PORT: "0",
     BATCH_FLUSH_INTERVAL_SECONDS: "0.2",
-    WORKER_INSTANCE: "e2e-worker",
     // As the Dockerfile sets it: JSC sizes its heap from the RAM it sees (24 GiB here).
     BUN_JSC_forceRAMSize: "1073741824",
     ...extra,
@@ -75,9 +74,14 @@ export function killLeftoverWorkers(): void {
   for (const p of live) p.kill("SIGKILL");
 }
 
-/** Starts the worker and waits until its stats server answers. */
+let started = 0;
+
+/**
+ * Starts the worker and waits until its stats server answers. Each gets a WORKER_INSTANCE of its own
+ * unless `env` names one: two workers of a group with the same one fence each other's transactions.
+ */
 export async function startWorker(env: Record<string, string>, cmd: string[] = ["bun", `${ROOT}/src/main.ts`, "run"]): Promise<RunningWorker> {
-  const proc = Bun.spawn(cmd, { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(cmd, { env: { WORKER_INSTANCE: `e2e-worker-${++started}`, ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   live.add(proc);
   void proc.exited.then(() => live.delete(proc));
   const logs: string[] = [];
