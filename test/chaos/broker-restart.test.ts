@@ -4,7 +4,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { committedOffsets, consumeN, header, props, topicLength } from "../support/kafka.ts";
+import { committedOffsets, header, props, readCommitted } from "../support/kafka.ts";
 import { e2eScope, storedCounts } from "../support/e2e.ts";
 import { ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
@@ -45,7 +45,7 @@ test("broker restart mid-stream: every valid record in ClickHouse, every invalid
   const c = await storedCounts(ch, n);
   expect([c.rows, c.ids, c.offsetRows, c.offsets]).toEqual([valid, valid, valid, valid]);
   // Nothing dead-lettered twice: as many envelopes as distinct sources.
-  const dlq = await consumeN(n.dlq, topicLength(n.dlq));
+  const dlq = await readCommitted(n.dlq);
   const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
   expect([dlq.length, sources.size]).toEqual([30_000 - valid, 30_000 - valid]);
   const committed = committedOffsets(n.group, n.raw, 3);

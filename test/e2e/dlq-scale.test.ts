@@ -7,7 +7,7 @@ import { encodeEnvelope, HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { props, topicLength } from "../support/kafka.ts";
+import { committedCount, props, topicLength } from "../support/kafka.ts";
 import { ROOT } from "../support/services.ts";
 import { workerEnv } from "../support/worker.ts";
 
@@ -58,7 +58,7 @@ test(`a DLQ of ${TOTAL} envelopes: inspect and replay stream in bounded memory, 
   } finally {
     p.close();
   }
-  expect(topicLength(n.dlq)).toBe(TOTAL);
+  expect((await committedCount(n.dlq))).toBe(TOTAL);
 
   const inspect = await cli(env, "dlq", "inspect", "--samples", "2");
   expect(inspect.out).toMatchObject({

@@ -5,7 +5,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { committedOffsets, consumeN, header, topicLength } from "../support/kafka.ts";
+import { committedOffsets, header, readCommitted } from "../support/kafka.ts";
 import { waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
@@ -54,7 +54,7 @@ describe("consumer group protocols", () => {
       expect([await a.stop(), await b.stop(), await c.stop()]).toEqual([0, 0, 0]);
       const rs = await ch.query({ query: `SELECT count() AS rows, uniqExact(cdr_id) AS ids FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
       expect(await rs.json()).toEqual([{ rows: String(valid), ids: String(valid) }]);
-      const dlq = await consumeN(n.dlq, topicLength(n.dlq));
+      const dlq = await readCommitted(n.dlq);
       expect(new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`)).size).toBe(invalid);
       expect(dlq.length).toBe(invalid);
     }, 120_000);

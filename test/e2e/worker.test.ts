@@ -7,7 +7,7 @@ import { Producer } from "../../src/kafka/producer.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { committedOffsets, consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
+import { committedCount, committedOffsets, consumeN, deleteTopics, header, props, text } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, KAFKA_SASL_BROKERS, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
@@ -74,7 +74,7 @@ describe("micro-batching, at-least-once, stats", () => {
     const n = await names("count");
     const w = await startWorker(workerEnv(n, { BATCH_SIZE: "5", BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
     await produce(n.raw, Array.from({ length: 13 }, (_, i) => ({ partition: 0, value: valid(i) })));
-    const s = await statsWhen(w, (s) => s.total_consumed === 13 && s.flush_count === 2);
+    const s = await statsWhen(w, (s) => s.total_consumed === 13 && s.flush_count === 2 && s.partitions["0"]?.committed_offset === 10);
     expect(s.buffered_rows).toBe(3); // the interval is an hour: only full batches went out
     expect(await count(n)).toBe(10);
     expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(10n);
@@ -100,14 +100,29 @@ describe("micro-batching, at-least-once, stats", () => {
 describe("Safe partition progress and confirmed DLQ", () => {
   test("Valid record precedes an invalid record: the invalid record's offset is committed only after the valid rows are flushed", async () => {
     const n = await names("order");
-    const w = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
+    const w = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "3600", DELIVERY: "at-least-once" }));
     await produce(n.raw, [{ partition: 0, value: valid(1) }, { partition: 0, value: "bad" }, { partition: 0, value: valid(2) }]);
     await consumeN(n.dlq, 1); // the invalid record reached the DLQ at once
     await statsWhen(w, (s) => s.total_dlq === 1 && s.buffered_rows === 2);
-    // Nothing past offset 0 committed: it is not durable (0 is the start the replay check marked)
-    expect(committedOffsets(n.group, n.raw, 1).get(0)).toBeLessThanOrEqual(0n);
+    // Nothing past offset 0 committed: it is not durable
+    expect(committedOffsets(n.group, n.raw, 1).get(0) ?? -1n).toBeLessThanOrEqual(0n);
     expect(await w.stop()).toBe(0); // flushes the two rows, then commits
     expect(await count(n)).toBe(2);
+    expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(3n);
+  });
+
+  // Exactly-once: the envelope goes in the transaction whose commit passes its record, so it is sent
+  // once the valid row before it is stored, and a DLQ reader sees it together with that commit.
+  test("exactly-once: the invalid record's envelope is visible only with the commit past it, after the valid row before it is flushed", async () => {
+    const n = await names("order-eo");
+    const w = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "3600" }));
+    await produce(n.raw, [{ partition: 0, value: valid(1) }, { partition: 0, value: "bad" }, { partition: 0, value: valid(2) }]);
+    await statsWhen(w, (s) => s.total_consumed === 3 && s.buffered_rows === 2);
+    expect(await committedCount(n.dlq)).toBe(0);
+    expect(committedOffsets(n.group, n.raw, 1).get(0)).toBeLessThanOrEqual(0n); // 0: the start the replay check marked
+    expect(await w.stop()).toBe(0); // flushes the two rows, then the envelope and the commit together
+    expect(await count(n)).toBe(2);
+    expect(await committedCount(n.dlq)).toBe(1);
     expect(committedOffsets(n.group, n.raw, 1).get(0)).toBe(3n);
   });
 

@@ -11,34 +11,56 @@ setDefaultTimeout(60_000);
 afterAll(killLeftoverWorkers);
 
 /** Kafka's own ACL tool, as an operator runs it, through the super user's listener. */
-async function denyGroup(principal: string, group: string): Promise<void> {
+async function deny(principal: string, resource: "--group" | "--transactional-id", name: string): Promise<void> {
   const proc = Bun.spawn(
     ["java", "-cp", `${ROOT}/.local/kafka/libs/*`, "org.apache.kafka.tools.AclCommand", "--bootstrap-server", KAFKA_BROKERS,
-      "--add", "--deny-principal", principal, "--operation", "All", "--group", group],
+      "--add", "--deny-principal", principal, "--operation", "All", resource, name],
     { stdout: "pipe", stderr: "pipe" },
   );
   const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
-  expect(`${code} ${out.includes(group)}`).toBe("0 true");
+  expect(`${code} ${out.includes(name)}`).toBe("0 true");
+}
+const denyGroup = (principal: string, group: string) => deny(principal, "--group", group);
+
+const SASL = {
+  KAFKA_BROKERS: KAFKA_SASL_BROKERS,
+  KAFKA_PROP_SECURITY_PROTOCOL: "SASL_PLAINTEXT",
+  KAFKA_PROP_SASL_MECHANISM: "PLAIN",
+  KAFKA_PROP_SASL_USERNAME: "cdr",
+  KAFKA_PROP_SASL_PASSWORD: "cdr-test-secret",
+};
+
+/** `run` as the SASL user until it exits by itself: its exit and its log. */
+async function runUntilExit(env: Record<string, string>): Promise<{ code: number | null; signal: unknown; logs: string }> {
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "run"], { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 45_000);
+  const [logs, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  return { code, signal: proc.signalCode, logs };
 }
 
 test("regression: a group the client may not use stops the worker with exit 1 and one line naming GROUP_AUTHORIZATION_FAILED, not a signal", async () => {
   const n = await freshNames("denied");
   await denyGroup("User:cdr", n.group);
-  const env = workerEnv(n, {
-    KAFKA_BROKERS: KAFKA_SASL_BROKERS,
-    KAFKA_PROP_SECURITY_PROTOCOL: "SASL_PLAINTEXT",
-    KAFKA_PROP_SASL_MECHANISM: "PLAIN",
-    KAFKA_PROP_SASL_USERNAME: "cdr",
-    KAFKA_PROP_SASL_PASSWORD: "cdr-test-secret",
-  });
-  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "run"], { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 45_000);
-  const [logs, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  clearTimeout(timer);
-  expect({ code, signal: proc.signalCode }).toEqual({ code: 1, signal: null });
+  const { code, signal, logs } = await runUntilExit(workerEnv(n, SASL));
+  expect({ code, signal }).toEqual({ code: 1, signal: null });
   const refused = logs.split("\n").filter((l) => l.includes('"level":"error"') && l.includes("GROUP_AUTHORIZATION_FAILED"));
   expect(refused.length).toBeGreaterThan(0);
   expect(logs).not.toContain("cdr-test-secret");
+});
+
+// Exactly-once's DLQ producer is transactional: its principal needs Write and Describe on the
+// TransactionalId <group>-<WORKER_INSTANCE> (docs/security.md). Without them the worker stops at
+// start, before it consumes anything, with one line that names the refusal.
+test("exactly-once without the TransactionalId ACL: exit 1 and one line naming TRANSACTIONAL_ID_AUTHORIZATION_FAILED", async () => {
+  const n = await freshNames("txn-denied");
+  const env = workerEnv(n, { ...SASL, WORKER_INSTANCE: "txn-denied" });
+  await deny("User:cdr", "--transactional-id", `${n.group}-txn-denied`);
+  const { code, signal, logs } = await runUntilExit(env);
+  expect({ code, signal }).toEqual({ code: 1, signal: null });
+  const refused = logs.split("\n").filter((l) => l.includes('"level":"error"') && l.includes("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"));
+  expect(refused.length).toBeGreaterThan(0);
+  expect(logs).not.toContain("partitions assigned");
 });
 
 // The replay check reads the group's commits by the admin API: a refusal there must say so and be
