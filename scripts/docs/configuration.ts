@@ -21,6 +21,16 @@ export const SET_BY_WORKER: ReadonlyArray<[string, string, string]> = [
   ["client.id", "WORKER_INSTANCE", "consumer and producer"],
   ["enable.idempotence", "true", "DLQ producer: no envelope written twice by a retry (refused as KAFKA_PROP_ under exactly-once)"],
   ["linger.ms", "5", "DLQ producer"],
+  [
+    "transactional.id",
+    "<KAFKA_GROUP_ID>-<WORKER_INSTANCE>",
+    "DLQ producer under exactly-once: envelopes and commits in one transaction (refused as KAFKA_PROP_ under exactly-once)",
+  ],
+  [
+    "transaction.timeout.ms",
+    "10000",
+    "DLQ producer under exactly-once: how long a dead owner's open transaction holds its successor's read of the committed offsets; a KAFKA_PROP_ may change it",
+  ],
 ];
 
 type Schema = { type?: string; pipe?: Schema[]; options?: string[]; requirement?: unknown; wrapped?: Schema };
