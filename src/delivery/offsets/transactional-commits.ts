@@ -48,6 +48,8 @@ interface Produced {
   source: EnvelopeSource;
   /** Settled by its first delivery report (or when it is dropped with its partition). */
   delivered: PromiseWithResolvers<DeliveryReport>;
+  /** The assignment it was produced under (`abandon` ends one): only envelopes of this one go again. */
+  assignment: number;
 }
 
 export interface TransactionalCommitsOptions<G extends GroupToken> {
@@ -93,6 +95,8 @@ export class TransactionalCommits<G extends GroupToken> {
   /** The open transaction's envelopes: checked against its offsets, produced again if it aborts. */
   #produced: Produced[] = [];
   #refusal = "";
+  /** Counts the assignments lost (abandon): an envelope of an earlier one is never sent again. */
+  #assignment = 0;
 
   constructor(tx: TransactionalProducer<G>, opts: TransactionalCommitsOptions<G>) {
     this.#tx = tx;
@@ -126,7 +130,14 @@ export class TransactionalCommits<G extends GroupToken> {
   ): Promise<DeliveryReport> {
     while (this.#ending) await this.#ending;
     this.#begin();
-    const entry: Produced = { topic, value, opts, source, delivered: Promise.withResolvers<DeliveryReport>() };
+    const entry: Produced = {
+      topic,
+      value,
+      opts,
+      source,
+      delivered: Promise.withResolvers<DeliveryReport>(),
+      assignment: this.#assignment,
+    };
     this.#produced.push(entry);
     this.#send(entry);
     return entry.delivered.promise;
@@ -149,17 +160,23 @@ export class TransactionalCommits<G extends GroupToken> {
     }
   }
 
-  /** Aborts the open transaction, if any (the assignment was lost): none of its envelopes is produced again. */
+  /**
+   * The assignment was lost: none of the envelopes produced so far is produced again, even for a
+   * partition that comes back (its next owner's check decides), and the open transaction is aborted
+   * once the commit under way, if any, has ended.
+   */
   async abandon(): Promise<void> {
+    this.#assignment++;
     while (this.#committing) await this.#committing;
     if (!this.#open) return;
     const done = Promise.withResolvers<void>();
     this.#committing = done.promise;
     try {
       await this.#closed(async () => {
-        this.#drop(this.#produced);
-        this.#produced = [];
-        await this.#abort();
+        const earlier = this.#produced.filter((p) => p.assignment !== this.#assignment);
+        this.#drop(earlier);
+        this.#produced = this.#produced.filter((p) => !earlier.includes(p));
+        await this.#abortAndRequeue();
       });
     } finally {
       this.#committing = null;
@@ -249,7 +266,7 @@ export class TransactionalCommits<G extends GroupToken> {
   }
 
   async #abortAndRequeue(): Promise<void> {
-    const owned = this.#produced.filter((p) => this.#opts.owns(p.source.partition));
+    const owned = this.#produced.filter((p) => p.assignment === this.#assignment && this.#opts.owns(p.source.partition));
     this.#drop(this.#produced.filter((p) => !owned.includes(p)));
     this.#produced = [];
     await this.#abort();

@@ -172,3 +172,20 @@ test("a lost assignment aborts the open transaction and sends none of its envelo
   expect(await commits.commit(() => [at(0, 0)])).toBe(true);
   expect(tx.calls.slice(3)).toEqual(["begin", "flush", "offsets 0@0", "commit"]);
 });
+
+// The simulation's broker-restarts-lost-assignment-requeue: a commit under way when the assignment
+// was lost is refused afterwards, once the same partitions came back. Its envelopes are the lost
+// assignment's: sent again, they stood beside the ones the new assignment made of the same records.
+test("a commit refused after the assignment was lost sends none of that assignment's envelopes again, though the partition came back", async () => {
+  const { tx, commits } = setup([0]);
+  tx.fail.set("sendOffsets", [refusal("UNKNOWN_MEMBER_ID", "abort")]);
+  void commits.produce("dlq", "old", {}, { partition: 0, offset: 1 });
+  const refused = commits.commit(() => [at(0, 2)]);
+  const abandoned = commits.abandon(); // the loss, heard while the commit waits for its reports
+  expect(await refused).toBe(false);
+  await abandoned;
+  expect(tx.calls).toEqual(["begin", "produce old", "flush", "sendOffsets failed UNKNOWN_MEMBER_ID", "abort"]);
+  void commits.produce("dlq", "new", {}, { partition: 0, offset: 1 });
+  expect(await commits.commit(() => [at(0, 2)])).toBe(true);
+  expect(tx.calls.slice(5)).toEqual(["begin", "produce new", "flush", "offsets 0@2", "commit"]);
+});
