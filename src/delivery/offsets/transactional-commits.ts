@@ -128,16 +128,16 @@ export class TransactionalCommits<G extends GroupToken> {
     opts: ProduceOptions,
     source: EnvelopeSource,
   ): Promise<DeliveryReport> {
+    const assignment = this.#assignment;
     while (this.#ending) await this.#ending;
+    const delivered = Promise.withResolvers<DeliveryReport>();
+    const entry: Produced = { topic, value, opts, source, delivered, assignment };
+    // Its assignment was lost while it waited for the transaction: the record is its next owner's.
+    if (assignment !== this.#assignment) {
+      this.#drop([entry]);
+      return delivered.promise;
+    }
     this.#begin();
-    const entry: Produced = {
-      topic,
-      value,
-      opts,
-      source,
-      delivered: Promise.withResolvers<DeliveryReport>(),
-      assignment: this.#assignment,
-    };
     this.#produced.push(entry);
     this.#send(entry);
     return entry.delivered.promise;
@@ -266,7 +266,8 @@ export class TransactionalCommits<G extends GroupToken> {
   }
 
   async #abortAndRequeue(): Promise<void> {
-    const owned = this.#produced.filter((p) => p.assignment === this.#assignment && this.#opts.owns(p.source.partition));
+    const current = (p: Produced) => p.assignment === this.#assignment && this.#opts.owns(p.source.partition);
+    const owned = this.#produced.filter(current);
     this.#drop(this.#produced.filter((p) => !owned.includes(p)));
     this.#produced = [];
     await this.#abort();

@@ -189,3 +189,20 @@ test("a commit refused after the assignment was lost sends none of that assignme
   expect(await commits.commit(() => [at(0, 2)])).toBe(true);
   expect(tx.calls.slice(5)).toEqual(["begin", "produce new", "flush", "offsets 0@2", "commit"]);
 });
+
+// The simulation's kafka-cut-lost-assignment-waiting-envelope: an envelope of the lost assignment
+// that was waiting for the transaction to reopen went into the next one, beside the envelope the
+// new assignment made of the same record, and both were committed.
+test("an envelope that waited for the transaction while the assignment was lost is never sent", async () => {
+  const { tx, commits } = setup([0]);
+  let waiting: Promise<{ partition: number; offset: number }> | null = null;
+  let abandoned: Promise<void> | null = null;
+  tx.duringOffsets = () => {
+    waiting = commits.produce("dlq", "waiting", {}, { partition: 0, offset: 4 });
+    abandoned = commits.abandon();
+  };
+  expect(await commits.commit(() => [at(0, 4)])).toBe(true);
+  await abandoned;
+  expect(await waiting!).toEqual({ partition: -1, offset: -1 });
+  expect(tx.calls).toEqual(["begin", "flush", "offsets 0@4", "commit"]);
+});
