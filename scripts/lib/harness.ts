@@ -147,7 +147,7 @@ export async function dlqSources(brokers: string, dlq: string, group: string): P
     for (;;) {
       const batch = reader.poll();
       if (batch.length === 0) {
-        // A transaction still open holds the read back at its start: the end is the high watermark.
+        // The end a read_committed reader reaches: the last stable offset.
         const end = reader.endReached(0);
         if (end !== undefined && end >= reader.queryWatermarks(dlq, 0).high) break;
         await reader.waitForMessages(50);

@@ -22,7 +22,9 @@ test("broker restart mid-stream: every valid record in ClickHouse, every invalid
   const p = new Producer(props);
   await p.produceBatch(n.raw, values);
   p.close();
-  const env = workerEnv(n, { BATCH_SIZE: "500" });
+  // One WORKER_INSTANCE across the restart, as a supervisor keeps it: the new worker's
+  // transactional.id fences the old one and ends what it left open at once.
+  const env = workerEnv(n, { BATCH_SIZE: "500", WORKER_INSTANCE: "broker-restart" });
   let w: RunningWorker = await startWorker(env);
   await statsWhen(w, (s) => s.total_consumed >= 3000, 30_000, "progress before the restart");
   await run(["bash", `${ROOT}/scripts/services.sh`, "restart", "kafka"]);

@@ -94,8 +94,8 @@ export async function readCommitted(topic: string, timeoutMs = 30_000): Promise<
       const batch = c.poll();
       out.push(...batch);
       const parts = c.assignment;
-      // The end a read_committed reader reaches is the last stable offset: a transaction still open
-      // holds it back, so the read ends only where it meets the partition's high watermark.
+      // The end a read_committed reader reaches is the last stable offset: what a transaction still
+      // open holds is not counted.
       const ended = (p: TopicPartition) => {
         const end = c.endReached(p.partition);
         return end !== undefined && end >= c.queryWatermarks(topic, p.partition).high;
