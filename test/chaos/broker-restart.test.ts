@@ -6,13 +6,21 @@ import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { committedOffsets, header, props, readCommitted } from "../support/kafka.ts";
 import { e2eScope, storedCounts } from "../support/e2e.ts";
-import { ROOT, run, uniqueName, waitFor } from "../support/services.ts";
+import { KAFKA_BROKERS, ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
 const { ch, names } = e2eScope();
+
+/** Kafka's kafka-transactions.sh, as an operator runs it; its standard output. */
+async function transactionsTool(...args: string[]): Promise<string> {
+  const proc = Bun.spawn(["java", "-cp", `${ROOT}/.local/kafka/libs/*`, "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", KAFKA_BROKERS, ...args], { stdout: "pipe", stderr: "pipe" });
+  const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+  expect(code).toBe(0);
+  return out;
+}
 
 test("broker restart mid-stream: every valid record in ClickHouse, every invalid one in the DLQ, offsets all committed", async () => {
   const n = await names("brokerrestart");
@@ -46,6 +54,15 @@ test("broker restart mid-stream: every valid record in ClickHouse, every invalid
   // Nothing stored twice: count() beside the distinct ids, and the offsets table's rows.
   const c = await storedCounts(ch, n);
   expect([c.rows, c.ids, c.offsetRows, c.offsets]).toEqual([valid, valid, valid, valid]);
+  // A transaction can be left hanging on the DLQ partition across a broker restart, its coordinator no
+  // longer knowing it (seen in about half the runs; the README's open points): it holds every
+  // read_committed reader back. What an operator does (Kafka's own tool) ends it before the count,
+  // and says so: the envelopes it holds were never delivered, their records stored or dead-lettered again.
+  const hanging = await transactionsTool("describe-producers", "--topic", n.dlq, "--partition", "0");
+  for (const start of hanging.split("\n").map((l) => l.trim().split(/\s+/)).filter((f) => /^\d+$/.test(f[0] ?? "") && /^\d+$/.test(f.at(-1) ?? "")).map((f) => f.at(-1)!)) {
+    console.log(`a transaction hangs on ${n.dlq}[0] from offset ${start}: aborted with kafka-transactions.sh`);
+    await transactionsTool("abort", "--topic", n.dlq, "--partition", "0", "--start-offset", start);
+  }
   // Nothing dead-lettered twice: as many envelopes as distinct sources.
   const dlq = await readCommitted(n.dlq);
   const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
