@@ -3,7 +3,7 @@ import { Admin } from "../../src/kafka/admin.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
-import { KAFKA_BROKERS, uniqueName } from "./services.ts";
+import { KAFKA_BROKERS, uniqueName, waitFor } from "./services.ts";
 
 export const props = { "bootstrap.servers": KAFKA_BROKERS };
 
@@ -59,6 +59,22 @@ export function committedOffsets(group: string, topic: string, partitions: numbe
   }
 }
 
+/**
+ * Resolves once the group's committed offsets of `topic` add up to `total` (a partition never
+ * committed counts 0): every record durable and committed. A worker's own stats cannot say this
+ * at once after it starts: a partition it has read nothing of yet is absent from them.
+ */
+export async function committedThrough(group: string, topic: string, partitions: number, total: number, ms = 60_000): Promise<void> {
+  await waitFor(() => {
+    try {
+      const sum = [...committedOffsets(group, topic, partitions).values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n);
+      return sum === BigInt(total) ? true : undefined;
+    } catch {
+      return undefined; // the coordinator not answering yet (a broker restarting)
+    }
+  }, ms, `${group}'s commits of ${topic} adding up to ${total}`);
+}
+
 export const text = (m: Message) => new TextDecoder().decode(m.value!);
 export const header = (m: Message, name: string) => {
   const h = m.headers?.find(([k]) => k === name);
@@ -77,8 +93,11 @@ export function topicLength(topic: string, partition = 0): number {
 }
 
 /**
- * Every record a read_committed reader sees in `topic`, read to each partition's end: how a DLQ is
- * counted, since transaction markers and aborted envelopes take offsets too (its length is no count).
+ * Every record a read_committed reader sees in `topic`, read to each partition's high watermark: how
+ * a DLQ is counted, since transaction markers and aborted envelopes take offsets too (its length is no
+ * count). A read_committed reader's own end is the last stable offset, which a transaction still open
+ * holds back; so the read ends only where that end has reached the high watermark (what a
+ * read_uncommitted reader asks), and fails, naming both, while a transaction stays open.
  */
 export async function readCommitted(topic: string, timeoutMs = 30_000): Promise<Message[]> {
   const c = new Consumer({
@@ -86,24 +105,24 @@ export async function readCommitted(topic: string, timeoutMs = 30_000): Promise<
     topics: [topic],
     readHeaders: true,
   });
+  const hw = new Consumer({ props: { ...props, "group.id": uniqueName("hw"), "isolation.level": "read_uncommitted" }, topics: [] });
   const out: Message[] = [];
   const deadline = Date.now() + timeoutMs;
   try {
     for (;;) {
-      if (Date.now() > deadline) throw new Error(`read ${out.length} records of ${topic}, and a transaction still open, in ${timeoutMs} ms`);
+      const parts = c.assignment;
+      const ends = parts.map((p) => ({ p: p.partition, end: c.endReached(p.partition), high: hw.queryWatermarks(topic, p.partition).high }));
+      if (Date.now() > deadline) {
+        const open = ends.filter((e) => e.end === undefined || e.end < e.high).map((e) => `[${e.p}] read to ${e.end ?? "?"}, high watermark ${e.high}`);
+        throw new Error(`read ${out.length} records of ${topic} in ${timeoutMs} ms, a transaction still open: ${open.join("; ")}`);
+      }
       const batch = c.poll();
       out.push(...batch);
-      const parts = c.assignment;
-      // The end a read_committed reader reaches is the last stable offset: what a transaction still
-      // open holds is not counted.
-      const ended = (p: TopicPartition) => {
-        const end = c.endReached(p.partition);
-        return end !== undefined && end >= c.queryWatermarks(topic, p.partition).high;
-      };
-      if (batch.length === 0 && parts.length > 0 && parts.every(ended)) break;
+      if (batch.length === 0 && parts.length > 0 && ends.every((e) => e.end !== undefined && e.end >= e.high)) break;
       if (batch.length === 0) await c.waitForMessages(50);
     }
   } finally {
+    void hw.close(); // a handle that never joined a group: nothing to wait for
     await c.close();
   }
   return out;
