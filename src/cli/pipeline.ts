@@ -29,7 +29,8 @@ import { log } from "../log.ts";
 export interface Pipeline {
   counters: Counters;
   phone: PhoneNormalizer;
-  producer: Producer;
+  /** The DLQ's producer now (exactly-once makes it again after a timed-out transaction). */
+  dlqProducer: () => Producer;
   /** Exactly-once: the DLQ's envelopes and the group's commits in one transaction; init() before running. */
   transactions: TransactionalCommits<GroupMetadata> | null;
   consumer: Consumer;
@@ -42,21 +43,26 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
   const counters = new Counters();
   const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
   const exactlyOnce = cfg.delivery === "exactly-once";
-  const producer = new Producer(
-    kafkaProps(cfg, {
-      "client.id": `${cfg.workerInstance}-dlq`,
-      // An envelope up to the DLQ topic's limit, plus the headers and the record batch's framing.
-      "message.max.bytes": String(DLQ_MAX_MESSAGE_BYTES + 65536),
-      ...(exactlyOnce
-        ? {
-            "transactional.id": transactionalId(cfg.kafka.groupId, cfg.workerInstance),
-            // A dead owner's open transaction holds its successor's read of the committed offsets
-            // (a stable read) until the coordinator times it out: this long at most.
-            "transaction.timeout.ms": String(TRANSACTION_TIMEOUT_MS),
-          }
-        : {}),
-    }),
-  );
+  const dlqProps = kafkaProps(cfg, {
+    "client.id": `${cfg.workerInstance}-dlq`,
+    // An envelope up to the DLQ topic's limit, plus the headers and the record batch's framing.
+    "message.max.bytes": String(DLQ_MAX_MESSAGE_BYTES + 65536),
+    ...(exactlyOnce
+      ? {
+          "transactional.id": transactionalId(cfg.kafka.groupId, cfg.workerInstance),
+          // A dead owner's open transaction holds its successor's read of the committed offsets
+          // (a stable read) until the coordinator times it out: this long at most.
+          "transaction.timeout.ms": String(TRANSACTION_TIMEOUT_MS),
+        }
+      : {}),
+  });
+  // Exactly-once makes the producer again when the coordinator times a transaction out (it is
+  // fenced for good then): the one to flush and close at the end is whichever is current.
+  let producer = new Producer(dlqProps);
+  const renewProducer = () => {
+    producer = new Producer(dlqProps);
+    return new Transactions(producer);
+  };
   const consumerProps = kafkaProps(cfg, {
     "group.id": cfg.kafka.groupId,
     "client.id": cfg.workerInstance,
@@ -83,7 +89,11 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
         group: () => consumer.groupMetadata(),
         owns: (partition) => consumer.assignment.some((a) => a.partition === partition),
         topic: cfg.kafka.topicRaw,
-        timeoutMs: Number(kafkaProps(cfg)["transaction.timeout.ms"] ?? TRANSACTION_TIMEOUT_MS),
+        timeoutMs: Number(dlqProps["transaction.timeout.ms"] ?? TRANSACTION_TIMEOUT_MS),
+        renew: () => {
+          counters.dlqProducerRenewals++;
+          return renewProducer();
+        },
       })
     : null;
   const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table, {
@@ -129,7 +139,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     },
   );
   const worker = new Worker({ consumer, phone, delivery });
-  return { counters, phone, producer, transactions, consumer, writer, delivery, worker };
+  return { counters, phone, dlqProducer: () => producer, transactions, consumer, writer, delivery, worker };
 }
 
 /** The replay check's parts: the group's commits, ClickHouse's provenance columns, the DLQ's headers. */

@@ -56,7 +56,7 @@ async function preflight(cfg: Config): Promise<ReturnType<typeof createClickHous
 export async function runCommand(cfg: Config): Promise<number> {
   const endpoints = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints);
-  const { worker, producer, counters } = pipeline;
+  const { worker, dlqProducer, counters } = pipeline;
   const audits = cfg.auditIntervalMs > 0 ? new AuditSchedule(cfg.auditIntervalMs) : null;
   const stats = await serveStats(cfg, pipeline, audits);
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
@@ -74,7 +74,7 @@ export async function runCommand(cfg: Config): Promise<number> {
   try {
     await pipeline.transactions?.init();
     await worker.run();
-    await producer.flush(5000).catch(() => {});
+    await dlqProducer().flush(5000).catch(() => {});
     log.info("stopped cleanly", { total_processed: counters.totalProcessed, total_dlq: counters.durableDlq });
     return 0;
   } catch (e) {
@@ -83,7 +83,7 @@ export async function runCommand(cfg: Config): Promise<number> {
   } finally {
     audits?.stop();
     stats.stop();
-    producer.close();
+    dlqProducer().close();
     await Promise.all(endpoints.map((e) => e.client.close()));
   }
 }

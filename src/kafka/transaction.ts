@@ -185,6 +185,11 @@ export class Transactions {
     this.#state = "ready";
   }
 
+  /** Gives the producer up (kafka/producer.ts close): what it still holds is reported undelivered. */
+  close(): void {
+    this.#producer.close();
+  }
+
   /** Ends the transaction unseen: its records are never shown to read_committed readers, its offsets never count. */
   async abort(timeoutMs: number): Promise<void> {
     this.#state = "ending";

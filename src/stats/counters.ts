@@ -72,6 +72,8 @@ export class Counters {
   commits = 0;
   /** Commits the group refused while it rebalanced (sent again for partitions still owned). */
   commitsRefused = 0;
+  /** DLQ producers made again after the coordinator timed a transaction out (exactly-once). */
+  dlqProducerRenewals = 0;
   /** Assignments the group took away before they were released (lost revocations), and rows dropped with them. */
   assignmentsLost = 0;
   lostRowsDropped = 0;

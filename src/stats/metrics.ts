@@ -157,6 +157,12 @@ const offsets: Section = (s, c, { metric }) => {
     [[{}, c.commitsRefused]],
   );
   metric(
+    "cdr_worker_dlq_producer_renewals_total",
+    "counter",
+    "DLQ producers made again after the coordinator timed a transaction out while Kafka was unreachable.",
+    [[{}, c.dlqProducerRenewals]],
+  );
+  metric(
     "cdr_worker_assignments_lost_total",
     "counter",
     "Assignments the group took away before the worker released them; their held rows were dropped, not flushed.",

@@ -92,6 +92,7 @@ export function statsSnapshot(s: StatsSource) {
     clickhouse_split_inserts: c.chSplitInserts,
     commits: c.commits,
     commits_refused: c.commitsRefused,
+    dlq_producer_renewals: c.dlqProducerRenewals,
     assignments_lost: c.assignmentsLost,
     lost_rows_dropped: c.lostRowsDropped,
     loop_stalls: c.loopStalls,

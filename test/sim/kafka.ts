@@ -40,7 +40,8 @@ const CODES = {
   ILLEGAL_GENERATION: 22,
   REBALANCE_IN_PROGRESS: 27,
   COORDINATOR_LOAD_IN_PROGRESS: 14,
-  MSG_TIMED_OUT: -192,
+  // librdkafka's local errors carry a leading underscore in their names, as the worker sees them.
+  _MSG_TIMED_OUT: -192,
 } as const;
 type Code = keyof typeof CODES;
 
@@ -630,7 +631,7 @@ export class SimProducer {
     const zombie = source !== null && this.kafka.ownerOf(source.partition) !== this.actor.name;
     return this.kafka.request(this.actor, () => {
       if (this.kafka.sched.now - sentAt > this.kafka.opts.messageTimeoutMs)
-        throw kafkaRefusal(`produce to ${topic}`, "MSG_TIMED_OUT");
+        throw kafkaRefusal(`produce to ${topic}`, "_MSG_TIMED_OUT");
       const appendedAt = this.kafka.sched.now;
       this.kafka.dlq.push({ value: bytes, headers, timestamp, producer: this.actor.name, sentAt, appendedAt, zombie });
       return { partition: 0, offset: this.kafka.dlq.length - 1 };
@@ -687,7 +688,7 @@ export class SimTransactions {
     const epoch = this.#epoch;
     const sent = this.kafka.request(this.actor, () => {
       if (this.kafka.sched.now - sentAt > this.kafka.opts.messageTimeoutMs)
-        throw kafkaRefusal(`produce to ${topic}`, "MSG_TIMED_OUT");
+        throw kafkaRefusal(`produce to ${topic}`, "_MSG_TIMED_OUT");
       this.kafka.txnProduce(this.id, epoch, record);
       return { partition: 0, offset: -1 };
     });
@@ -714,7 +715,7 @@ export class SimTransactions {
   async commit(): Promise<void> {
     await this.flush();
     if (this.#fatal) throw this.#fatal;
-    if (this.#failed) throw txnRefusal("commit transaction", "MSG_TIMED_OUT", "abort");
+    if (this.#failed) throw txnRefusal("commit transaction", "_MSG_TIMED_OUT", "abort");
     const epoch = this.#epoch;
     await this.#end(epoch, true);
   }
@@ -724,6 +725,11 @@ export class SimTransactions {
     if (this.#fatal) throw this.#fatal;
     await this.#end(this.#epoch, false);
     this.#failed = false;
+  }
+
+  /** Given up: every later call fails, as a destroyed handle's would (its requests still in flight land or not). */
+  close(): void {
+    this.#fatal ??= txnRefusal("closed producer", "_FENCED", "fatal");
   }
 
   async #end(epoch: number, commit: boolean): Promise<void> {

@@ -146,12 +146,14 @@ export async function simulate(input: Schedule): Promise<RunReport> {
     const clock = sched.clockOf(actor);
     const consumer = new SimConsumer(kafka, actor);
     // One transactional.id a slot, as a StatefulSet names its pods: a restart fences its predecessor.
-    const txn = new SimTransactions(kafka, actor, `sim-${name.split(".")[0]}`, () => clock.now(), TXN_TIMEOUT_MS);
-    const transactions = new TransactionalCommits(txn, {
+    const txn = () => new SimTransactions(kafka, actor, `sim-${name.split(".")[0]}`, () => clock.now(), TXN_TIMEOUT_MS);
+    const transactions = new TransactionalCommits(txn(), {
       group: () => consumer.groupMetadata(),
       owns: (partition) => consumer.assignment.some((a) => a.partition === partition),
       topic: RAW,
       timeoutMs: TXN_TIMEOUT_MS,
+      renew: txn,
+      now: () => clock.mono(),
     });
     const counters = new Counters();
     const clients = Array.from({ length: s.endpoints }, (_, i) => ({

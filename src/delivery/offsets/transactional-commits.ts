@@ -9,8 +9,10 @@
  * every envelope of the transaction; where one does not (its partition was lost meanwhile), the
  * transaction is aborted instead. An aborted transaction (refused: a stale generation, a failed
  * send) is a refused commit: its envelopes are produced again, in the next transaction, for the
- * partitions still owned. An error no retry can help (fenced by a newer instance of the
- * transactional.id) is thrown: the worker stops.
+ * partitions still owned. A transaction the coordinator timed out (open past transaction.timeout.ms,
+ * while it could not be reached) fences its producer for good: the producer is made again with the
+ * same transactional.id and the envelopes go again in its first transaction. An error no retry can
+ * help (fenced by a newer instance of the transactional.id) is thrown: the worker stops.
  */
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import type { DeliveryReport, ProduceOptions } from "../../kafka/producer.ts";
@@ -28,6 +30,8 @@ export interface TransactionalProducer<G> {
   sendOffsets(offsets: readonly TopicPartition[], group: G, timeoutMs: number): Promise<void>;
   commit(timeoutMs: number): Promise<void>;
   abort(timeoutMs: number): Promise<void>;
+  /** Gives the producer up: what it still holds is purged, and reported so. */
+  close(): void;
 }
 
 /** A consumer's group metadata as it stands when taken (kafka/transaction.ts GroupMetadata). */
@@ -61,6 +65,13 @@ export interface TransactionalCommitsOptions<G extends GroupToken> {
   topic: string;
   /** How long one transactional call may take before it counts as failed (transaction.timeout.ms). */
   timeoutMs: number;
+  /**
+   * A new producer with the same transactional.id, for one the coordinator fenced after timing its
+   * transaction out; without it such a fencing stops the worker as any other does.
+   */
+  renew?: () => TransactionalProducer<G>;
+  /** Monotonic milliseconds: how long the open transaction has been open. */
+  now?: () => number;
 }
 
 /**
@@ -69,17 +80,23 @@ export interface TransactionalCommitsOptions<G extends GroupToken> {
  * timed out while this worker could not reach it. No retry of this producer can help.
  */
 function fencedError(e: TransactionError): TransactionError {
+  if (STOPS.has(e)) return e;
   const why =
     "PRODUCER_FENCED: the DLQ producer's transactional.id was taken over (another worker with the same " +
     "WORKER_INSTANCE in this group?) or its transaction outlived transaction.timeout.ms; this worker stops";
-  return new TransactionError(`${why}: ${e.message}`, e.kafkaCode ?? 0, "PRODUCER_FENCED", false, false, true);
+  const stop = new TransactionError(`${why}: ${e.message}`, e.kafkaCode ?? 0, "PRODUCER_FENCED", false, false, true);
+  STOPS.add(stop);
+  return stop;
 }
+
+/** The fencings judged final (fencedError): met again on the way out, they are not judged twice. */
+const STOPS = new WeakSet<TransactionError>();
 
 /** How often a commit flushes again while envelopes keep joining its transaction before it closes it. */
 const MAX_FLUSHES = 10;
 
 export class TransactionalCommits<G extends GroupToken> {
-  readonly #tx: TransactionalProducer<G>;
+  #tx: TransactionalProducer<G>;
   readonly #opts: TransactionalCommitsOptions<G>;
   #open = false;
   /** Which transaction is open (counted): a report that arrives after its transaction ended is not this one's. */
@@ -97,10 +114,21 @@ export class TransactionalCommits<G extends GroupToken> {
   #refusal = "";
   /** Counts the assignments lost (abandon): an envelope of an earlier one is never sent again. */
   #assignment = 0;
+  /** When the open transaction was begun (opts.now): one open past the timeout may be the coordinator's to end. */
+  #openedAt = 0;
+  readonly #now: () => number;
+  /** Producers made again after a timed-out transaction fenced the one before. */
+  #renewals = 0;
 
   constructor(tx: TransactionalProducer<G>, opts: TransactionalCommitsOptions<G>) {
     this.#tx = tx;
     this.#opts = opts;
+    this.#now = opts.now ?? (() => performance.now());
+  }
+
+  /** How many times the producer was made again after the coordinator timed out its transaction. */
+  get renewals(): number {
+    return this.#renewals;
   }
 
   /**
@@ -230,7 +258,11 @@ export class TransactionalCommits<G extends GroupToken> {
         this.#produced = [];
         return true;
       } catch (e) {
-        if (e instanceof TransactionError && e.fenced) throw fencedError(e);
+        if (e instanceof TransactionError && e.fenced) {
+          await this.#renewAfter(e);
+          this.#refusal = "TRANSACTION_TIMED_OUT";
+          return false;
+        }
         if (!(e instanceof TransactionError) || !e.abortable) throw e;
         this.#refusal = e.kafkaName ?? "TRANSACTION_ABORTED";
         log.warn("transaction refused and aborted; its envelopes go again for the partitions still owned", {
@@ -266,11 +298,21 @@ export class TransactionalCommits<G extends GroupToken> {
   }
 
   async #abortAndRequeue(): Promise<void> {
+    const owned = this.#keepOwned();
+    await this.#abort();
+    this.#requeue(owned);
+  }
+
+  /** The open transaction's envelopes of the current assignment's owned partitions; the rest dropped. */
+  #keepOwned(): Produced[] {
     const current = (p: Produced) => p.assignment === this.#assignment && this.#opts.owns(p.source.partition);
     const owned = this.#produced.filter(current);
     this.#drop(this.#produced.filter((p) => !owned.includes(p)));
     this.#produced = [];
-    await this.#abort();
+    return owned;
+  }
+
+  #requeue(owned: readonly Produced[]): void {
     if (owned.length === 0) return;
     this.#begin();
     for (const p of owned) {
@@ -279,20 +321,44 @@ export class TransactionalCommits<G extends GroupToken> {
     }
   }
 
+  /**
+   * The producer was fenced. Where its transaction had been open past the timeout, the coordinator
+   * ended it (a new epoch) while the worker could not reach it: nothing of it counts, and the fencing
+   * says nothing of another instance. The producer is made again (its init fences nothing but this
+   * one's remains) and the transaction's envelopes go again for the partitions still owned. A
+   * fencing within the timeout is a newer instance of the transactional.id: the worker stops.
+   */
+  async #renewAfter(e: TransactionError): Promise<void> {
+    const open = this.#open ? this.#now() - this.#openedAt : 0;
+    if (STOPS.has(e) || !this.#opts.renew || open < this.#opts.timeoutMs) throw fencedError(e);
+    log.warn("the DLQ producer's transaction outlived transaction.timeout.ms and was ended by its coordinator: " +
+      "the producer is made again and its envelopes go again", { open_ms: Math.round(open), envelopes: this.#produced.length });
+    const owned = this.#keepOwned();
+    // Reports the old producer still owes are for an ended transaction: #send ignores them.
+    this.#ended();
+    const old = this.#tx;
+    this.#tx = this.#opts.renew();
+    old.close();
+    this.#renewals++;
+    await this.init();
+    this.#requeue(owned);
+  }
+
   #send(entry: Produced): void {
     const txn = this.#txn;
     this.#sent++;
     this.#tx.produce(entry.topic, entry.value, entry.opts).then(
       (report) => entry.delivered.resolve(report),
       (e: unknown) => {
-        // Purged by an abort: sent again with the rest of its transaction, if that is still to come.
-        if (PURGED.has((e as KafkaError)?.kafkaName ?? "")) {
-          if (txn === this.#txn) this.#failed = true;
-          return;
-        }
-        // Undelivered once librdkafka's own retries ran out (message.timeout.ms), the DLQ topic
-        // gone, the envelope refused: as without transactions, its sender fails, and the worker stops.
+        // Its transaction has ended since: the envelope went again in a later one, or was dropped.
+        if (txn !== this.#txn) return;
+        // Purged by an abort, timed out (the broker unreachable past message.timeout.ms), or its
+        // producer fenced: the transaction cannot commit; aborted, its envelopes go again, and a
+        // copy the broker did write stays unseen.
         this.#failed = true;
+        if (TRANSACTION_SCOPED.has((e as KafkaError)?.kafkaName ?? "")) return;
+        // The DLQ topic gone, the envelope refused: no new transaction helps; its sender fails, and
+        // the worker stops, as without transactions.
         entry.delivered.reject(e);
       },
     );
@@ -307,7 +373,14 @@ export class TransactionalCommits<G extends GroupToken> {
   }
 
   async #abort(): Promise<void> {
-    await this.#persist("abort", () => this.#tx.abort(this.#opts.timeoutMs));
+    try {
+      await this.#persist("abort", () => this.#tx.abort(this.#opts.timeoutMs));
+    } catch (e) {
+      if (!(e instanceof TransactionError) || !e.fenced) throw e;
+      // Timed out by the coordinator: it was aborted there; the caller sends the envelopes again.
+      await this.#renewAfter(e);
+      return;
+    }
     this.#ended();
   }
 
@@ -333,6 +406,7 @@ export class TransactionalCommits<G extends GroupToken> {
     if (this.#open) return;
     this.#tx.begin();
     this.#open = true;
+    this.#openedAt = this.#now();
   }
 
   #ended(): void {
@@ -342,5 +416,8 @@ export class TransactionalCommits<G extends GroupToken> {
   }
 }
 
-/** librdkafka's reports of records an abort took back before they were delivered. */
-const PURGED = new Set(["_PURGE_QUEUE", "_PURGE_INFLIGHT"]);
+/**
+ * Delivery reports that fail the transaction, not the envelope: taken back by an abort, timed out,
+ * or the producer fenced or closed. Another transaction (or producer) can deliver it.
+ */
+const TRANSACTION_SCOPED = new Set(["_PURGE_QUEUE", "_PURGE_INFLIGHT", "_MSG_TIMED_OUT", "_FENCED", "_STATE", "_DESTROY"]);

@@ -46,7 +46,11 @@ class Script implements TransactionalProducer<Group> {
     this.calls.push("commit");
   }
   async abort(): Promise<void> {
+    this.#maybeFail("abort");
     this.calls.push("abort");
+  }
+  close(): void {
+    this.calls.push("close");
   }
   #maybeFail(call: string): void {
     const e = this.fail.get(call)?.shift();
@@ -74,15 +78,24 @@ function failing(error: KafkaError) {
   return { tx, commits, failNext: () => fail!(error) };
 }
 
+/** `clock.ms`: the monotonic time the commits see; `renewed`: the producers made again, in order. */
 function setup(owned = [0, 1]) {
   const tx = new Script();
+  const clock = { ms: 0 };
+  const renewed: Script[] = [];
   const commits = new TransactionalCommits(tx, {
     group: () => ({ generation: 1, destroy: () => {} }),
     owns: (p) => owned.includes(p),
     topic: "cdr.raw",
     timeoutMs: 10_000,
+    now: () => clock.ms,
+    renew: () => {
+      const next = new Script();
+      renewed.push(next);
+      return next;
+    },
   });
-  return { tx, commits };
+  return { tx, commits, clock, renewed };
 }
 
 const at = (partition: number, offset: number): TopicPartition => ({ topic: "cdr.raw", partition, offset: BigInt(offset) });
@@ -121,11 +134,22 @@ test("an envelope purged from its transaction makes it abort instead of commit, 
   expect(tx.calls).toEqual(["begin", "produce e1 (fails)", "flush", "abort", "begin", "produce e1", "flush", "offsets 0@2", "commit"]);
 });
 
-test("an envelope librdkafka could not deliver (its retries ran out) fails its sender, as without transactions", async () => {
-  const { commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "timed out", -192, "_MSG_TIMED_OUT"));
+// The broker unreachable past message.timeout.ms (a restart): once the worker stopped on it.
+test("regression: an envelope that timed out (the broker unreachable) aborts its transaction and goes again; its sender hears one report", async () => {
+  const { tx, commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "timed out", -192, "_MSG_TIMED_OUT"));
+  const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  failNext();
+  expect(await commits.commit(() => [at(0, 2)])).toBe(false);
+  expect(await commits.commit(() => [at(0, 2)])).toBe(true);
+  expect(await delivered).toEqual({ partition: 0, offset: 0 });
+  expect(tx.calls).toEqual(["begin", "produce e1 (fails)", "flush", "abort", "begin", "produce e1", "flush", "offsets 0@2", "commit"]);
+});
+
+test("an envelope the broker refuses for itself (too large) fails its sender, as without transactions: no transaction helps", async () => {
+  const { commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "too large", 10, "MSG_SIZE_TOO_LARGE"));
   const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 }).catch((e: unknown) => e);
   failNext();
-  expect(((await delivered) as KafkaError).kafkaName).toBe("_MSG_TIMED_OUT");
+  expect(((await delivered) as KafkaError).kafkaName).toBe("MSG_SIZE_TOO_LARGE");
   expect(await commits.commit(() => [at(0, 1)])).toBe(false);
 });
 
@@ -149,14 +173,17 @@ test("offsets the group refuses (a stale generation) abort the transaction: a re
   expect(tx.calls).toEqual(["begin", "produce e1", "flush", "sendOffsets failed ILLEGAL_GENERATION", "abort", "begin", "produce e1"]);
 });
 
-test("a coordinator that answers late is asked again; a fenced producer stops the worker with one line naming it", async () => {
-  const { tx, commits } = setup();
+test("a coordinator that answers late is asked again; a producer fenced within the timeout stops the worker with one line naming it", async () => {
+  const { tx, commits, clock, renewed } = setup();
   tx.fail.set("commit", [refusal("_TIMED_OUT", "retry"), refusal("_TIMED_OUT", "retry")]);
   expect(await commits.commit(() => [at(0, 1)])).toBe(true);
   expect(tx.calls.filter((c) => c.startsWith("commit"))).toEqual(["commit failed _TIMED_OUT", "commit failed _TIMED_OUT", "commit"]);
 
   tx.fail.set("commit", [refusal("_FENCED", "fatal")]);
+  void commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  clock.ms += 9_999; // open, but not past transaction.timeout.ms: a newer instance fenced it
   const e = await commits.commit(() => [at(0, 2)]).catch((x: unknown) => x);
+  expect(renewed).toHaveLength(0);
   expect(e).toBeInstanceOf(TransactionError);
   expect((e as TransactionError).fatal).toBe(true);
   expect((e as Error).message).toStartWith("PRODUCER_FENCED: ");
@@ -205,4 +232,36 @@ test("an envelope that waited for the transaction while the assignment was lost 
   await abandoned;
   expect(await waiting!).toEqual({ partition: -1, offset: -1 });
   expect(tx.calls).toEqual(["begin", "flush", "offsets 0@4", "commit"]);
+});
+
+// A broker restart or a cut longer than transaction.timeout.ms: the coordinator aborts the open
+// transaction and bumps the producer's epoch, which librdkafka reports as fenced (fatal) on the
+// next call. Once the worker stopped on it (test/kafka/transaction.test.ts shows the answer).
+test("regression: a producer fenced after its transaction outlived the timeout is made again; the envelopes go in its first transaction", async () => {
+  const owned = [0, 1];
+  const { tx, commits, clock, renewed } = setup(owned);
+  void commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  void commits.produce("dlq", "lost", {}, { partition: 1, offset: 7 });
+  clock.ms += 10_000;
+  tx.fail.set("sendOffsets", [refusal("_FENCED", "fatal")]);
+  const refused = commits.commit(() => (owned.pop(), [at(0, 2), at(1, 8)])); // partition 1 lost meanwhile
+  expect(await refused).toBe(false);
+  expect(commits.refusal).toBe("TRANSACTION_TIMED_OUT");
+  expect(commits.renewals).toBe(1);
+  expect(tx.calls).toEqual(["begin", "produce e1", "produce lost", "flush", "sendOffsets failed _FENCED", "close"]);
+  expect(renewed).toHaveLength(1);
+  expect(renewed[0]!.calls).toEqual(["init", "begin", "produce e1"]);
+  expect(await commits.commit(() => [at(0, 2)])).toBe(true);
+  expect(renewed[0]!.calls.slice(3)).toEqual(["flush", "offsets 0@2", "commit"]);
+});
+
+test("an abort that meets the timed-out fencing makes the producer again too", async () => {
+  const { tx, commits, clock, renewed } = setup([0]);
+  tx.fail.set("sendOffsets", [refusal("ILLEGAL_GENERATION", "abort")]);
+  tx.fail.set("abort", [refusal("_FENCED", "fatal")]);
+  void commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  clock.ms += 12_000;
+  expect(await commits.commit(() => [at(0, 2)])).toBe(false);
+  expect(tx.calls.slice(-3)).toEqual(["sendOffsets failed ILLEGAL_GENERATION", "abort failed _FENCED", "close"]);
+  expect(renewed[0]!.calls).toEqual(["init", "begin", "produce e1"]);
 });
