@@ -47,6 +47,12 @@ export class Replays {
   readonly #standing = new Map<number, { offset: number; since: number }>();
   /** Per partition, the end (high watermark) below which records the check did not find may be stored. */
   readonly #unsure = new Map<number, number>();
+  /**
+   * Per partition, the commit the check read: a record below it is durable whatever the consumer's
+   * position says. The position comes from the group's commit when the partition was assigned, which
+   * a transaction of the last owner's can move past before the check reads it.
+   */
+  readonly #below = new Map<number, number>();
 
   constructor(
     finder: ReplayFinder,
@@ -74,6 +80,7 @@ export class Replays {
    * the record there must have.
    */
   delivered(partition: number, offset: number, record?: Verdict): boolean {
+    if (this.#below.size > 0 && this.#belowCommit(partition, offset)) return true;
     if (this.#delivered.size === 0) return false;
     const d = this.#delivered.get(partition);
     if (!d) return false;
@@ -94,6 +101,28 @@ export class Replays {
     }
     return true;
   }
+
+  #belowCommit(partition: number, offset: number): boolean {
+    const below = this.#below.get(partition);
+    if (below === undefined) return false;
+    if (offset >= below) {
+      this.#below.delete(partition); // records come in offset order: none below it follows
+      return false;
+    }
+    // Once a partition: the records from `offset` up to the commit are skipped.
+    if (!this.#warned.has(partition)) {
+      this.#warned.add(partition);
+      log.warn("records below the commit the replay check read were handed out: skipped, as that commit passes them", {
+        partition,
+        from: offset,
+        committed: below,
+      });
+    }
+    return true;
+  }
+
+  /** Partitions whose skip below the commit was logged. */
+  readonly #warned = new Set<number>();
 
   /** The commit that stood when the partition's check ended, if the check found or made one. */
   standing(partition: number): { offset: number; since: number } | undefined {
@@ -154,6 +183,8 @@ export class Replays {
       this.#checked.delete(partition);
       this.#unsure.delete(partition);
       this.#standing.delete(partition);
+      this.#below.delete(partition);
+      this.#warned.delete(partition);
     }
   }
 
@@ -188,7 +219,10 @@ export class Replays {
       this.#checking.delete(p);
       const f = found.get(p);
       if (f?.unsureBelow !== undefined) this.#unsure.set(p, f.unsureBelow);
-      if (f?.committed !== undefined) this.#standing.set(p, { offset: f.committed, since: f.since });
+      if (f?.committed !== undefined) {
+        this.#standing.set(p, { offset: f.committed, since: f.since });
+        this.#below.set(p, f.committed);
+      }
       if (!f || f.offsets.size === 0) continue;
       const offsets = f.offsets;
       let max = -1;
