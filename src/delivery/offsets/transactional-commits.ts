@@ -331,8 +331,11 @@ export class TransactionalCommits<G extends GroupToken> {
   async #renewAfter(e: TransactionError): Promise<void> {
     const open = this.#open ? this.#now() - this.#openedAt : 0;
     if (STOPS.has(e) || !this.#opts.renew || open < this.#opts.timeoutMs) throw fencedError(e);
-    log.warn("the DLQ producer's transaction outlived transaction.timeout.ms and was ended by its coordinator: " +
-      "the producer is made again and its envelopes go again", { open_ms: Math.round(open), envelopes: this.#produced.length });
+    log.warn(
+      "the DLQ producer's transaction outlived transaction.timeout.ms and was ended by its coordinator: " +
+        "the producer is made again and its envelopes go again",
+      { open_ms: Math.round(open), envelopes: this.#produced.length },
+    );
     const owned = this.#keepOwned();
     // Reports the old producer still owes are for an ended transaction: #send ignores them.
     this.#ended();
@@ -420,4 +423,11 @@ export class TransactionalCommits<G extends GroupToken> {
  * Delivery reports that fail the transaction, not the envelope: taken back by an abort, timed out,
  * or the producer fenced or closed. Another transaction (or producer) can deliver it.
  */
-const TRANSACTION_SCOPED = new Set(["_PURGE_QUEUE", "_PURGE_INFLIGHT", "_MSG_TIMED_OUT", "_FENCED", "_STATE", "_DESTROY"]);
+const TRANSACTION_SCOPED = new Set([
+  "_PURGE_QUEUE",
+  "_PURGE_INFLIGHT",
+  "_MSG_TIMED_OUT",
+  "_FENCED",
+  "_STATE",
+  "_DESTROY",
+]);
