@@ -90,6 +90,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
         owns: (partition) => consumer.assignment.some((a) => a.partition === partition),
         topic: cfg.kafka.topicRaw,
         timeoutMs: Number(dlqProps["transaction.timeout.ms"] ?? TRANSACTION_TIMEOUT_MS),
+        ...(dlqProps["message.timeout.ms"] ? { deliveryTimeoutMs: Number(dlqProps["message.timeout.ms"]) } : {}),
         renew: () => {
           counters.dlqProducerRenewals++;
           return renewProducer();

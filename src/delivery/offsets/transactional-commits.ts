@@ -54,6 +54,8 @@ interface Produced {
   delivered: PromiseWithResolvers<DeliveryReport>;
   /** The assignment it was produced under (`abandon` ends one): only envelopes of this one go again. */
   assignment: number;
+  /** When it was first sent (opts.now): it goes again after a timeout only within the delivery timeout. */
+  firstSentAt?: number;
 }
 
 export interface TransactionalCommitsOptions<G extends GroupToken> {
@@ -72,6 +74,13 @@ export interface TransactionalCommitsOptions<G extends GroupToken> {
   renew?: () => TransactionalProducer<G>;
   /** Monotonic milliseconds: how long the open transaction has been open. */
   now?: () => number;
+  /**
+   * How long an envelope that keeps timing out (message.timeout.ms, each transaction) is sent again
+   * before its sender fails: the DLQ producer's message.timeout.ms as configured, else librdkafka's
+   * default (300 s), what an envelope gets without transactions. A DLQ topic deleted looks like a
+   * broker that does not answer; this bounds the wait.
+   */
+  deliveryTimeoutMs?: number;
 }
 
 /**
@@ -350,6 +359,7 @@ export class TransactionalCommits<G extends GroupToken> {
   #send(entry: Produced): void {
     const txn = this.#txn;
     this.#sent++;
+    entry.firstSentAt ??= this.#now();
     this.#tx.produce(entry.topic, entry.value, entry.opts).then(
       (report) => entry.delivered.resolve(report),
       (e: unknown) => {
@@ -359,9 +369,13 @@ export class TransactionalCommits<G extends GroupToken> {
         // producer fenced: the transaction cannot commit; aborted, its envelopes go again, and a
         // copy the broker did write stays unseen.
         this.#failed = true;
-        if (TRANSACTION_SCOPED.has((e as KafkaError)?.kafkaName ?? "")) return;
-        // The DLQ topic gone, the envelope refused: no new transaction helps; its sender fails, and
-        // the worker stops, as without transactions.
+        const name = (e as KafkaError)?.kafkaName ?? "";
+        const waited = this.#now() - entry.firstSentAt!;
+        const limit = (this.#opts.deliveryTimeoutMs ?? DELIVERY_TIMEOUT_MS) - TIMER_SLACK_MS;
+        const expired = name === "_MSG_TIMED_OUT" && waited >= limit;
+        if (TRANSACTION_SCOPED.has(name) && !expired) return;
+        // The envelope refused, or undelivered for the whole delivery timeout (the DLQ topic gone?):
+        // its sender fails, and the worker stops, as without transactions.
         entry.delivered.reject(e);
       },
     );
@@ -418,6 +432,12 @@ export class TransactionalCommits<G extends GroupToken> {
     this.#txn++;
   }
 }
+
+/** librdkafka's default message.timeout.ms: how long an envelope is tried without transactions. */
+const DELIVERY_TIMEOUT_MS = 300_000;
+
+/** librdkafka's timer and this one's clock differ by this much at most: a timeout seen a hair early is not. */
+const TIMER_SLACK_MS = 100;
 
 /**
  * Delivery reports that fail the transaction, not the envelope: taken back by an abort, timed out,

@@ -145,6 +145,25 @@ test("regression: an envelope that timed out (the broker unreachable) aborts its
   expect(tx.calls).toEqual(["begin", "produce e1 (fails)", "flush", "abort", "begin", "produce e1", "flush", "offsets 0@2", "commit"]);
 });
 
+test("an envelope still timing out once the delivery timeout has passed (the DLQ topic gone?) fails its sender: the worker stops", async () => {
+  const tx = new Script();
+  const clock = { ms: 0 };
+  let fail!: (e: unknown) => void;
+  tx.produce = () => new Promise((_, reject) => (fail = reject));
+  const commits = new TransactionalCommits(tx, {
+    group: () => ({ generation: 1, destroy: () => {} }),
+    owns: () => true,
+    topic: "cdr.raw",
+    timeoutMs: 10_000,
+    now: () => clock.ms,
+    deliveryTimeoutMs: 3_000,
+  });
+  const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 }).catch((e: unknown) => e);
+  clock.ms += 3_000;
+  fail(new KafkaError("KAFKA_DELIVERY", "timed out", -192, "_MSG_TIMED_OUT"));
+  expect(((await delivered) as KafkaError).kafkaName).toBe("_MSG_TIMED_OUT");
+});
+
 test("an envelope the broker refuses for itself (too large) fails its sender, as without transactions: no transaction helps", async () => {
   const { commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "too large", 10, "MSG_SIZE_TOO_LARGE"));
   const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 }).catch((e: unknown) => e);
