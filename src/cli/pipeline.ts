@@ -6,11 +6,6 @@ import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
-
-/** The name a refused transaction's error carries: a retry can help. */
-const ABORTED = "TRANSACTION_ABORTED";
-/** transaction.timeout.ms unless KAFKA_PROP_TRANSACTION_TIMEOUT_MS says otherwise. */
-const TRANSACTION_TIMEOUT_MS = 10_000;
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
@@ -25,6 +20,11 @@ import { Counters } from "../stats/counters.ts";
 import { Delivery } from "../delivery/delivery.ts";
 import { Worker } from "../worker/worker.ts";
 import { log } from "../log.ts";
+
+/** The name a refused transaction's error carries: a retry can help. */
+const ABORTED = "TRANSACTION_ABORTED";
+/** transaction.timeout.ms unless KAFKA_PROP_TRANSACTION_TIMEOUT_MS says otherwise. */
+const TRANSACTION_TIMEOUT_MS = 10_000;
 
 export interface Pipeline {
   counters: Counters;
@@ -59,10 +59,6 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
   // Exactly-once makes the producer again when the coordinator times a transaction out (it is
   // fenced for good then): the one to flush and close at the end is whichever is current.
   let producer = new Producer(dlqProps);
-  const renewProducer = () => {
-    producer = new Producer(dlqProps);
-    return new Transactions(producer);
-  };
   const consumerProps = kafkaProps(cfg, {
     "group.id": cfg.kafka.groupId,
     "client.id": cfg.workerInstance,
@@ -93,7 +89,8 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
         ...(dlqProps["message.timeout.ms"] ? { deliveryTimeoutMs: Number(dlqProps["message.timeout.ms"]) } : {}),
         renew: () => {
           counters.dlqProducerRenewals++;
-          return renewProducer();
+          producer = new Producer(dlqProps);
+          return new Transactions(producer);
         },
       })
     : null;

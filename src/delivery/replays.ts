@@ -52,7 +52,7 @@ export class Replays {
    * position says. The position comes from the group's commit when the partition was assigned, which
    * a transaction of the last owner's can move past before the check reads it.
    */
-  readonly #below = new Map<number, number>();
+  readonly #below = new Map<number, { commit: number; warned: boolean }>();
 
   constructor(
     finder: ReplayFinder,
@@ -105,24 +105,21 @@ export class Replays {
   #belowCommit(partition: number, offset: number): boolean {
     const below = this.#below.get(partition);
     if (below === undefined) return false;
-    if (offset >= below) {
+    if (offset >= below.commit) {
       this.#below.delete(partition); // records come in offset order: none below it follows
       return false;
     }
     // Once a partition: the records from `offset` up to the commit are skipped.
-    if (!this.#warned.has(partition)) {
-      this.#warned.add(partition);
+    if (!below.warned) {
+      below.warned = true;
       log.warn("records below the commit the replay check read were handed out: skipped, as that commit passes them", {
         partition,
         from: offset,
-        committed: below,
+        committed: below.commit,
       });
     }
     return true;
   }
-
-  /** Partitions whose skip below the commit was logged. */
-  readonly #warned = new Set<number>();
 
   /** The commit that stood when the partition's check ended, if the check found or made one. */
   standing(partition: number): { offset: number; since: number } | undefined {
@@ -184,7 +181,6 @@ export class Replays {
       this.#unsure.delete(partition);
       this.#standing.delete(partition);
       this.#below.delete(partition);
-      this.#warned.delete(partition);
     }
   }
 
@@ -221,7 +217,7 @@ export class Replays {
       if (f?.unsureBelow !== undefined) this.#unsure.set(p, f.unsureBelow);
       if (f?.committed !== undefined) {
         this.#standing.set(p, { offset: f.committed, since: f.since });
-        this.#below.set(p, f.committed);
+        this.#below.set(p, { commit: f.committed, warned: false });
       }
       if (!f || f.offsets.size === 0) continue;
       const offsets = f.offsets;

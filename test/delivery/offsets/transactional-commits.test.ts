@@ -124,19 +124,13 @@ test("an envelope that comes while the reports do joins the transaction; one tha
   await late;
 });
 
-test("an envelope purged from its transaction makes it abort instead of commit, and goes again; its sender hears one report", async () => {
-  const { tx, commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "purged", -152, "_PURGE_QUEUE"));
-  const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
-  failNext();
-  expect(await commits.commit(() => [at(0, 2)])).toBe(false);
-  expect(await commits.commit(() => [at(0, 2)])).toBe(true);
-  expect(await delivered).toEqual({ partition: 0, offset: 0 });
-  expect(tx.calls).toEqual(["begin", "produce e1 (fails)", "flush", "abort", "begin", "produce e1", "flush", "offsets 0@2", "commit"]);
-});
-
-// The broker unreachable past message.timeout.ms (a restart): once the worker stopped on it.
-test("regression: an envelope that timed out (the broker unreachable) aborts its transaction and goes again; its sender hears one report", async () => {
-  const { tx, commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "timed out", -192, "_MSG_TIMED_OUT"));
+// Purged by an abort, or timed out (the broker unreachable past message.timeout.ms, a restart: once
+// the worker stopped on it): the transaction fails, not the envelope.
+test.each([
+  ["purged from its transaction", new KafkaError("KAFKA_DELIVERY", "purged", -152, "_PURGE_QUEUE")],
+  ["that timed out (the broker unreachable)", new KafkaError("KAFKA_DELIVERY", "timed out", -192, "_MSG_TIMED_OUT")],
+])("an envelope %s makes its transaction abort instead of commit, and goes again; its sender hears one report", async (_what, error) => {
+  const { tx, commits, failNext } = failing(error);
   const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
   failNext();
   expect(await commits.commit(() => [at(0, 2)])).toBe(false);
