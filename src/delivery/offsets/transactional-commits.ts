@@ -267,7 +267,7 @@ export class TransactionalCommits<G extends GroupToken> {
         this.#produced = [];
         return true;
       } catch (e) {
-        if (e instanceof TransactionError && e.fenced) {
+        if (e instanceof TransactionError && e.fatal) {
           await this.#renewAfter(e);
           this.#refusal = "TRANSACTION_TIMED_OUT";
           return false;
@@ -331,20 +331,23 @@ export class TransactionalCommits<G extends GroupToken> {
   }
 
   /**
-   * The producer was fenced. Where its transaction had been open past the timeout, the coordinator
-   * ended it (a new epoch) while the worker could not reach it: nothing of it counts, and the fencing
-   * says nothing of another instance. The producer is made again (its init fences nothing but this
-   * one's remains) and the transaction's envelopes go again for the partitions still owned. A
-   * fencing within the timeout is a newer instance of the transactional.id: the worker stops.
+   * The producer failed for good (librdkafka: fatal). Fenced where its transaction had been open
+   * past the timeout: the coordinator ended it (a new epoch) while the worker could not reach it,
+   * and the fencing says nothing of another instance. Fatal otherwise (seen: INVALID_TXN_STATE on
+   * the abort after a broker's restart): the coordinator ends what it left open. Either way the
+   * producer is made again (its init fences nothing but this one's remains) and the transaction's
+   * envelopes go again for the partitions still owned. A fencing within the timeout is a newer
+   * instance of the transactional.id: the worker stops.
    */
   async #renewAfter(e: TransactionError): Promise<void> {
     const open = this.#open ? this.#now() - this.#openedAt : 0;
-    if (STOPS.has(e) || !this.#opts.renew || open < this.#opts.timeoutMs) throw fencedError(e);
-    log.warn(
-      "the DLQ producer's transaction outlived transaction.timeout.ms and was ended by its coordinator: " +
-        "the producer is made again and its envelopes go again",
-      { open_ms: Math.round(open), envelopes: this.#produced.length },
-    );
+    if (STOPS.has(e) || (e.fenced && open < this.#opts.timeoutMs)) throw fencedError(e);
+    if (!this.#opts.renew) throw e.fenced ? fencedError(e) : e;
+    log.warn("the DLQ producer failed for good: it is made again and its transaction's envelopes go again", {
+      code: e.kafkaName,
+      open_ms: Math.round(open),
+      envelopes: this.#produced.length,
+    });
     const owned = this.#keepOwned();
     // Reports the old producer still owes are for an ended transaction: #send ignores them.
     this.#ended();
@@ -368,17 +371,50 @@ export class TransactionalCommits<G extends GroupToken> {
         // Purged by an abort, timed out (the broker unreachable past message.timeout.ms), or its
         // producer fenced: the transaction cannot commit; aborted, its envelopes go again, and a
         // copy the broker did write stays unseen.
+        const first = !this.#failed;
         this.#failed = true;
         const name = (e as KafkaError)?.kafkaName ?? "";
         const waited = this.#now() - entry.firstSentAt!;
         const limit = (this.#opts.deliveryTimeoutMs ?? DELIVERY_TIMEOUT_MS) - TIMER_SLACK_MS;
         const expired = name === "_MSG_TIMED_OUT" && waited >= limit;
-        if (TRANSACTION_SCOPED.has(name) && !expired) return;
+        if (TRANSACTION_SCOPED.has(name) && !expired) {
+          if (first) void this.#abortFailed();
+          return;
+        }
         // The envelope refused, or undelivered for the whole delivery timeout (the DLQ topic gone?):
         // its sender fails, and the worker stops, as without transactions.
         entry.delivered.reject(e);
       },
     );
+  }
+
+  /**
+   * A send of the open transaction failed. Its sender waits for a report, so its record's hold, and
+   * every commit past it, wait too: no commit may come to abort the transaction. So it is aborted
+   * here, once the commit under way (which may abort it itself) has ended, and its envelopes go
+   * again. Where no retry can help (fenced within the timeout), every envelope's sender fails and
+   * the worker stops.
+   */
+  async #abortFailed(): Promise<void> {
+    while (this.#committing) await this.#committing;
+    if (!this.#failed) return;
+    const done = Promise.withResolvers<void>();
+    this.#committing = done.promise;
+    const envelopes = [...this.#produced];
+    try {
+      await this.#closed(async () => {
+        this.#refusal = "DLQ_SEND_PURGED";
+        log.warn("a DLQ send of the transaction failed: it is aborted and its envelopes go again", {
+          envelopes: envelopes.length,
+        });
+        await this.#abortAndRequeue();
+      });
+    } catch (e) {
+      for (const p of envelopes) p.delivered.reject(e);
+    } finally {
+      this.#committing = null;
+      done.resolve();
+    }
   }
 
   /**
@@ -393,7 +429,7 @@ export class TransactionalCommits<G extends GroupToken> {
     try {
       await this.#persist("abort", () => this.#tx.abort(this.#opts.timeoutMs));
     } catch (e) {
-      if (!(e instanceof TransactionError) || !e.fenced) throw e;
+      if (!(e instanceof TransactionError) || !e.fatal) throw e;
       // Timed out by the coordinator: it was aborted there; the caller sends the envelopes again.
       await this.#renewAfter(e);
       return;

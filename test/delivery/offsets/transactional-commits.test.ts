@@ -9,6 +9,7 @@ import {
 import type { TopicPartition } from "../../../src/kafka/partition-list.ts";
 import { KafkaError } from "../../../src/errors.ts";
 import { TransactionError } from "../../../src/kafka/transaction.ts";
+import { waitFor } from "../../support/services.ts";
 
 setDefaultTimeout(60_000);
 
@@ -137,6 +138,20 @@ test.each([
   expect(await commits.commit(() => [at(0, 2)])).toBe(true);
   expect(await delivered).toEqual({ partition: 0, offset: 0 });
   expect(tx.calls).toEqual(["begin", "produce e1 (fails)", "flush", "abort", "begin", "produce e1", "flush", "offsets 0@2", "commit"]);
+});
+
+// The cluster's broker kill -9: an envelope of the transaction failed (timed out) while no commit
+// was due, since its own hold waited for its report. Nothing aborted the transaction, and the
+// worker stalled for good.
+test("regression: a send that fails while no commit comes aborts the transaction at once; the envelope goes again and its sender hears it", async () => {
+  const { tx, commits, failNext } = failing(new KafkaError("KAFKA_DELIVERY", "timed out", -192, "_MSG_TIMED_OUT"));
+  const delivered = commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  failNext();
+  await waitFor(() => (tx.calls.includes("produce e1") ? true : undefined), 5000, "the envelope sent again");
+  expect(tx.calls).toEqual(["begin", "produce e1 (fails)", "abort", "begin", "produce e1"]);
+  expect(commits.refusal).toBe("DLQ_SEND_PURGED");
+  expect(await commits.commit(() => [at(0, 2)])).toBe(true);
+  expect(await delivered).toEqual({ partition: 0, offset: 0 });
 });
 
 test("an envelope still timing out once the delivery timeout has passed (the DLQ topic gone?) fails its sender: the worker stops", async () => {
@@ -277,4 +292,17 @@ test("an abort that meets the timed-out fencing makes the producer again too", a
   expect(await commits.commit(() => [at(0, 2)])).toBe(false);
   expect(tx.calls.slice(-3)).toEqual(["sendOffsets failed ILLEGAL_GENERATION", "abort failed _FENCED", "close"]);
   expect(renewed[0]!.calls).toEqual(["init", "begin", "produce e1"]);
+});
+
+// The cluster's broker kill -9: the abort after a timed-out send was refused INVALID_TXN_STATE,
+// which librdkafka makes fatal; the worker stopped.
+test("regression: a producer failed for good otherwise than fenced (INVALID_TXN_STATE) is made again at once, whatever its transaction's age", async () => {
+  const { tx, commits, renewed } = setup([0]);
+  tx.fail.set("sendOffsets", [refusal("ILLEGAL_GENERATION", "abort")]);
+  tx.fail.set("abort", [refusal("INVALID_TXN_STATE", "fatal")]);
+  void commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  expect(await commits.commit(() => [at(0, 2)])).toBe(false);
+  expect(tx.calls.slice(-3)).toEqual(["sendOffsets failed ILLEGAL_GENERATION", "abort failed INVALID_TXN_STATE", "close"]);
+  expect(renewed[0]!.calls).toEqual(["init", "begin", "produce e1"]);
+  expect(commits.renewals).toBe(1);
 });
