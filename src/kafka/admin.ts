@@ -45,6 +45,15 @@ export interface TopicResult {
   message: string;
 }
 
+const NONE: ReadonlySet<number> = new Set();
+
+/**
+ * ListOffsets' _NOENT ("Failed to query partition leaders: No leaders found"): the metadata names no
+ * leader for a partition. A broker just restarted says so until its partitions have leaders again,
+ * so a later attempt gets past it; a topic that is not there says the same, and its callers (the
+ * replay check, tried again while it fails) see it in their logs.
+ */
+const NO_LEADER: ReadonlySet<number> = new Set([-156]);
 
 export class Admin {
   readonly #h: Handle;
@@ -69,6 +78,7 @@ export class Admin {
     send: (opts: Pointer, queue: Pointer) => void,
     take: (ev: Pointer) => T,
     what = "admin request failed",
+    transient: ReadonlySet<number> = NONE,
   ): Promise<T> {
     if (this.#closed) throw closedError("admin request");
     const lib = rdk();
@@ -77,7 +87,7 @@ export class Admin {
     this.#inFlight++;
     try {
       send(opts, queue);
-      const ev = await this.#awaitEvent(queue, type, what);
+      const ev = await this.#awaitEvent(queue, type, what, transient);
       try {
         return take(ev);
       } finally {
@@ -283,6 +293,7 @@ export class Admin {
           return out;
         },
         `list offsets of ${topic}`,
+        NO_LEADER,
       );
     } finally {
       lib.rd_kafka_topic_partition_list_destroy(list);
@@ -372,7 +383,7 @@ export class Admin {
     return opts;
   }
 
-  async #awaitEvent(queue: Pointer, type: number, what: string): Promise<Pointer> {
+  async #awaitEvent(queue: Pointer, type: number, what: string, transient: ReadonlySet<number>): Promise<Pointer> {
     const lib = rdk();
     const ev = await pollQueue(queue, this.#timeoutMs + 5_000);
     const got = lib.rd_kafka_event_type(ev);
@@ -387,7 +398,7 @@ export class Admin {
       lib.rd_kafka_event_destroy(ev);
       // Retryable for the codes a later attempt gets past (a timeout, a coordinator loading), not
       // for a refusal such as GROUP_AUTHORIZATION_FAILED, which comes as the request's own error.
-      throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(e)}: ${msg}`, e, errName(e), isTransient(e));
+      throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(e)}: ${msg}`, e, errName(e), isTransient(e) || transient.has(e));
     }
     return ev;
   }
