@@ -4,11 +4,11 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { committedOffsets, committedThrough, header, props, readCommitted } from "../support/kafka.ts";
+import { committedOffsets, committedSum, header, props, readCommitted } from "../support/kafka.ts";
 import { e2eScope, storedCounts } from "../support/e2e.ts";
 import { ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
-import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
+import { explainedBy, startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -28,19 +28,25 @@ test("broker restart mid-stream: every valid record in ClickHouse, every invalid
   let w: RunningWorker = await startWorker(env);
   await statsWhen(w, (s) => s.total_consumed >= 3000, 30_000, "progress before the restart");
   await run(["bash", `${ROOT}/scripts/services.sh`, "restart", "kafka"]);
-  // Reconnected, or exited nonzero for its supervisor: then start it again, as a supervisor would.
-  const exited = await Promise.race([w.proc.exited, Bun.sleep(15_000).then(() => null)]);
-  if (exited !== null) {
-    expect(exited).not.toBe(0);
-    w = await startWorker(env);
-  }
-  await waitFor(async () => {
+  // Reconnected, or exited nonzero for its supervisor, now or while it catches up: then it is started
+  // again, as a supervisor would.
+  const exits: number[] = [];
+  const supervised = <T>(what: string, ms: number, probe: () => Promise<T | undefined> | T | undefined) =>
+    explainedBy(() => w, () => waitFor(async () => {
+      if (w.proc.exitCode !== null) {
+        exits.push(w.proc.exitCode);
+        w = await startWorker(env);
+      }
+      return probe();
+    }, ms, what));
+  await supervised("all valid rows after the restart", 90_000, async () => {
     const rs = await ch.query({ query: `SELECT uniqExact(cdr_id) AS c FROM ${n.database}.${n.table}`, format: "JSONEachRow" });
     return Number((await rs.json<{ c: string }>())[0]!.c) === valid ? true : undefined;
-  }, 90_000, "all valid rows after the restart");
+  });
   // Caught up: every record durable and committed, as the group's commits say. The worker's own stats
   // would say so too early: a worker started again leaves out the partitions it has read nothing of.
-  await committedThrough(n.group, n.raw, 3, 30_000);
+  await supervised("every record committed", 60_000, () => (committedSum(n.group, n.raw, 3) === 30_000 ? true : undefined));
+  expect(exits.filter((code) => code === 0)).toEqual([]);
   expect(await w.stop()).toBe(0);
   // Nothing stored twice: count() beside the distinct ids, and the offsets table's rows.
   const c = await storedCounts(ch, n);

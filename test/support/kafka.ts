@@ -60,19 +60,24 @@ export function committedOffsets(group: string, topic: string, partitions: numbe
 }
 
 /**
+ * The group's committed offsets of `topic` added up (a partition never committed counts 0), or
+ * undefined while its coordinator does not answer (a broker restarting).
+ */
+export function committedSum(group: string, topic: string, partitions: number): number | undefined {
+  try {
+    return Number([...committedOffsets(group, topic, partitions).values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Resolves once the group's committed offsets of `topic` add up to `total` (a partition never
  * committed counts 0): every record durable and committed. A worker's own stats cannot say this
  * at once after it starts: a partition it has read nothing of yet is absent from them.
  */
 export async function committedThrough(group: string, topic: string, partitions: number, total: number, ms = 60_000): Promise<void> {
-  await waitFor(() => {
-    try {
-      const sum = [...committedOffsets(group, topic, partitions).values()].reduce((a, b) => a + (b > 0n ? b : 0n), 0n);
-      return sum === BigInt(total) ? true : undefined;
-    } catch {
-      return undefined; // the coordinator not answering yet (a broker restarting)
-    }
-  }, ms, `${group}'s commits of ${topic} adding up to ${total}`);
+  await waitFor(() => (committedSum(group, topic, partitions) === total ? true : undefined), ms, `${group}'s commits of ${topic} adding up to ${total}`);
 }
 
 export const text = (m: Message) => new TextDecoder().decode(m.value!);

@@ -122,19 +122,33 @@ export async function notReadyReasons(w: RunningWorker, ms: number, what: string
   }, ms, what);
 }
 
+/** The stats a failure shows: where the records are, and what the worker waits for. */
+const STATS_SHOWN = ["state", "total_consumed", "total_clickhouse", "total_dlq", "buffered_rows", "in_flight_buffer", "commits",
+  "commits_refused", "dlq_producer_renewals", "assignments_lost", "replay_checks_pending", "assigned_partitions", "ready", "partitions"];
+
 /**
- * Polls the stats endpoint until `pred` holds; returns the stats that satisfied it. On a timeout the
- * error carries the last stats and the worker's last log lines, so a failure in CI says why.
+ * Runs `fn`; when it throws, the error carries the worker's stats then and its own last log lines, so
+ * a failure in CI says why.
  */
-export async function statsWhen(w: RunningWorker, pred: (s: Record<string, any>) => boolean, ms = 30_000, what = "stats condition"): Promise<Record<string, any>> {
-  let last: Record<string, any> | undefined;
+export async function explainedBy<T>(worker: RunningWorker | (() => RunningWorker), fn: () => Promise<T>): Promise<T> {
   try {
-    return await waitFor(async () => {
-      last = await w.stats();
-      return pred(last) ? last : undefined;
-    }, ms, what);
+    return await fn();
   } catch (e) {
-    const stats = last ? JSON.stringify({ ...last, by_service_type: undefined, phone_cache: undefined }) : "(none)";
-    throw new Error(`${(e as Error).message}\nlast stats: ${stats}\nworker log (last 20 lines):\n${w.logs.slice(-20).join("\n")}`, { cause: e });
+    // A getter names the worker running at the failure, where a test starts one again.
+    const w = typeof worker === "function" ? worker() : worker;
+    const exited = w.proc.exitCode === null ? "" : ` (the worker exited ${w.proc.exitCode})`;
+    const last = await w.stats().catch(() => undefined);
+    const stats = last ? JSON.stringify(Object.fromEntries(STATS_SHOWN.map((k) => [k, last[k]]))) : "(none)";
+    // The worker's own lines say which way it went; librdkafka's (reconnects, mostly) would crowd them out.
+    const own = w.logs.filter((l) => !l.includes('"component":"librdkafka"')).slice(-20);
+    throw new Error(`${(e as Error).message}${exited}\nlast stats: ${stats}\nworker log (its own last 20 lines):\n${own.join("\n")}`, { cause: e });
   }
+}
+
+/** Polls the stats endpoint until `pred` holds; returns the stats that satisfied it. */
+export async function statsWhen(w: RunningWorker, pred: (s: Record<string, any>) => boolean, ms = 30_000, what = "stats condition"): Promise<Record<string, any>> {
+  return explainedBy(w, () => waitFor(async () => {
+    const s = await w.stats();
+    return pred(s) ? s : undefined;
+  }, ms, what));
 }
