@@ -40,7 +40,7 @@ import { Replays, type ReplayFinder } from "./replays.ts";
 const COMMIT_RETRY_MS = 500;
 /** Most DLQ deliveries awaited at once before polling pauses. */
 const MAX_DLQ_AWAITED = 10_000;
-/** Most bytes of DLQ payloads awaited at once before polling pauses. */
+/** Most bytes of DLQ envelopes (as written) awaited at once before polling pauses. */
 const MAX_DLQ_AWAITED_BYTES = 32 << 20;
 /** Most records handed over between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
 const MAX_POLL = 300;
@@ -448,11 +448,14 @@ export class Delivery {
     // send would otherwise keep alive until the DLQ acknowledges.
     const { topic, partition, offset } = m;
     const hold = this.#tracker.trackAlone(partition, offset);
-    const bytes = rejection.payload.length;
+    // Written now, so what waits is counted as it will be sent: an envelope escapes a payload of
+    // control characters to six bytes each.
+    const envelope = this.#deps.dlq.encodeRejection(rejection, { topic, partition, offset });
+    const { bytes } = envelope;
     this.#dlqAwaited++;
     this.#dlqAwaitedBytes += bytes;
     const { signal } = this.#epoch;
-    const send = () => this.#deps.dlq.publishRejection(rejection, { topic, partition, offset });
+    const send = () => this.#deps.dlq.publish(envelope);
     // In a transaction the envelope waits until every earlier record of its partition is durable,
     // so the commit of its transaction passes it (transactional-commits.ts); it needs no lease, as
     // only a commit the group accepts shows it. Otherwise, past the membership lease it waits for

@@ -3,6 +3,7 @@
  * offset, error detail, attempts) rides in Kafka headers, as Kafka Connect's dead-letter queues do.
  */
 import type { FailureReason } from "../cdr/fields.ts";
+import { unportable } from "./portable-json.ts";
 
 export interface DlqEnvelope {
   /** The vendor record as an object when it was a JSON object, else the raw text. */
@@ -23,6 +24,8 @@ export interface EnvelopeInput {
 
 export const HEADERS = {
   truncated: "dlq.payload.truncated",
+  /** Why an object payload travels as a string: past what common JSON readers take (portable-json.ts). */
+  asText: "dlq.payload.as_text",
   sourceTopic: "dlq.source.topic",
   sourcePartition: "dlq.source.partition",
   sourceOffset: "dlq.source.offset",
@@ -89,22 +92,39 @@ export function envelopeTail(reason: string, field: string | null, failedAt: str
   );
 }
 
+/** An envelope as written, and how its payload travels. */
+export interface EncodedEnvelope {
+  text: string;
+  /** The payload was cut at MAX_PAYLOAD_CHARS (dlq.payload.truncated). */
+  truncated: boolean;
+  /** Why an object payload travels as a string instead (dlq.payload.as_text); null when it does not. */
+  asText: string | null;
+}
+
 /**
  * Serializes an envelope. An object payload is spliced in as its original text, which JSON.parse
- * already accepted: re-serializing the parsed value would round integers above 2^53. A payload
- * above MAX_PAYLOAD_CHARS travels as a truncated string (see isTruncated); the source offset in
- * the headers still points at the whole record.
+ * already accepted: re-serializing the parsed value would round integers above 2^53. One that
+ * common JSON readers refuse (too deep, a number too long: portable-json.ts) travels as a string,
+ * so the DLQ's consumers can read every envelope. A payload above MAX_PAYLOAD_CHARS travels as a
+ * truncated string (see isTruncated); the source offset in the headers still points at the whole
+ * record.
  */
 export function encodeEnvelope(input: EnvelopeInput, failedAt: Date, workerInstance: string): string {
+  return encodeEnvelopeOf(input, failedAt, workerInstance).text;
+}
+
+export function encodeEnvelopeOf(input: EnvelopeInput, failedAt: Date, workerInstance: string): EncodedEnvelope {
   const truncated = isTruncated(input.payload);
+  const asText = !truncated && input.payloadIsObject ? unportable(input.payload) : null;
   const payload = truncated
     ? JSON.stringify(
         input.payload.slice(0, MAX_PAYLOAD_CHARS) + `…[truncated: ${input.payload.length} characters in all]`,
       )
-    : input.payloadIsObject
+    : input.payloadIsObject && asText === null
       ? input.payload
       : JSON.stringify(input.payload);
-  return `${ENVELOPE_HEAD}${payload}${envelopeTail(input.reason, input.field, failedAt.toISOString(), workerInstance)}`;
+  const tail = envelopeTail(input.reason, input.field, failedAt.toISOString(), workerInstance);
+  return { text: `${ENVELOPE_HEAD}${payload}${tail}`, truncated, asText };
 }
 
 export function isTruncated(payload: string): boolean {
@@ -119,6 +139,8 @@ export interface Provenance {
   detail: string;
   attempts?: number;
   truncated?: boolean;
+  /** Why an object payload travels as a string (EncodedEnvelope.asText). */
+  asText?: string | null;
   /** With a provenance key: the payload's SHA-256 and the MAC (provenance-mac.ts). */
   proof?: { digest: string; mac: string };
 }
@@ -133,6 +155,7 @@ export function provenanceHeaders(p: Provenance): Array<[string, string]> {
   ];
   if (p.attempts !== undefined) h.push([HEADERS.attempts, String(p.attempts)]);
   if (p.truncated) h.push([HEADERS.truncated, "true"]);
+  if (p.asText) h.push([HEADERS.asText, p.asText]);
   if (p.proof) h.push([HEADERS.sourceDigest, p.proof.digest], [HEADERS.sourceMac, p.proof.mac]);
   return h;
 }

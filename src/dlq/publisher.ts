@@ -5,7 +5,7 @@
 import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
 import type { ProduceOptions } from "../kafka/producer.ts";
-import { encodeEnvelope, isTruncated, provenanceHeaders, type DlqStage } from "./envelope.ts";
+import { encodeEnvelopeOf, provenanceHeaders, type DlqStage, type EnvelopeInput } from "./envelope.ts";
 import { payloadDigest, type ProvenanceKey } from "./provenance-mac.ts";
 
 /** A record of the source topic, as the DLQ needs it. */
@@ -14,6 +14,22 @@ export interface SourceRecord {
   payload: string;
   partition: number;
   offset: number;
+}
+
+/** Where a record was read: what its envelope's provenance headers name. */
+export interface SourceRef {
+  topic: string;
+  partition: number;
+  offset: number;
+}
+
+/** An envelope written and not yet sent. */
+export interface OutgoingEnvelope {
+  value: string;
+  headers: Array<[string, string]>;
+  /** Its bytes as written (UTF-8, headers included): what it costs while it waits and is sent. */
+  bytes: number;
+  source: SourceRef;
 }
 
 export interface DlqPublisherOptions {
@@ -53,17 +69,36 @@ export class DlqPublisher {
   }
 
   /** One invalid record. */
-  async publishRejection(r: Rejection, source: { topic: string; partition: number; offset: number }): Promise<void> {
-    const value = encodeEnvelope(r, new Date(), this.#opts.workerInstance);
-    const proof = this.#proof(source.topic, source.partition, source.offset, r.payload);
-    const headers = provenanceHeaders({
-      ...source,
-      stage: "decode",
-      detail: r.detail,
-      truncated: isTruncated(r.payload),
-      ...(proof ? { proof } : {}),
-    });
-    await this.#producer.produce(this.#opts.topic, value, { headers }, source);
+  publishRejection(r: Rejection, source: SourceRef): Promise<void> {
+    return this.publish(this.encodeRejection(r, source));
+  }
+
+  /**
+   * One invalid record's envelope, written now and sent later (publish): what waits to be sent is
+   * the envelope, whose bytes as written are what its wait costs.
+   */
+  encodeRejection(r: Rejection, source: SourceRef): OutgoingEnvelope {
+    return this.#encode(r, source, "decode", r.detail);
+  }
+
+  /** Sends an encoded envelope; resolves on the broker's acknowledgement. */
+  async publish(e: OutgoingEnvelope): Promise<void> {
+    await this.#producer.produce(this.#opts.topic, e.value, { headers: e.headers }, e.source);
+  }
+
+  #encode(
+    input: EnvelopeInput,
+    source: SourceRef,
+    stage: DlqStage,
+    detail: string,
+    attempts?: number,
+  ): OutgoingEnvelope {
+    const { text, truncated, asText } = encodeEnvelopeOf(input, new Date(), this.#opts.workerInstance);
+    const proof = this.#proof(source.topic, source.partition, source.offset, input.payload);
+    const headers = provenanceHeaders({ ...source, stage, detail, attempts, truncated, asText, ...(proof ? { proof } : {}) });
+    let bytes = Buffer.byteLength(text);
+    for (const [k, v] of headers) bytes += Buffer.byteLength(k) + Buffer.byteLength(v);
+    return { value: text, headers, bytes, source };
   }
 
   #proof(topic: string, partition: number, offset: number, payload: string) {
@@ -108,7 +143,7 @@ export class DlqPublisher {
     );
   }
 
-  async #publishStored(
+  #publishStored(
     r: SourceRecord,
     topic: string,
     stage: DlqStage,
@@ -117,22 +152,7 @@ export class DlqPublisher {
     detail: string,
     { attempts }: { attempts?: number } = {},
   ): Promise<void> {
-    const value = encodeEnvelope(
-      { reason, field, payload: r.payload, payloadIsObject: true },
-      new Date(),
-      this.#opts.workerInstance,
-    );
-    const proof = this.#proof(topic, r.partition, r.offset, r.payload);
-    const headers = provenanceHeaders({
-      topic,
-      partition: r.partition,
-      offset: r.offset,
-      stage,
-      detail,
-      attempts,
-      truncated: isTruncated(r.payload),
-      ...(proof ? { proof } : {}),
-    });
-    await this.#producer.produce(this.#opts.topic, value, { headers }, r);
+    const input = { reason, field, payload: r.payload, payloadIsObject: true };
+    return this.publish(this.#encode(input, { topic, partition: r.partition, offset: r.offset }, stage, detail, attempts));
   }
 }

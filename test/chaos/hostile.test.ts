@@ -4,6 +4,7 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
+import { unreadable } from "../support/json-readers.ts";
 import { consumeN, header, props, text } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { CLICKHOUSE_SERVERS, waitFor } from "../support/services.ts";
@@ -45,6 +46,9 @@ test("1 MB records, deep nesting, 10^5 keys, NUL bytes, invalid UTF-8 and 10^4-d
     const env = JSON.parse(text(byOffset.get(offset)!));
     expect(`${name}: ${env.failure_reason}`).toBe(`${name}: ${reason}`);
   });
+  // Every envelope reads in Python's json and Jackson at their defaults: the deep and the long-number
+  // payloads travel as strings.
+  expect(await unreadable(dlq.map(text))).toEqual([]);
   // The 1 MB record's envelope keeps it whole (the DLQ topic takes 8 MiB messages).
   expect(header(byOffset.get(0)!, HEADERS.truncated)).toBeUndefined();
   expect(JSON.parse(text(byOffset.get(0)!)).original_payload.raw_id.length).toBe(999_000);
@@ -98,6 +102,10 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s.url] as const))("combined
     COMBINED.forEach(([name, , reason], i) => {
       if (reason !== null) expect(`${name}: ${reasons.get(i * 21)}`).toBe(`${name}: ${reason}`);
     });
+    expect(await unreadable(dlq.map(text))).toEqual([]);
+    // Payloads 5,000 levels deep travel as strings, verbatim, and their envelopes say why.
+    const deepOne = dlq.find((m) => Number(header(m, HEADERS.sourceOffset)) === 0)!;
+    expect([typeof JSON.parse(text(deepOne)).original_payload, header(deepOne, HEADERS.asText)]).toEqual(["string", "nesting deeper than 500 levels"]);
     expect(await w.stop()).toBe(0);
   }, 60_000);
 });

@@ -6,7 +6,7 @@ import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Delivery } from "../../src/delivery/delivery.ts";
-import type { DlqPublisher } from "../../src/dlq/publisher.ts";
+import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import type { Consumer } from "../../src/kafka/consumer.ts";
 import { kafkaError } from "../../src/kafka/handle.ts";
 import type { Message } from "../../src/kafka/message.ts";
@@ -22,7 +22,7 @@ const ctx = { phone: new PhoneNormalizer() };
 const msg = (offset: number, value: string): Message => ({ topic: "cdr.raw", partition: 0, offset, timestamp: Date.now(), value: enc.encode(value), key: null });
 const valid = (i: number) => toJson(withFields({ raw_id: `r${i}` }));
 
-function harness(opts: { dlqMaxRatio?: number; delivered?: number[]; commitRefusals?: unknown[] } = {}) {
+function harness(opts: { dlqMaxRatio?: number; delivered?: number[]; commitRefusals?: unknown[]; dlq?: DlqPublisher } = {}) {
   const events: string[] = [];
   const paused = new Set<number>();
   const refusals = [...(opts.commitRefusals ?? [])];
@@ -40,7 +40,7 @@ function harness(opts: { dlqMaxRatio?: number; delivered?: number[]; commitRefus
     },
   } as unknown as Consumer;
   const writer = { insert: async (body: Uint8Array) => void events.push(`insert ${rowBinaryToTsv(body).map((l) => l.split("\t")[1]).join(",")}`) } as unknown as ClickHouseWriter;
-  const dlq = { publishRejection: async () => void events.push("dlq") } as unknown as DlqPublisher;
+  const dlq = opts.dlq ?? ({ encodeRejection: () => ({ bytes: 1 }), publish: async () => void events.push("dlq") } as unknown as DlqPublisher);
   const counters = new Counters();
   const replays = opts.delivered ? { findDelivered: async () => new Map([[0, { offsets: new Set(opts.delivered), since: 0 }]]) } : undefined;
   const d = new Delivery(
@@ -101,4 +101,22 @@ test("regression: a commit refused with a retryable error (the coordinator loadi
   await g.d.settle().catch(() => {});
   await waitFor(() => (g.fatal.length > 0 ? true : undefined), 5000, "the refusal reported as fatal");
   expect(g.fatal).toEqual([denied]);
+});
+
+// A payload of control characters escapes to six bytes each in its envelope: the DLQ's budget of
+// sends awaited counts the envelopes as written, or 32 such records of 1 MB would queue ~190 MiB.
+test("the DLQ sends awaited are bounded by their envelopes' bytes as written, not by their payloads' characters", () => {
+  const unanswered = { produce: () => new Promise(() => {}) };
+  const dlq = new DlqPublisher(unanswered, { topic: "cdr.raw.dlq", workerInstance: "w", storageFailureReason: "normalization_error" });
+  const h = harness({ dlq });
+  const controls = "\u0001".repeat(1_000_000);
+  const decoded = decode(enc.encode(controls), ctx);
+  if (decoded.ok) throw new Error("control characters decoded as a record");
+  const envelope = dlq.encodeRejection(decoded.rejection, { topic: "cdr.raw", partition: 0, offset: 0 });
+  expect(envelope.bytes).toBeGreaterThan(6_000_000);
+  // 32 MiB hold five such envelopes and not six: the sixth fills the budget.
+  for (let i = 0; i < 5; i++) h.hand([msg(i, controls)]);
+  expect(h.d.full).toBe(false);
+  h.hand([msg(5, controls)]);
+  expect(h.d.full).toBe(true);
 });

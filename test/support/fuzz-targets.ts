@@ -18,7 +18,8 @@ import { classifyInsertError, refusal } from "../../src/clickhouse/insert-error.
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { formatRow } from "../../src/clickhouse/row-format.ts";
 import { commitMetadata, readCommitMetadata } from "../../src/delivery/offsets/commit-metadata.ts";
-import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { encodeEnvelope, encodeEnvelopeOf, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { PORTABLE_LIMITS, unportable } from "../../src/dlq/portable-json.ts";
 import { readEnvelope } from "../../src/dlq/reader.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import clickhouseErrors from "../fixtures/clickhouse-errors.json";
@@ -355,6 +356,43 @@ function checkEnvelope(bytes: Uint8Array): void {
   if (keys(back) !== keys(original)) throw new Error("payloadText has other members than original_payload");
 }
 
+// ---- Portable JSON -------------------------------------------------------------------------
+
+/** Levels of a parsed value, counted with a stack of its own (the values nest deeper than recursion goes). */
+function levels(v: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[v, 1]];
+  while (stack.length > 0) {
+    const [x, d] = stack.pop()!;
+    if (x === null || typeof x !== "object") continue;
+    max = Math.max(max, d);
+    for (const c of Object.values(x)) stack.push([c, d + 1]);
+  }
+  return max;
+}
+
+/**
+ * Any text: unportable never throws. A JSON text it passes nests within the limit (counted on the
+ * parsed value, another way), and its envelope carries the payload as an object; one it names
+ * travels as the very text.
+ */
+function checkPortable(bytes: Uint8Array): void {
+  const text = utf8.decode(bytes);
+  const verdict = unportable(text);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return;
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return;
+  if (verdict === null && levels(parsed) > PORTABLE_LIMITS.depth) throw new Error(`passed a text ${levels(parsed)} levels deep`);
+  const e = encodeEnvelopeOf({ reason: "missing_required_field", field: null, payload: text, payloadIsObject: true }, new Date(0), "w");
+  const payload: unknown = JSON.parse(e.text).original_payload;
+  if (e.asText !== verdict) throw new Error("the envelope's reason differs from the verdict");
+  if (verdict !== null ? payload !== text : typeof payload !== "object") throw new Error("the payload travels in the wrong form");
+}
+
 // ---- Commit metadata -------------------------------------------------------------------------
 
 const metadataBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
@@ -453,6 +491,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   { name: "decode-scannable", inputs: "records at the edge of the single pass, both paths compared", arbitrary: scannableRecord, check: decodeCheck },
   { name: "decode-any", inputs: "any JSON text and any bytes", arbitrary: anyJsonOrBytes, check: decodeCheck },
   { name: "dlq-envelope", inputs: "envelopes as written then mutated, and anything else", arbitrary: envelopeBytes, check: checkEnvelope },
+  { name: "portable-json", inputs: "corpus records with hostile properties, any JSON text and any bytes", arbitrary: fc.oneof(hostileRecord, anyJsonOrBytes), check: checkPortable },
   { name: "commit-metadata", inputs: "metadata as written, mutated, and any JSON", arbitrary: metadataBytes, check: checkMetadata },
   { name: "row-binary", inputs: "encoder bodies cut and changed, and any bytes", arbitrary: rowBinaryBytes, check: checkRowBinary },
   { name: "clickhouse-error", inputs: "both servers' captured error answers, mutated, and any text", arbitrary: errorAnswerBytes, check: checkErrorAnswer },

@@ -52,7 +52,8 @@ function harness(messages: Message[], dlqDelayMs = 0) {
   } as unknown as ClickHouseWriter;
   const dlq = {
     storageFailureReason: "normalization_error",
-    publishRejection: async (r: { reason: string; field: string | null; detail: string }, source: { offset: number }) => {
+    encodeRejection: (r: { reason: string; field: string | null; detail: string }, source: { offset: number }) => ({ r, source, bytes: 1 }),
+    publish: async ({ r, source }: { r: { reason: string; field: string | null; detail: string }; source: { offset: number } }) => {
       await Bun.sleep(dlqDelayMs);
       events.push(`dlq ${r.reason}`);
       rejections.push({ reason: r.reason, field: r.field, detail: r.detail, offset: source.offset });
