@@ -238,6 +238,21 @@ export class TransactionalCommits<G extends GroupToken> {
     return this.#closed(async () => {
       let group: G | null = null;
       try {
+        if (this.#produced.some((p) => p.assignment !== this.#assignment)) {
+          // Envelopes of an assignment lost since they were sent: this commit (the next assignment's,
+          // or its replay check's) came before the abandon that would abort them. Committed, they
+          // would show past the check the next owner has already run, which dead-letters their
+          // records again. Aborted instead; the current assignment's go again.
+          this.#refusal = "PARTITIONS_LOST";
+          const earlier = this.#produced.filter((p) => p.assignment !== this.#assignment);
+          this.#drop(earlier);
+          this.#produced = this.#produced.filter((p) => !earlier.includes(p));
+          log.warn("the transaction holds envelopes of a lost assignment: it is aborted, not committed", {
+            envelopes: earlier.length,
+          });
+          await this.#abortAndRequeue();
+          return false;
+        }
         if (this.#failed) {
           this.#refusal = "DLQ_SEND_PURGED";
           log.warn("a DLQ send of the transaction failed: it is aborted and its envelopes go again", {

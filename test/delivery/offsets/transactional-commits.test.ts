@@ -235,14 +235,32 @@ test("a commit refused after the assignment was lost sends none of that assignme
   const { tx, commits } = setup([0]);
   tx.fail.set("sendOffsets", [refusal("UNKNOWN_MEMBER_ID", "abort")]);
   void commits.produce("dlq", "old", {}, { partition: 0, offset: 1 });
-  const refused = commits.commit(() => [at(0, 2)]);
-  const abandoned = commits.abandon(); // the loss, heard while the commit waits for its reports
-  expect(await refused).toBe(false);
+  let abandoned: Promise<void> | null = null;
+  tx.duringOffsets = () => (abandoned = commits.abandon()); // the loss, heard while the offsets are on their way
+  expect(await commits.commit(() => [at(0, 2)])).toBe(false);
   await abandoned;
   expect(tx.calls).toEqual(["begin", "produce old", "flush", "sendOffsets failed UNKNOWN_MEMBER_ID", "abort"]);
   void commits.produce("dlq", "new", {}, { partition: 0, offset: 1 });
   expect(await commits.commit(() => [at(0, 2)])).toBe(true);
   expect(tx.calls.slice(5)).toEqual(["begin", "produce new", "flush", "offsets 0@2", "commit"]);
+});
+
+// The simulation's lost-assignment-envelopes-in-check-commit: a refused commit sent its envelopes
+// again while the partitions were still owned; the assignment was lost next, and the new
+// assignment's replay check committed (through the transaction) before the abandon could abort
+// them. They showed past the check, which had read the DLQ before, and were dead-lettered twice.
+test("regression: a commit that reaches the transaction before the abandon does commits none of the lost assignment's envelopes", async () => {
+  const { tx, commits } = setup([0]);
+  tx.fail.set("sendOffsets", [refusal("UNKNOWN_MEMBER_ID", "abort")]);
+  void commits.produce("dlq", "old", {}, { partition: 0, offset: 1 });
+  const refused = commits.commit(() => [at(0, 2)]);
+  const next = commits.commit(() => [at(0, 2)]); // the next assignment's check, waiting its turn
+  expect(await refused).toBe(false); // "old" went again: its partition was still owned
+  const abandoned = commits.abandon(); // the loss, heard once the next commit has begun
+  expect(await next).toBe(false);
+  await abandoned;
+  expect(commits.refusal).toBe("PARTITIONS_LOST");
+  expect(tx.calls).toEqual(["begin", "produce old", "flush", "sendOffsets failed UNKNOWN_MEMBER_ID", "abort", "begin", "produce old", "flush", "abort"]);
 });
 
 // The simulation's kafka-cut-lost-assignment-waiting-envelope: an envelope of the lost assignment
