@@ -508,13 +508,18 @@ export class Delivery {
   async #commit(positions: Advanced[]): Promise<boolean> {
     const { consumer, counters, transactions } = this.#deps;
     const sentAt = this.#clock.mono();
+    // The assignment the positions were handed out under.
+    const { signal } = this.#epoch;
     let sent = positions;
     try {
       if (transactions) {
         // Asked once every envelope of the transaction is delivered: every position as it stands
-        // then, so each envelope's record is passed (transactional-commits.ts checks it).
+        // then, so each envelope's record is passed (transactional-commits.ts checks it). An
+        // assignment lost while this commit waited for the one before (a coordinator that did not
+        // answer, a freeze) leaves its positions unsent: the same partitions may be back under a
+        // new generation, which would accept them though what they pass was never made durable.
         const committed = await transactions.commit(() => {
-          sent = this.#inTransaction(positions);
+          sent = signal.aborted ? [] : this.#inTransaction(positions);
           return this.#offsets(sent, true);
         });
         if (!committed) {
