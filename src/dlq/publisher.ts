@@ -95,7 +95,8 @@ export class DlqPublisher {
   ): OutgoingEnvelope {
     const { text, truncated, asText } = encodeEnvelopeOf(input, new Date(), this.#opts.workerInstance);
     const proof = this.#proof(source.topic, source.partition, source.offset, input.payload);
-    const headers = provenanceHeaders({ ...source, stage, detail, attempts, truncated, asText, ...(proof ? { proof } : {}) });
+    const provenance = { ...source, stage, detail, attempts, truncated, asText };
+    const headers = provenanceHeaders(proof ? { ...provenance, proof } : provenance);
     let bytes = Buffer.byteLength(text);
     for (const [k, v] of headers) bytes += Buffer.byteLength(k) + Buffer.byteLength(v);
     return { value: text, headers, bytes, source };
@@ -153,6 +154,7 @@ export class DlqPublisher {
     { attempts }: { attempts?: number } = {},
   ): Promise<void> {
     const input = { reason, field, payload: r.payload, payloadIsObject: true };
-    return this.publish(this.#encode(input, { topic, partition: r.partition, offset: r.offset }, stage, detail, attempts));
+    const source = { topic, partition: r.partition, offset: r.offset };
+    return this.publish(this.#encode(input, source, stage, detail, attempts));
   }
 }

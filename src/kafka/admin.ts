@@ -398,7 +398,8 @@ export class Admin {
       lib.rd_kafka_event_destroy(ev);
       // Retryable for the codes a later attempt gets past (a timeout, a coordinator loading), not
       // for a refusal such as GROUP_AUTHORIZATION_FAILED, which comes as the request's own error.
-      throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(e)}: ${msg}`, e, errName(e), isTransient(e) || transient.has(e));
+      const retryable = isTransient(e) || transient.has(e);
+      throw new KafkaError("KAFKA_ADMIN", `${what}: ${errName(e)}: ${msg}`, e, errName(e), retryable);
     }
     return ev;
   }

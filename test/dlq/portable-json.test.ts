@@ -1,9 +1,11 @@
 // Envelopes every DLQ consumer can read: an object payload past what Python's json or Jackson takes
 // at their defaults travels as a string. Both readers judge, not a copy of their limits.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelopeOf } from "../../src/dlq/envelope.ts";
 import { PORTABLE_LIMITS, unportable } from "../../src/dlq/portable-json.ts";
 import { jackson, pythonJson, unreadable } from "../support/json-readers.ts";
+
+setDefaultTimeout(60_000);
 
 const { depth, numberChars, nameChars } = PORTABLE_LIMITS;
 const arrays = (n: number) => `{"x":${"[".repeat(n - 1)}${"]".repeat(n - 1)}}`;

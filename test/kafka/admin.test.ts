@@ -1,9 +1,11 @@
 // What the admin client's answers mean to its callers: which refusals a later attempt gets past.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { Admin } from "../../src/kafka/admin.ts";
 import { KafkaError } from "../../src/errors.ts";
 import { props } from "../support/kafka.ts";
 import { uniqueName } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const admin = new Admin(props, 10_000);
 afterAll(() => admin.close());
