@@ -1,5 +1,5 @@
 #!/usr/bin/env bun
-/** cdr-worker: CLI and wiring only. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage. */
+/** cdr-worker: CLI and wiring only. How it ends: src/exits.ts (docs/exit-codes.md). */
 import { AUDIT_HELP, auditCommand } from "./cli/audit.ts";
 import { DLQ_HELP, dlqCommand } from "./cli/dlq.ts";
 import { GENERATE_HELP, generateCommand } from "./cli/generate.ts";
@@ -8,6 +8,7 @@ import { parseArgs, UsageError } from "./cli/args.ts";
 import { RUN_HELP, runCommand } from "./cli/run.ts";
 import { configHelp, kafkaPropVariable, loadConfig } from "./config.ts";
 import { CdrWorkerError, ConfigError, SchemaMismatchError } from "./errors.ts";
+import { EXITS, type ExitKind } from "./exits.ts";
 import { refusedProps } from "./kafka/handle.ts";
 import { coreDumps } from "./kafka/libc.ts";
 import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
@@ -45,22 +46,22 @@ const HELP: Record<string, string> = {
   probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout).",
 };
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[]): Promise<ExitKind> {
   // Before anything else: the environment already holds the secrets a core would keep.
   if (!coreDumps.off()) log.warn("could not turn core dumps off (setrlimit refused)");
   const args = parseArgs(argv);
   const command = args.positionals[0] ?? "run";
   if (command === "help" || (args.flags.has("help") && !args.positionals[0])) {
     console.log(USAGE);
-    return 0;
+    return "OK";
   }
   if (!(command in HELP)) {
     console.error(`cdr-worker: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
-    return 2;
+    return "USAGE";
   }
   if (args.flags.has("help")) {
     console.log(`${HELP[command]}\n\nConfiguration (environment variables):\n${configHelp()}`);
-    return 0;
+    return "OK";
   }
   if (command === "version") {
     // The library is whatever LIBRDKAFKA_PATH says, when the configuration can be read at all.
@@ -74,12 +75,12 @@ async function main(argv: string[]): Promise<number> {
       engine = `librdkafka unavailable: ${(e as Error).message}`;
     }
     console.log(`${VERSION} ${engine}`);
-    return 0;
+    return "OK";
   }
   if (command === "probe") {
     const url = args.positionals[1] ?? "http://127.0.0.1:8081/readyz";
     const res = await fetch(url, { signal: AbortSignal.timeout(2000) }).catch(() => null);
-    return res?.status === 200 ? 0 : 1;
+    return res?.status === 200 ? "OK" : "PROBE_FAILED";
   }
   const cfg = loadConfig();
   setLogLevel(cfg.logLevel);
@@ -109,28 +110,35 @@ async function main(argv: string[]): Promise<number> {
     case "audit":
       return auditCommand(cfg, args);
   }
-  return 2;
+  return "USAGE";
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2));
-} catch (e) {
+/** The exit a command's failure ends in, after its line. */
+function failure(e: unknown): ExitKind {
   if (e instanceof UsageError) {
     console.error(`cdr-worker ${e.command}: ${e.message}\n\n${HELP[e.command] ?? USAGE}`);
-    process.exitCode = 2;
-  } else if (e instanceof ConfigError || e instanceof SchemaMismatchError) {
-    console.error(e.message);
-    process.exitCode = 2;
-  } else if (e instanceof CdrWorkerError && e.code === "CLICKHOUSE_ACCESS" && !e.retryable) {
-    console.error(e.message);
-    process.exitCode = 2;
-  } else if (e instanceof CdrWorkerError && e.code === "CONFIG_INVALID") {
-    console.error(`config error: ${e.message}`);
-    process.exitCode = 2;
-  } else {
-    log.error("failed", { err: e as Error, code: (e as CdrWorkerError).code });
-    process.exitCode = 1;
+    return "USAGE";
   }
+  if (e instanceof ConfigError) {
+    console.error(e.message);
+    return "CONFIG";
+  }
+  if (e instanceof SchemaMismatchError) {
+    console.error(e.message);
+    return "SCHEMA";
+  }
+  if (e instanceof CdrWorkerError && e.code === "CLICKHOUSE_ACCESS" && !e.retryable) {
+    console.error(e.message);
+    return "ACCESS";
+  }
+  if (e instanceof CdrWorkerError && e.code === "CONFIG_INVALID") {
+    console.error(`config error: ${e.message}`);
+    return "CONFIG";
+  }
+  log.error("failed", { err: e as Error, code: (e as CdrWorkerError).code });
+  return "FAILED";
 }
+
+const ended = await main(process.argv.slice(2)).catch(failure);
 // Native handles (librdkafka threads, sockets) must not keep a finished command alive.
-process.exit(process.exitCode);
+process.exit(EXITS[ended].code);

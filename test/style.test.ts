@@ -29,8 +29,8 @@ test("a bare `bun test` runs the suite as scripts/test.sh does: the preload star
   expect(without).toEqual([]);
 });
 
-test("the root of src/ keeps only the entry, configuration, errors, log, version and asset declarations; the stage order fits a screen", () => {
+test("the root of src/ keeps only the entry, configuration, errors, exits, log, version and asset declarations; the stage order fits a screen", () => {
   const root = readdirSync(`${ROOT}/src`, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name).sort();
-  expect(root).toEqual(["assets.d.ts", "config.ts", "errors.ts", "log.ts", "main.ts", "version.ts"]);
+  expect(root).toEqual(["assets.d.ts", "config.ts", "errors.ts", "exits.ts", "log.ts", "main.ts", "version.ts"]);
   expect(readFileSync(`${ROOT}/src/worker/worker.ts`, "utf8").split("\n").length).toBeLessThanOrEqual(125);
 });

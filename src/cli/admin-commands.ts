@@ -4,6 +4,7 @@ import { roleStatements, userStatements } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
 import { CdrWorkerError } from "../errors.ts";
+import type { ExitKind } from "../exits.ts";
 import { kafkaProps, readSecretFile, type Config } from "../config.ts";
 import { Admin } from "../kafka/admin.ts";
 import { integerFlag, stringFlag, type ParsedArgs } from "./args.ts";
@@ -27,7 +28,7 @@ export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [-
   differ from the spec ("action":"kept").
 cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
 
-export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   const cluster = stringFlag(args, "cluster");
   const role = stringFlag(args, "role");
   const user = stringFlag(args, "user");
@@ -35,7 +36,7 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<num
   const { database, table } = cfg.clickhouse;
   if (args.flags.has("print-grants")) {
     for (const s of roleStatements(role ?? "cdr_worker", database, table, user)) console.log(`${s};`);
-    return 0;
+    return "OK";
   }
   if (user !== undefined && (role === undefined || passwordFile === undefined))
     throw new CdrWorkerError("CONFIG_INVALID", "--user needs --role and --password-file");
@@ -45,7 +46,7 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<num
     const added = await migrate(ch, database, table, cluster);
     const migrated = `${database}.${table}`;
     console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}), columns_added: added }));
-    if (role === undefined) return 0;
+    if (role === undefined) return "OK";
     const version = await (await ch.query({ query: "SELECT version()", format: "TabSeparated" })).text();
     const v = parseVersion(version);
     if (v !== null && (v[0] < 20 || (v[0] === 20 && v[1] < 4)))
@@ -58,7 +59,7 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<num
       for (const query of userStatements(user)) await ch.command({ query, query_params: { password } });
     for (const query of roleStatements(role, database, table, user)) await ch.command({ query });
     console.log(JSON.stringify({ role, ...(user ? { user } : {}) }));
-    return 0;
+    return "OK";
   } finally {
     await ch.close();
   }
@@ -76,7 +77,7 @@ function readPassword(path: string): string {
   return password;
 }
 
-export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   const sub = args.positionals[1];
   const specs = topologySpec(cfg.kafka.topicRaw, cfg.kafka.topicDlq, {
     replicationFactor: integerFlag(args, "replication-factor", 1, 1, 32),
@@ -87,7 +88,7 @@ export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<numb
     if (sub === "ensure") {
       const reports = await ensureTopics(admin, specs, { keepConfigs: args.flags.has("keep-configs") });
       for (const r of reports) console.log(JSON.stringify(r));
-      return 0;
+      return "OK";
     }
     if (sub === "describe") {
       const counts = admin.partitionCounts(specs.map((s) => s.name));
@@ -112,10 +113,10 @@ export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<numb
           }),
         );
       }
-      return 0;
+      return "OK";
     }
     console.error(TOPICS_HELP);
-    return 2;
+    return "USAGE";
   } finally {
     admin.close();
   }

@@ -14,6 +14,7 @@ import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
 import { offsetsTable } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
+import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { endWithParent } from "../kafka/libc.ts";
@@ -34,7 +35,7 @@ export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N]
   ([since, until)); --from-offset/--to-offset by offset. Commits nothing. Progress goes to stderr on a
   terminal.`;
 
-export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   // Started by a worker's schedule: end with it, however it ends.
   const parent = Number(process.env[PARENT_PID_VARIABLE]);
   if (Number.isInteger(parent) && parent > 1 && !endWithParent(parent))
@@ -165,7 +166,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<numbe
         ...(key ? { unproven_envelopes: unproven, mismatched_envelopes: mismatched } : {}),
       }),
     );
-    return failed === 0 ? 0 : 1;
+    return failed === 0 ? "OK" : "AUDIT_FINDINGS";
   } finally {
     await Promise.all([records.close(), dlq.close(), group.close(), ch.close()]);
   }

@@ -10,6 +10,7 @@ import { kafkaProps, type Config } from "../config.ts";
 import { DLQ_STAGES, type DlqStage } from "../dlq/envelope.ts";
 import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
 import { CdrWorkerError } from "../errors.ts";
+import { exitNow, type ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { Producer } from "../kafka/producer.ts";
@@ -142,14 +143,14 @@ function terminalProgress(): ((p: ReadProgress) => void) & { end(): void } {
   return Object.assign(show, { end: () => void (tty && shown && process.stderr.write("\n")) });
 }
 
-export async function dlqCommand(cfg: Config, sub: string | undefined, args: ParsedArgs): Promise<number> {
+export async function dlqCommand(cfg: Config, sub: string | undefined, args: ParsedArgs): Promise<ExitKind> {
   if (sub === "inspect") return inspect(cfg, args);
   if (sub === "replay") return replay(cfg, args);
   console.error(DLQ_HELP);
-  return 2;
+  return "USAGE";
 }
 
-async function inspect(cfg: Config, args: ParsedArgs): Promise<number> {
+async function inspect(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   const samplesPer = numberFlag(args, "samples", 3, 0, 1000);
   const sel = selection(args);
   // Maps: the keys are text from the DLQ, and a key such as __proto__ must count like any other.
@@ -183,10 +184,10 @@ async function inspect(cfg: Config, args: ParsedArgs): Promise<number> {
     next_offsets: Object.fromEntries(next),
   };
   console.log(JSON.stringify(summary, null, 1));
-  return 0;
+  return "OK";
 }
 
-async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
+async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   const sel = selection(args);
   const limit = numberFlag(args, "limit", Number.MAX_SAFE_INTEGER, 1, Number.MAX_SAFE_INTEGER);
   const dryRun = args.flags.has("dry-run");
@@ -203,7 +204,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
   const stopOn = (signal: string) => {
     if (stopping) {
       printReplay(dryRun, cfg, matched, sent, listed, position(), null, `second ${signal}`);
-      process.exit(1);
+      exitNow("REPLAY_SECOND_SIGNAL");
     }
     stopping = signal;
   };
@@ -264,7 +265,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<number> {
     process.off("SIGTERM", onTerm);
   }
   printReplay(dryRun, cfg, matched, sent, listed, position(), unreadable, stopping);
-  return 0;
+  return "OK";
 }
 
 function printReplay(

@@ -3,6 +3,7 @@ import { kafkaProps, type Config } from "../config.ts";
 import { DEFECTS, SyntheticCdrs, type Defect } from "../generate/synthetic.ts";
 import { Producer } from "../kafka/producer.ts";
 import { CdrWorkerError } from "../errors.ts";
+import type { ExitKind } from "../exits.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
 export const GENERATE_HELP = `cdr-worker generate [--count N] [--rate R] [--invalid-share S] [--defects a,b]
@@ -11,7 +12,7 @@ export const GENERATE_HELP = `cdr-worker generate [--count N] [--rate R] [--inva
   the default). A share S (default 0.03) carries one defect each, spread over --defects
   (default all: ${DEFECTS.join(", ")}). Prints a JSON summary: sent, valid, invalid by defect.`;
 
-export async function generateCommand(cfg: Config, args: ParsedArgs): Promise<number> {
+export async function generateCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   const count = numberFlag(args, "count", 10_000, 1, 1e9);
   const rate = numberFlag(args, "rate", 0, 0, 1e7);
   const invalidShare = numberFlag(args, "invalid-share", 0.03, 0, 1);
@@ -60,5 +61,5 @@ export async function generateCommand(cfg: Config, args: ParsedArgs): Promise<nu
   }
   summary.seconds = Math.round((performance.now() - started) / 10) / 100;
   console.log(JSON.stringify(summary));
-  return 0;
+  return "OK";
 }

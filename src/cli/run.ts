@@ -8,6 +8,7 @@ import { checkGrants } from "../clickhouse/grants.ts";
 import { checkSchemaOnAny } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { KafkaError } from "../errors.ts";
+import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
 import { log } from "../log.ts";
@@ -53,7 +54,7 @@ async function preflight(cfg: Config): Promise<ReturnType<typeof createClickHous
   return endpoints;
 }
 
-export async function runCommand(cfg: Config): Promise<number> {
+export async function runCommand(cfg: Config): Promise<ExitKind> {
   const endpoints = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints);
   const { worker, dlqProducer, counters } = pipeline;
@@ -76,10 +77,10 @@ export async function runCommand(cfg: Config): Promise<number> {
     await worker.run();
     await dlqProducer().flush(5000).catch(() => {});
     log.info("stopped cleanly", { total_processed: counters.totalProcessed, total_dlq: counters.durableDlq });
-    return 0;
+    return "OK";
   } catch (e) {
     log.error("worker failed", { err: e as Error });
-    return 1;
+    return "FAILED";
   } finally {
     audits?.stop();
     stats.stop();

@@ -3,6 +3,7 @@
  * the shutdown timeout; a second signal, or the timeout, exits 1 without committing anything
  * that is not durable.
  */
+import { exitNow } from "../exits.ts";
 import { log } from "../log.ts";
 
 export function onShutdownSignals(stop: () => void, timeoutMs: number): void {
@@ -10,13 +11,13 @@ export function onShutdownSignals(stop: () => void, timeoutMs: number): void {
   const handle = (signal: string) => {
     if (++signals > 1) {
       log.error("second signal: exiting without committing what is not durable", { signal });
-      process.exit(1);
+      exitNow("SECOND_SIGNAL");
     }
     log.info("stopping: flushing and committing", { signal });
     stop();
     setTimeout(() => {
       log.error("shutdown timed out: exiting without committing what is not durable", { timeout_ms: timeoutMs });
-      process.exit(1);
+      exitNow("SHUTDOWN_TIMEOUT");
     }, timeoutMs).unref();
   };
   process.on("SIGTERM", () => handle("SIGTERM"));

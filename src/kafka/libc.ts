@@ -1,5 +1,6 @@
 /** The few libc functions the worker calls directly, bound once. */
 import { dlopen, ptr } from "bun:ffi";
+import { exitNow } from "../exits.ts";
 
 export const libc = dlopen("libc.so.6", {
   // Copying a poll's payloads into one slab: one FFI call per message and no JS allocation
@@ -56,7 +57,7 @@ const SIGTERM = 15;
  */
 export function endWithParent(parent: number): boolean {
   if (libc.prctl(PR_SET_PDEATHSIG, BigInt(SIGTERM), 0n, 0n, 0n) !== 0) return false;
-  if (libc.getppid() !== parent) process.exit(1);
+  if (libc.getppid() !== parent) exitNow("PARENT_GONE");
   return true;
 }
 
