@@ -20,6 +20,7 @@ import { Counters } from "../stats/counters.ts";
 import { Delivery } from "../delivery/delivery.ts";
 import { Worker } from "../worker/worker.ts";
 import { log } from "../log.ts";
+import { memberSessionTerms, type SessionTerms } from "../kafka/group-session.ts";
 
 /** The name a refused transaction's error carries: a retry can help. */
 const ABORTED = "TRANSACTION_ABORTED";
@@ -39,7 +40,15 @@ export interface Pipeline {
   worker: Worker;
 }
 
-export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createClickHouseEndpoints>): Pipeline {
+/**
+ * `session`: the group's session as the coordinator keeps it (kafka/group-session.ts), read at start
+ * under group.protocol=consumer; the consumer's own properties give it otherwise.
+ */
+export function buildPipeline(
+  cfg: Config,
+  endpoints: ReturnType<typeof createClickHouseEndpoints>,
+  session?: SessionTerms,
+): Pipeline {
   const counters = new Counters();
   const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
   const exactlyOnce = cfg.delivery === "exactly-once";
@@ -71,6 +80,7 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
     "queued.max.messages.kbytes": "4096",
     "fetch.queue.backoff.ms": "10",
   });
+  const terms = session ?? memberSessionTerms(consumerProps);
   const consumer = new Consumer({
     props: consumerProps,
     topics: [cfg.kafka.topicRaw],
@@ -119,11 +129,9 @@ export function buildPipeline(cfg: Config, endpoints: ReturnType<typeof createCl
       retry: cfg.retry,
       dlqMaxRatio: cfg.dlq.maxRatio,
       dlqRatioWindow: cfg.dlq.ratioWindow,
-      // librdkafka's defaults unless set (KAFKA_PROP_*): a freeze and a stuck revocation are judged by them.
-      sessionTimeoutMs: Number(consumerProps["session.timeout.ms"] ?? 45_000),
-      heartbeatIntervalMs: Number(
-        consumerProps["heartbeat.interval.ms"] ?? (consumerProps["group.protocol"] === "consumer" ? 5_000 : 3_000),
-      ),
+      // A freeze, a stuck revocation and the membership lease are judged by the session.
+      sessionTimeoutMs: terms.sessionTimeoutMs,
+      heartbeatIntervalMs: terms.heartbeatIntervalMs,
       maxPollIntervalMs: Number(consumerProps["max.poll.interval.ms"] ?? 300_000),
     },
     {

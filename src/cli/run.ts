@@ -10,6 +10,7 @@ import { kafkaProps, type Config } from "../config.ts";
 import { KafkaError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
+import { groupSessionTerms, usesConsumerProtocol, type SessionTerms } from "../kafka/group-session.ts";
 import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
 import { log } from "../log.ts";
 import { requireTopics } from "../topics/topology.ts";
@@ -38,10 +39,19 @@ async function withTlsCause(e: unknown, cfg: Config): Promise<unknown> {
  * Refuses to start without the topics, the table or a grant the worker needs (the operator runs
  * `topics ensure` / `migrate`, or grants what the line names).
  */
-async function preflight(cfg: Config): Promise<ReturnType<typeof createClickHouseEndpoints>> {
+async function preflight(cfg: Config) {
   const admin = new Admin(kafkaProps(cfg));
+  let session: SessionTerms | undefined;
   try {
     requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
+    // The lease (exactly-once) is measured against the session the coordinator keeps.
+    if (cfg.delivery === "exactly-once" && usesConsumerProtocol(kafkaProps(cfg))) {
+      session = await groupSessionTerms(admin, cfg.kafka.groupId);
+      log.info("the group's session, as the broker keeps it (group.protocol=consumer)", {
+        session_timeout_ms: session.sessionTimeoutMs,
+        heartbeat_interval_ms: session.heartbeatIntervalMs,
+      });
+    }
   } catch (e) {
     throw await withTlsCause(e, cfg);
   } finally {
@@ -51,12 +61,12 @@ async function preflight(cfg: Config): Promise<ReturnType<typeof createClickHous
   const clients = endpoints.map((e) => e.client);
   const { database, table, user } = cfg.clickhouse;
   await checkSchemaOnAny(clients, database, table, (ch) => checkGrants(ch, user, database, table));
-  return endpoints;
+  return { endpoints, session };
 }
 
 export async function runCommand(cfg: Config): Promise<ExitKind> {
-  const endpoints = await preflight(cfg);
-  const pipeline = buildPipeline(cfg, endpoints);
+  const { endpoints, session } = await preflight(cfg);
+  const pipeline = buildPipeline(cfg, endpoints, session);
   const { worker, dlqProducer, counters } = pipeline;
   const audits = cfg.auditIntervalMs > 0 ? new AuditSchedule(cfg.auditIntervalMs) : null;
   const stats = await serveStats(cfg, pipeline, audits);

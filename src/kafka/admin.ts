@@ -138,12 +138,13 @@ export class Admin {
   }
 
   /** All configs of a topic as the broker reports them. */
-  async describeConfigs(topic: string): Promise<Record<string, ConfigValue>> {
+  async describeConfigs(topic: string, kind: "topic" | "group" = "topic"): Promise<Record<string, ConfigValue>> {
     // An empty name would reach librdkafka as a resource without a name (NULL).
-    if (!topic) throw new KafkaError("KAFKA_ADMIN", "describe configs: a topic name is required");
+    if (!topic) throw new KafkaError("KAFKA_ADMIN", `describe configs: a ${kind} name is required`);
     if (this.#closed) throw closedError(`describe ${topic}`);
     const lib = rdk();
-    const res = lib.rd_kafka_ConfigResource_new(RD.RESOURCE_TOPIC, cstr(topic))!;
+    const type = kind === "group" ? RD.RESOURCE_GROUP : RD.RESOURCE_TOPIC;
+    const res = lib.rd_kafka_ConfigResource_new(type, cstr(topic))!;
     const arr = pointerArray([res]);
     try {
       return await this.#request(

@@ -2,8 +2,9 @@
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { Admin } from "../../src/kafka/admin.ts";
 import { KafkaError } from "../../src/errors.ts";
+import { groupSessionTerms } from "../../src/kafka/group-session.ts";
 import { props } from "../support/kafka.ts";
-import { uniqueName } from "../support/services.ts";
+import { ROOT, uniqueName } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
 
@@ -16,4 +17,19 @@ test("list offsets where no partition leader is known is retryable: a broker jus
   const e = await admin.listOffsets(uniqueName("no-leader"), [0], "latest").then(() => null, (err: unknown) => err);
   expect(e).toBeInstanceOf(KafkaError);
   expect([(e as KafkaError).kafkaName, (e as KafkaError).retryable]).toEqual(["_NOENT", true]);
+});
+
+// Under group.protocol=consumer the coordinator keeps the broker's session, not the member's: the
+// test brokers set 6 s and a 2 s heartbeat (scripts/kafka/server.properties), where the member's
+// default would say 45 s, a lease seven times too long.
+test("a group's session under the consumer protocol is read from the broker: what its properties set, for a group it has never seen", async () => {
+  const props = await Bun.file(`${ROOT}/scripts/kafka/server.properties`).text();
+  const setting = (name: string) => Number(new RegExp(`^${name.replaceAll(".", "\\.")}=(\\d+)$`, "m").exec(props)![1]);
+  const terms = await groupSessionTerms(admin, uniqueName("session"));
+  expect(terms).toEqual({
+    sessionTimeoutMs: setting("group.consumer.session.timeout.ms"),
+    heartbeatIntervalMs: setting("group.consumer.heartbeat.interval.ms"),
+    source: "group",
+  });
+  expect(terms.sessionTimeoutMs).toBe(6_000);
 });

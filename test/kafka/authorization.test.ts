@@ -87,3 +87,16 @@ test("the admin API's committed offsets of a group the client may not use: GROUP
     admin.close();
   }
 });
+
+// Under group.protocol=consumer the session is the broker's, and the exactly-once lease is measured
+// against it: read by DescribeConfigs on the group at start. Without that ACL the worker cannot
+// know how long its membership holds, so it stops at once with one line that says what to grant.
+test("exactly-once under group.protocol=consumer without DescribeConfigs on the group: exit 1 and one line naming the grant", async () => {
+  const n = await freshNames("session-denied");
+  await denyGroup("User:cdr", n.group);
+  const { code, signal, logs } = await runUntilExit(workerEnv(n, { ...SASL, KAFKA_PROP_GROUP_PROTOCOL: "consumer" }));
+  expect({ code, signal }).toEqual({ code: 1, signal: null });
+  const line = logs.split("\n").find((l) => l.includes(`grant DescribeConfigs on group ${n.group}`));
+  expect(line).toBeDefined();
+  expect(logs).not.toContain("partitions assigned");
+});
