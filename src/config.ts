@@ -7,7 +7,7 @@ import * as v from "valibot";
 import { hostname } from "node:os";
 import { getCountries, type CountryCode } from "libphonenumber-js/max";
 import { ConfigError, type ConfigProblem } from "./errors.ts";
-import { MIN_KEY_CHARS } from "./dlq/provenance-mac.ts";
+import { MIN_KEY_CHARS, MIN_PREVIOUS_KEY_CHARS } from "./dlq/provenance-mac.ts";
 import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
 
 type Env = Record<string, string | undefined>;
@@ -163,6 +163,20 @@ export const VARIABLES = {
       "and the replay check and the audit take only envelopes with a valid one; empty: envelopes are trusted " +
       "as they are (docs/security.md)",
   },
+  DLQ_PROVENANCE_KEYS_PREVIOUS: {
+    schema: v.pipe(
+      v.string(),
+      v.check(
+        (s) => previousKeys(s).every((k) => k.length >= MIN_PREVIOUS_KEY_CHARS),
+        `keys separated by commas or newlines, each at least ${MIN_PREVIOUS_KEY_CHARS} characters`,
+      ),
+    ),
+    default: "",
+    secret: true,
+    help:
+      "earlier DLQ_PROVENANCE_KEYs, comma-separated (or DLQ_PROVENANCE_KEYS_PREVIOUS_FILE, one a line): they " +
+      "verify envelopes signed before a rotation, never sign (docs/security.md)",
+  },
   DLQ_RATIO_WINDOW: { schema: int(10, 10_000_000), default: "1000", help: "records in the breaker's sliding window" },
   DEFAULT_PHONE_REGION: {
     schema: v.union([v.literal(""), oneOf(COUNTRIES)], "an ISO 3166-1 alpha-2 region such as DE, or empty"),
@@ -238,6 +252,8 @@ export interface Config {
     ratioWindow: number;
     /** DLQ_PROVENANCE_KEY; "" when unset. */
     provenanceKey: string;
+    /** DLQ_PROVENANCE_KEYS_PREVIOUS: keys that verify, never sign. */
+    previousKeys: string[];
   };
   delivery: "exactly-once" | "at-least-once";
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
@@ -318,7 +334,7 @@ export function readSecretFile(path: string): string {
 }
 
 /** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
-const FILE_FORMS = ["CLICKHOUSE_PASSWORD", "DLQ_PROVENANCE_KEY"] as const;
+const FILE_FORMS = ["CLICKHOUSE_PASSWORD", "DLQ_PROVENANCE_KEY", "DLQ_PROVENANCE_KEYS_PREVIOUS"] as const;
 
 /**
  * The environment with every `<NAME>_FILE` of CLICKHOUSE_PASSWORD and of any KAFKA_PROP_* replaced
@@ -436,6 +452,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       maxRatio: p.DLQ_MAX_RATIO,
       ratioWindow: p.DLQ_RATIO_WINDOW,
       provenanceKey: p.DLQ_PROVENANCE_KEY,
+      previousKeys: previousKeys(p.DLQ_PROVENANCE_KEYS_PREVIOUS),
     },
     delivery: p.DELIVERY,
     phone: {
@@ -453,6 +470,14 @@ export function loadConfig(rawEnv: Env = process.env): Config {
 }
 
 /** librdkafka properties for a client of this worker: brokers, then KAFKA_PROP_* overrides. */
+/** DLQ_PROVENANCE_KEYS_PREVIOUS's keys: separated by commas or newlines (a file holds one a line). */
+function previousKeys(value: string): string[] {
+  return value
+    .split(/[,\n]/)
+    .map((k) => k.trim())
+    .filter(Boolean);
+}
+
 export function kafkaProps(cfg: Config, extra: Record<string, string> = {}): Record<string, string> {
   return { "bootstrap.servers": cfg.kafka.brokers, ...extra, ...cfg.kafka.props };
 }
@@ -466,7 +491,8 @@ export function configHelp(): string {
       "(KAFKA_PROP_SECURITY_PROTOCOL → security.protocol)",
   );
   lines.push(
-    `  ${"<NAME>_FILE".padEnd(30)} CLICKHOUSE_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE, KAFKA_PROP_<NAME>_FILE: ` +
+    `  ${"<NAME>_FILE".padEnd(30)} CLICKHOUSE_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE, ` +
+      "DLQ_PROVENANCE_KEYS_PREVIOUS_FILE, KAFKA_PROP_<NAME>_FILE: " +
       "read the value from a file (mounted secrets); not with <NAME> too",
   );
   return lines.join("\n");

@@ -18,7 +18,7 @@ import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { endWithParent } from "../kafka/libc.ts";
-import { payloadDigest, ProvenanceKey } from "../dlq/provenance-mac.ts";
+import { payloadDigest, provenanceKeyOf } from "../dlq/provenance-mac.ts";
 import { log } from "../log.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 
@@ -71,7 +71,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
   const tty = process.stderr.isTTY;
   try {
     const ranges = auditRanges(args, rawPartitions, raw, group, records);
-    const key = cfg.dlq.provenanceKey ? new ProvenanceKey(cfg.dlq.provenanceKey) : undefined;
+    const key = provenanceKeyOf(cfg);
     const progress = (read: number, total: number) => {
       if (tty) process.stderr.write(`\raudit: DLQ ${read} of ${total}`);
     };

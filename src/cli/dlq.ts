@@ -7,7 +7,8 @@
  * a second signal exits at once), and prints its position whichever way it stopped.
  */
 import { kafkaProps, type Config } from "../config.ts";
-import { DLQ_STAGES, type DlqStage } from "../dlq/envelope.ts";
+import { DLQ_STAGES, envelopeSource, type DlqStage } from "../dlq/envelope.ts";
+import { payloadDigest, provenanceKeyOf, type ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { exitNow, type ExitKind } from "../exits.ts";
@@ -196,6 +197,10 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   let chunk: string[] = [];
   let matched = 0;
   let sent = 0;
+  // With a key, only envelopes a worker provably wrote for their payload go back (a forged one would
+  // put its payload into cdr.raw); the rest are counted.
+  const key = provenanceKeyOf(cfg);
+  let unproven = 0;
   // Per partition: the first record of the unsent chunk (it holds the position back), and the next
   // record after the last envelope read (the reader's own `next` once it returns).
   const held = new Map<number, number>();
@@ -203,7 +208,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   let stopping: string | null = null;
   const stopOn = (signal: string) => {
     if (stopping) {
-      printReplay(dryRun, cfg, matched, sent, listed, position(), null, `second ${signal}`);
+      printReplay(dryRun, cfg, matched, sent, key ? unproven : null, listed, position(), null, `second ${signal}`);
       exitNow("REPLAY_SECOND_SIGNAL");
     }
     stopping = signal;
@@ -235,6 +240,10 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     ({ unreadable, next } = await scan(cfg, range, async (e) => {
       read.set(e.partition, e.offset + 1);
       if (!selects(sel, e)) return;
+      if (key && !proven(key, e)) {
+        unproven++;
+        return;
+      }
       matched++;
       if (dryRun) {
         if (listed.length < DRY_RUN_LISTED)
@@ -257,15 +266,23 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     await send();
   } catch (e) {
     // A failed send is a stop too: what was acknowledged is where a later run goes on.
-    printReplay(dryRun, cfg, matched, sent, listed, position(), unreadable, "error");
+    printReplay(dryRun, cfg, matched, sent, key ? unproven : null, listed, position(), unreadable, "error");
     throw e;
   } finally {
     producer?.close();
     process.off("SIGINT", onInt);
     process.off("SIGTERM", onTerm);
   }
-  printReplay(dryRun, cfg, matched, sent, listed, position(), unreadable, stopping);
+  printReplay(dryRun, cfg, matched, sent, key ? unproven : null, listed, position(), unreadable, stopping);
   return "OK";
+}
+
+/** The envelope's MAC verifies for its source, and its payload is the one the MAC's digest names. */
+function proven(key: ProvenanceKey, e: StoredEnvelope): boolean {
+  const src = envelopeSource(e.headers);
+  if (!src?.digest || !src.mac) return false;
+  const { topic, partition, offset, digest, mac, macVersion } = src;
+  return key.verify(topic, partition, offset, digest, mac, macVersion) && payloadDigest(e.payloadText) === digest;
 }
 
 function printReplay(
@@ -273,6 +290,7 @@ function printReplay(
   cfg: Config,
   matched: number,
   sent: number,
+  unproven: number | null,
   listed: unknown[],
   next: Map<number, number>,
   unreadable: Unreadable | null,
@@ -284,6 +302,7 @@ function printReplay(
       to: cfg.kafka.topicRaw,
       [dryRun ? "would_send" : "sent"]: dryRun ? matched : sent,
       records: dryRun ? listed : undefined,
+      unproven_envelopes: unproven ?? undefined,
       unreadable: unreadable?.count,
       unreadable_records: unreadable?.first,
       stopped_by: stoppedBy ?? undefined,

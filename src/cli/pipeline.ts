@@ -7,7 +7,7 @@ import { kafkaProps, type Config } from "../config.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
-import { ProvenanceKey } from "../dlq/provenance-mac.ts";
+import { provenanceKeyOf, type ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
 import { offsetLookup, type OffsetLookup } from "../kafka/offset-lookup.ts";
 import { Admin } from "../kafka/admin.ts";
@@ -111,7 +111,7 @@ export function buildPipeline(
     requestTimeoutMs: cfg.clickhouse.requestTimeoutMs,
   });
   // One key signs what this worker dead-letters and proves what its replay check reads.
-  const key = cfg.dlq.provenanceKey ? new ProvenanceKey(cfg.dlq.provenanceKey) : undefined;
+  const key = provenanceKeyOf(cfg);
   const dlq = new DlqPublisher(transactions ?? producer, {
     topic: cfg.kafka.topicDlq,
     workerInstance: cfg.workerInstance,

@@ -46,8 +46,10 @@ export async function sourceOffsets(
     const src = envelopeSource(headers);
     if (!src || src.topic !== rawTopic || !wanted(src.partition, src.offset)) return;
     if (key) {
-      const { digest, mac } = src;
-      if (digest === undefined || mac === undefined || !key.verify(rawTopic, src.partition, src.offset, digest, mac)) {
+      const { digest, mac, macVersion } = src;
+      const proven = digest !== undefined && mac !== undefined &&
+        key.verify(rawTopic, src.partition, src.offset, digest, mac, macVersion);
+      if (!proven) {
         out.unproven++;
         return;
       }

@@ -35,6 +35,8 @@ export const HEADERS = {
   /** The payload's SHA-256 and the worker's MAC of the source (provenance-mac.ts), with a key set. */
   sourceDigest: "dlq.source.sha256",
   sourceMac: "dlq.source.mac",
+  /** The MAC's form (provenance-mac.ts MAC_VERSION); absent on envelopes of the first form. */
+  macVersion: "dlq.source.mac.version",
 } as const;
 
 const headerText = new TextDecoder();
@@ -45,7 +47,7 @@ const headerText = new TextDecoder();
  */
 export function envelopeSource(
   headers: Record<string, string> | ReadonlyArray<readonly [string, Uint8Array]> | undefined,
-): { topic: string; partition: number; offset: number; digest?: string; mac?: string } | null {
+): { topic: string; partition: number; offset: number; digest?: string; mac?: string; macVersion?: string } | null {
   const h = Array.isArray(headers)
     ? Object.fromEntries(headers.map(([k, v]) => [k, headerText.decode(v)]))
     : ((headers ?? {}) as Record<string, string>);
@@ -53,13 +55,14 @@ export function envelopeSource(
   const partition = Number(h[HEADERS.sourcePartition]);
   const offset = Number(h[HEADERS.sourceOffset]);
   if (topic === undefined || !Number.isInteger(partition) || !Number.isInteger(offset)) return null;
-  const [digest, mac] = [h[HEADERS.sourceDigest], h[HEADERS.sourceMac]];
+  const [digest, mac, macVersion] = [h[HEADERS.sourceDigest], h[HEADERS.sourceMac], h[HEADERS.macVersion]];
   return {
     topic,
     partition,
     offset,
     ...(digest !== undefined ? { digest } : {}),
     ...(mac !== undefined ? { mac } : {}),
+    ...(macVersion !== undefined ? { macVersion } : {}),
   };
 }
 
@@ -141,8 +144,8 @@ export interface Provenance {
   truncated?: boolean;
   /** Why an object payload travels as a string (EncodedEnvelope.asText). */
   asText?: string | null;
-  /** With a provenance key: the payload's SHA-256 and the MAC (provenance-mac.ts). */
-  proof?: { digest: string; mac: string };
+  /** With a provenance key: the payload's SHA-256, the MAC and its form (provenance-mac.ts). */
+  proof?: { digest: string; mac: string; version: string };
 }
 
 export function provenanceHeaders(p: Provenance): Array<[string, string]> {
@@ -156,6 +159,11 @@ export function provenanceHeaders(p: Provenance): Array<[string, string]> {
   if (p.attempts !== undefined) h.push([HEADERS.attempts, String(p.attempts)]);
   if (p.truncated) h.push([HEADERS.truncated, "true"]);
   if (p.asText) h.push([HEADERS.asText, p.asText]);
-  if (p.proof) h.push([HEADERS.sourceDigest, p.proof.digest], [HEADERS.sourceMac, p.proof.mac]);
+  if (p.proof)
+    h.push(
+      [HEADERS.sourceDigest, p.proof.digest],
+      [HEADERS.sourceMac, p.proof.mac],
+      [HEADERS.macVersion, p.proof.version],
+    );
   return h;
 }

@@ -3,41 +3,97 @@
  * and the audit which raw record it stands for; anyone who may write to the DLQ topic could forge
  * them and make the next owner skip a valid record. With DLQ_PROVENANCE_KEY set, every envelope
  * also carries
- *   dlq.source.sha256  the SHA-256 of the record's payload as the worker read it (UTF-8 text), and
- *   dlq.source.mac     HMAC-SHA256(key, topic \n partition \n offset \n sha256), hex,
- * and the check and the audit count an envelope as delivered for offset N only when its MAC is
- * right; the check also skips the raw record at N only when its payload has that SHA-256 (an
- * envelope of another record at the same offset, e.g. of a topic deleted and made again, is not
- * taken for it). Threat model: docs/security.md "Provenance the DLQ cannot forge".
+ *   dlq.source.sha256       the SHA-256 of the record's payload as the worker read it (UTF-8 text),
+ *   dlq.source.mac          HMAC-SHA256(key, the MAC's input), hex, and
+ *   dlq.source.mac.version  2: the input names the group, the DLQ topic and the table beside the
+ *                           source (topic, partition, offset, digest), so workers of two groups
+ *                           that share the topics and a key do not accept each other's envelopes.
+ * Envelopes without the version header carry the first form (the source alone): they verify as
+ * such for as long as the DLQ keeps them. The check and the audit count an envelope as delivered
+ * for offset N only when its MAC is right; the check also skips the raw record at N only when its
+ * payload has that SHA-256 (an envelope of another record at the same offset, e.g. of a topic
+ * deleted and made again, is not taken for it), and `dlq replay` sends only envelopes whose MAC and
+ * digest verify. Keys rotate: DLQ_PROVENANCE_KEYS_PREVIOUS verifies, never signs. Threat model:
+ * docs/security.md "Provenance the DLQ cannot forge".
  */
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 
-/** Fewest characters a key may have: 128 bits of a hex or base64 secret. */
-export const MIN_KEY_CHARS = 16;
+/** Fewest characters a signing key may have: 128 bits as hex (`openssl rand -hex 16` gives 32). */
+export const MIN_KEY_CHARS = 32;
+/** Fewest characters a previous (verifying) key may have: what signing keys needed before. */
+export const MIN_PREVIOUS_KEY_CHARS = 16;
+/** The MAC's form this worker writes (dlq.source.mac.version). */
+export const MAC_VERSION = "2";
+
+/** What a MAC binds an envelope to beside its source: where it was written, for whom. */
+export interface MacScope {
+  group: string;
+  dlqTopic: string;
+  /** `<database>.<table>`. */
+  table: string;
+}
 
 /** The SHA-256 of a payload's text (UTF-8), hex. */
 export function payloadDigest(payload: string): string {
   return createHash("sha256").update(payload, "utf8").digest("hex");
 }
 
-export class ProvenanceKey {
-  readonly #key: Buffer;
+const HEX64 = /^[0-9a-f]{64}$/;
 
-  constructor(key: string) {
+export class ProvenanceKey {
+  readonly #keys: Buffer[];
+  readonly #scope: string;
+
+  constructor(key: string, scope: MacScope, previous: readonly string[] = []) {
     if (key.length < MIN_KEY_CHARS)
       throw new CdrWorkerError("CONFIG_INVALID", `DLQ_PROVENANCE_KEY: at least ${MIN_KEY_CHARS} characters`);
-    this.#key = Buffer.from(key, "utf8");
+    if (previous.some((k) => k.length < MIN_PREVIOUS_KEY_CHARS))
+      throw new CdrWorkerError(
+        "CONFIG_INVALID",
+        `DLQ_PROVENANCE_KEYS_PREVIOUS: each at least ${MIN_PREVIOUS_KEY_CHARS} characters`,
+      );
+    this.#keys = [key, ...previous].map((k) => Buffer.from(k, "utf8"));
+    // Newlines separate the fields; none of them holds one (Kafka and ClickHouse names cannot).
+    this.#scope = `${scope.group}\n${scope.dlqTopic}\n${scope.table}`;
   }
 
-  /** The MAC of a source record (hex). */
+  /** The MAC of a source record (hex), in the current form, with the signing key. */
   sign(topic: string, partition: number, offset: number, digest: string): string {
-    return createHmac("sha256", this.#key).update(`${topic}\n${partition}\n${offset}\n${digest}`).digest("hex");
+    return this.#mac(this.#keys[0]!, MAC_VERSION, topic, partition, offset, digest);
   }
 
-  /** True when `mac` is this key's MAC of the source (compared in constant time). */
-  verify(topic: string, partition: number, offset: number, digest: string, mac: string): boolean {
-    if (!/^[0-9a-f]{64}$/.test(mac) || !/^[0-9a-f]{64}$/.test(digest)) return false;
-    return timingSafeEqual(Buffer.from(this.sign(topic, partition, offset, digest), "hex"), Buffer.from(mac, "hex"));
+  /**
+   * True when `mac` is the MAC of the source by the signing key or a previous one, in the form
+   * `version` names (undefined: the first form), compared in constant time.
+   */
+  verify(topic: string, partition: number, offset: number, digest: string, mac: string, version?: string): boolean {
+    if (!HEX64.test(mac) || !HEX64.test(digest)) return false;
+    if (version !== undefined && version !== MAC_VERSION) return false;
+    const given = Buffer.from(mac, "hex");
+    let ok = false;
+    for (const key of this.#keys) {
+      const expected = Buffer.from(this.#mac(key, version ?? "1", topic, partition, offset, digest), "hex");
+      ok = timingSafeEqual(expected, given) || ok;
+    }
+    return ok;
   }
+
+  #mac(key: Buffer, version: string, topic: string, partition: number, offset: number, digest: string): string {
+    const source = `${topic}\n${partition}\n${offset}\n${digest}`;
+    const input = version === "1" ? source : `v${version}\n${this.#scope}\n${source}`;
+    return createHmac("sha256", key).update(input).digest("hex");
+  }
+}
+
+/** The configuration's key (and the previous ones) over its group, DLQ topic and table; none when unset. */
+export function provenanceKeyOf(cfg: Config): ProvenanceKey | undefined {
+  if (!cfg.dlq.provenanceKey) return undefined;
+  const scope = {
+    group: cfg.kafka.groupId,
+    dlqTopic: cfg.kafka.topicDlq,
+    table: `${cfg.clickhouse.database}.${cfg.clickhouse.table}`,
+  };
+  return new ProvenanceKey(cfg.dlq.provenanceKey, scope, cfg.dlq.previousKeys);
 }

@@ -6,7 +6,7 @@ import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
 import type { ProduceOptions } from "../kafka/producer.ts";
 import { encodeEnvelopeOf, provenanceHeaders, type DlqStage, type EnvelopeInput } from "./envelope.ts";
-import { payloadDigest, type ProvenanceKey } from "./provenance-mac.ts";
+import { MAC_VERSION, payloadDigest, type ProvenanceKey } from "./provenance-mac.ts";
 
 /** A record of the source topic, as the DLQ needs it. */
 export interface SourceRecord {
@@ -106,7 +106,7 @@ export class DlqPublisher {
     const key = this.#opts.key;
     if (!key) return undefined;
     const digest = payloadDigest(payload);
-    return { digest, mac: key.sign(topic, partition, offset, digest) };
+    return { digest, mac: key.sign(topic, partition, offset, digest), version: MAC_VERSION };
   }
 
   /**

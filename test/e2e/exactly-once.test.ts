@@ -10,7 +10,7 @@ import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
-import { payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
+import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -32,6 +32,9 @@ const validBelow = (k: number) => [...Array(k).keys()].filter((i) => !INVALID.ha
 const invalidBelow = (k: number) => [...INVALID].filter((i) => i < k).length;
 
 /** Offsets 0…59 delivered as the last owner delivered them, 0…19 committed: then it was killed. */
+/** What a worker of these names binds its MACs to beside the source. */
+const scopeOf = (n: Names) => ({ group: n.group, dlqTopic: n.dlq, table: `${n.database}.${n.table}` });
+
 async function lastOwnerKilled(n: Names, ch: ReturnType<typeof e2eScope>["ch"], key?: string): Promise<void> {
   const producer = new Producer(props);
   try {
@@ -43,7 +46,7 @@ async function lastOwnerKilled(n: Names, ch: ReturnType<typeof e2eScope>["ch"], 
       topic: n.dlq,
       workerInstance: "killed",
       storageFailureReason: "normalization_error",
-      ...(key ? { key: new ProvenanceKey(key) } : {}),
+      ...(key ? { key: new ProvenanceKey(key, scopeOf(n)) } : {}),
     });
     let rows = 0;
     for (let i = 0; i < DELIVERED_UP_TO; i++) {
@@ -130,18 +133,23 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
     await ch.command({ query: `SYSTEM STOP MERGES ${n.database}.${n.table}` });
     await lastOwnerKilled(n, ch, KEY);
     // Whoever may write to the DLQ: envelopes naming valid records 60…64 that nobody delivered, without
-    // a MAC, and one for 65 with a MAC of another key. Taken as true, they would make the worker skip them.
+    // a MAC, and two for 65: a MAC of another key, and one of the worker's key made for another group
+    // (workers of two groups sharing the topics and the key). Taken as true, they would make the
+    // worker skip them.
     const forger = new Producer(props);
     try {
       const source = (o: number): Array<[string, string]> => [[HEADERS.sourceTopic, n.raw], [HEADERS.sourcePartition, "0"], [HEADERS.sourceOffset, String(o)]];
       for (let o = 60; o < 65; o++) await forger.produce(n.dlq, "{}", { headers: source(o) });
       const digest = payloadDigest(values[65]!);
-      const mac = new ProvenanceKey("not-the-workers-key-at-all-00000").sign(n.raw, 0, 65, digest);
-      await forger.produce(n.dlq, "{}", { headers: [...source(65), [HEADERS.sourceDigest, digest], [HEADERS.sourceMac, mac]] });
+      const signed = (mac: string): Array<[string, string]> => [[HEADERS.sourceDigest, digest], [HEADERS.sourceMac, mac], [HEADERS.macVersion, MAC_VERSION]];
+      const mac = new ProvenanceKey("not-the-workers-key-at-all-00000", scopeOf(n)).sign(n.raw, 0, 65, digest);
+      await forger.produce(n.dlq, "{}", { headers: [...source(65), ...signed(mac)] });
+      const otherGroup = new ProvenanceKey(KEY, { ...scopeOf(n), group: `${n.group}-other` }).sign(n.raw, 0, 65, digest);
+      await forger.produce(n.dlq, "{}", { headers: [...source(65), ...signed(otherGroup)] });
       // And a genuine envelope (the worker's key) of another record at offset 66: a topic made again.
       const other = payloadDigest(values[0]!);
-      const proof = new ProvenanceKey(KEY).sign(n.raw, 0, 66, other);
-      await forger.produce(n.dlq, "{}", { headers: [...source(66), [HEADERS.sourceDigest, other], [HEADERS.sourceMac, proof]] });
+      const proof = new ProvenanceKey(KEY, scopeOf(n)).sign(n.raw, 0, 66, other);
+      await forger.produce(n.dlq, "{}", { headers: [...source(66), [HEADERS.sourceDigest, other], [HEADERS.sourceMac, proof], [HEADERS.macVersion, MAC_VERSION]] });
     } finally {
       forger.close();
     }
@@ -153,16 +161,16 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
     const replayed = validBelow(DELIVERED_UP_TO) - validBelow(COMMITTED);
     const replayedDlq = invalidBelow(DELIVERED_UP_TO) - invalidBelow(COMMITTED);
     expect(s.replays_skipped).toBe(replayed + replayedDlq);
-    expect(s.replay_envelopes_unproven).toBe(6);
+    expect(s.replay_envelopes_unproven).toBe(7);
     expect(s.replay_envelopes_mismatched).toBe(1);
-    // The audit sees the same: the six unproven and the mismatched one reported apart, none counted
+    // The audit sees the same: the seven unproven and the mismatched one reported apart, none counted
     // as a record's envelope, so no record looks both stored and dead-lettered.
     const audit = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "audit", "--partitions", "0"], {
       env: workerEnv(n, { LOG_LEVEL: "warn", DLQ_PROVENANCE_KEY: KEY }), stdout: "pipe", stderr: "pipe",
     });
     const summary = JSON.parse(audit.stdout.toString().trim().split("\n").at(-1)!);
     expect({ code: audit.exitCode, stderr: audit.stderr.toString() }).toEqual({ code: 0, stderr: "" });
-    expect(summary).toMatchObject({ audit: "clean", missing: 0, stored_and_dead_lettered: 0, unproven_envelopes: 6, mismatched_envelopes: 1 });
+    expect(summary).toMatchObject({ audit: "clean", missing: 0, stored_and_dead_lettered: 0, unproven_envelopes: 7, mismatched_envelopes: 1 });
   });
 
   test("a group's first owner marks each partition's start before it delivers anything, so that a kill before its first commit can be checked", async () => {

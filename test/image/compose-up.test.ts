@@ -19,7 +19,7 @@ const WORKER_PASSWORD_FILE = `${secrets}/clickhouse-worker-password`;
 writeFileSync(WORKER_PASSWORD_FILE, "compose-test-worker-secret\n");
 chmodSync(WORKER_PASSWORD_FILE, 0o644);
 const DLQ_KEY_FILE = `${secrets}/dlq-provenance-key`;
-writeFileSync(DLQ_KEY_FILE, "compose-test-dlq-provenance-key\n");
+writeFileSync(DLQ_KEY_FILE, "compose-test-dlq-provenance-key-0123456789\n");
 chmodSync(DLQ_KEY_FILE, 0o644);
 // Passed to each child: Bun.spawn's children get the environment the process started with.
 const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE: DLQ_KEY_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana" } as Record<string, string>;
@@ -117,7 +117,7 @@ async function upIngestDown(): Promise<void> {
   expect(worker.Mounts.map((m: { Destination: string }) => m.Destination)).toContain("/run/secrets/clickhouse-worker-password");
   // The DLQ provenance key, a mounted file as well: the worker signs its envelopes with it.
   expect(worker.Config.Env).toContain("DLQ_PROVENANCE_KEY_FILE=/run/secrets/dlq-provenance-key");
-  expect(JSON.stringify(worker)).not.toContain("compose-test-dlq-provenance-key");
+  expect(JSON.stringify(worker)).not.toContain("compose-test-dlq-provenance-key-0123456789");
   expect(worker.Mounts.map((m: { Destination: string }) => m.Destination)).toContain("/run/secrets/dlq-provenance-key");
   const workerLog = await run(["sh", "-c", `podman logs ${PROJECT}_worker_1 2>&1`]);
   expect(workerLog).toContain("cdr-worker running");
