@@ -389,6 +389,11 @@ function checkPortable(bytes: Uint8Array): void {
   if (verdict === null && levels(parsed) > PORTABLE_LIMITS.depth) throw new Error(`passed a text ${levels(parsed)} levels deep`);
   const e = encodeEnvelopeOf({ reason: "missing_required_field", field: null, payload: text, payloadIsObject: true }, new Date(0), "w");
   const payload: unknown = JSON.parse(e.text).original_payload;
+  // A payload past MAX_PAYLOAD_CHARS travels truncated, a string, whatever its verdict.
+  if (e.truncated) {
+    if (typeof payload !== "string" || e.asText !== null) throw new Error("a truncated payload travels in the wrong form");
+    return;
+  }
   if (e.asText !== verdict) throw new Error("the envelope's reason differs from the verdict");
   if (verdict !== null ? payload !== text : typeof payload !== "object") throw new Error("the payload travels in the wrong form");
 }
