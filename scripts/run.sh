@@ -13,6 +13,12 @@ export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:$KAFKA_PORT}" CLICKHOUSE_URL="$
 export STATS_HOST="${STATS_HOST:-127.0.0.1}" STATS_PORT="${STATS_PORT:-8081}"
 # JSC sizes its heap from the RAM it sees; 1 GiB keeps the worker near 200 MiB RSS (as in the Dockerfile).
 export BUN_JSC_forceRAMSize="${BUN_JSC_forceRAMSize:-1073741824}"
+# The key that signs the DLQ's envelopes (exactly-once needs one): made once, kept with the local state.
+if [[ -z "${DLQ_PROVENANCE_KEY:-}${DLQ_PROVENANCE_KEY_FILE:-}" ]]; then
+  key="$ROOT/.local/secrets/dlq-key"
+  [[ -s $key ]] || (umask 077 && mkdir -p "$(dirname "$key")" && openssl rand -hex 32 >"$key")
+  export DLQ_PROVENANCE_KEY_FILE="$key"
+fi
 WORKER=(bun src/main.ts)
 [[ -x "$ROOT/cdr-worker" ]] && WORKER=("$ROOT/cdr-worker")
 

@@ -151,6 +151,13 @@ export const VARIABLES = {
       "circuit breaker: stop consuming when the DLQ share of the last DLQ_RATIO_WINDOW records exceeds this " +
       "(1 = off)",
   },
+  DLQ_PROVENANCE: {
+    schema: oneOf(["signed", "unsigned"] as const),
+    default: "signed",
+    help:
+      "signed: under exactly-once `run` needs DLQ_PROVENANCE_KEY; unsigned: no key, and the replay check and " +
+      "the audit take any DLQ envelope's source headers as true (docs/security.md)",
+  },
   DLQ_PROVENANCE_KEY: {
     schema: v.union([
       v.literal(""),
@@ -254,6 +261,8 @@ export interface Config {
     provenanceKey: string;
     /** DLQ_PROVENANCE_KEYS_PREVIOUS: keys that verify, never sign. */
     previousKeys: string[];
+    /** DLQ_PROVENANCE: `signed` needs a key under exactly-once (`run` checks: keyRequired). */
+    provenance: "signed" | "unsigned";
   };
   delivery: "exactly-once" | "at-least-once";
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
@@ -414,6 +423,12 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       });
     else props[prop] = value;
   }
+  if ((out as Partial<Parsed>).DLQ_PROVENANCE === "unsigned" && (out as Partial<Parsed>).DLQ_PROVENANCE_KEY)
+    problems.push({
+      variable: "DLQ_PROVENANCE",
+      value: "unsigned",
+      expected: "expected signed (or no DLQ_PROVENANCE_KEY): unsigned means no key, and a key is set",
+    });
   if (problems.length) throw new ConfigError(problems);
   const p = out as Parsed;
   return {
@@ -453,6 +468,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       ratioWindow: p.DLQ_RATIO_WINDOW,
       provenanceKey: p.DLQ_PROVENANCE_KEY,
       previousKeys: previousKeys(p.DLQ_PROVENANCE_KEYS_PREVIOUS),
+      provenance: p.DLQ_PROVENANCE,
     },
     delivery: p.DELIVERY,
     phone: {
@@ -470,6 +486,22 @@ export function loadConfig(rawEnv: Env = process.env): Config {
 }
 
 /** librdkafka properties for a client of this worker: brokers, then KAFKA_PROP_* overrides. */
+/**
+ * `run`'s refusal under exactly-once without a key, unless DLQ_PROVENANCE=unsigned says so: whoever
+ * may write to the DLQ topic could otherwise make the audit count a record as dead-lettered. Other
+ * commands need no key to do their work.
+ */
+export function keyRequired(cfg: Config): ConfigProblem | null {
+  if (cfg.delivery !== "exactly-once" || cfg.dlq.provenance === "unsigned" || cfg.dlq.provenanceKey) return null;
+  return {
+    variable: "DLQ_PROVENANCE_KEY",
+    value: undefined,
+    expected:
+      "expected a key under exactly-once: `openssl rand -hex 32 >dlq-key`, then DLQ_PROVENANCE_KEY_FILE=dlq-key for " +
+      "every worker, audit and dlq replay; or DLQ_PROVENANCE=unsigned to trust any DLQ envelope's headers",
+  };
+}
+
 /** DLQ_PROVENANCE_KEYS_PREVIOUS's keys: separated by commas or newlines (a file holds one a line). */
 function previousKeys(value: string): string[] {
   return value

@@ -182,6 +182,8 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
     KAFKA_TOPIC_RAW: raw,
     KAFKA_TOPIC_DLQ: dlq,
     KAFKA_GROUP_ID: `faults-${scenario}-${stamp}`,
+    // Exactly-once's default: envelopes signed (the key every worker of the group shares).
+    DLQ_PROVENANCE_KEY: "faults-provenance-key-0123456789abcdef0123",
     CLICKHOUSE_URL: REPLICAS.join(","),
     CLICKHOUSE_DATABASE: database,
     CLICKHOUSE_TABLE: "cdr",

@@ -84,6 +84,8 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
     CLICKHOUSE_DATABASE: database, CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: String(port), LOG_LEVEL: "warn",
     // As in the image: JSC sizes its heap for 1 GiB instead of the host's RAM.
     BUN_JSC_forceRAMSize: "1073741824",
+    // Exactly-once's default: envelopes signed, as production runs.
+    DLQ_PROVENANCE_KEY: "bench-provenance-key-0123456789abcdef0123",
     ...extra,
   });
   const stats = async () => (await fetch(`http://127.0.0.1:${port}/internal/stats`)).json() as Promise<Record<string, any>>;

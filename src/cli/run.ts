@@ -6,8 +6,8 @@ import { AuditSchedule } from "../audit/schedule.ts";
 import { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { checkGrants } from "../clickhouse/grants.ts";
 import { checkSchemaOnAny } from "../clickhouse/migrate.ts";
-import { kafkaProps, type Config } from "../config.ts";
-import { KafkaError } from "../errors.ts";
+import { kafkaProps, keyRequired, type Config } from "../config.ts";
+import { ConfigError, KafkaError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { groupSessionTerms, usesConsumerProtocol, type SessionTerms } from "../kafka/group-session.ts";
@@ -65,6 +65,8 @@ async function preflight(cfg: Config) {
 }
 
 export async function runCommand(cfg: Config): Promise<ExitKind> {
+  const unkeyed = keyRequired(cfg);
+  if (unkeyed) throw new ConfigError([unkeyed]);
   const { endpoints, session } = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints, session);
   const { worker, dlqProducer, counters } = pipeline;
@@ -74,8 +76,8 @@ export async function runCommand(cfg: Config): Promise<ExitKind> {
   // graceful stop, not the default action (seen: exit 143 in the image test).
   onShutdownSignals(() => worker.stop(), cfg.shutdownTimeoutMs);
   if (cfg.delivery === "exactly-once" && !cfg.dlq.provenanceKey)
-    log.warn("DLQ_PROVENANCE_KEY is not set: the replay check takes any DLQ envelope's source headers as true, " +
-      "so whoever may write to the DLQ topic can make it skip records (docs/security.md)");
+    log.warn("DLQ_PROVENANCE=unsigned: the replay check and the audit take any DLQ envelope's source headers as " +
+      "true, so whoever may write to the DLQ topic can make them count records as delivered (docs/security.md)");
   log.info("cdr-worker running", {
     version: VERSION,
     worker_instance: cfg.workerInstance,

@@ -17,6 +17,7 @@ const env = {
   CLICKHOUSE_DATABASE: "e2e", CLICKHOUSE_TABLE: n.table, STATS_HOST: "127.0.0.1", STATS_PORT: "0", BATCH_FLUSH_INTERVAL_SECONDS: "0.2",
   // The binary must not need Debian's librdkafka: point the override nowhere, so only the embedded copy can load.
   LIBRDKAFKA_PATH: "/nonexistent/librdkafka.so.1",
+  DLQ_PROVENANCE_KEY: "binary-test-provenance-key-0123456789abcdef",
 };
 const bin = async (...args: string[]) => {
   const proc = Bun.spawn([BIN, ...args], { env, stdout: "pipe", stderr: "pipe" });

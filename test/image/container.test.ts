@@ -38,6 +38,7 @@ const env = {
   KAFKA_BROKERS, CLICKHOUSE_URL, KAFKA_TOPIC_RAW: names.raw, KAFKA_TOPIC_DLQ: names.dlq, KAFKA_GROUP_ID: names.group,
   CLICKHOUSE_DATABASE: "e2e", CLICKHOUSE_TABLE: names.table, STATS_HOST: "127.0.0.1", STATS_PORT: String(statsPort),
   BATCH_FLUSH_INTERVAL_SECONDS: "0.5",
+  DLQ_PROVENANCE_KEY: "container-test-provenance-key-0123456789abcdef",
 };
 const envArgs = Object.entries(env).flatMap(([k, v]) => ["--env", `${k}=${v}`]);
 const container = uniqueName("cdr-worker-test").replace(/\W/g, "-");

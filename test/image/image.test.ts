@@ -54,7 +54,8 @@ test("the binary runs as the non-root user in a root filesystem of only itself a
     const topics = [`${table}.raw`, `${table}.dlq`];
     const runEnv = [
       ...env.slice(0, 2), `CLICKHOUSE_URL=${CLICKHOUSE_URL}`, "CLICKHOUSE_DATABASE=e2e", `CLICKHOUSE_TABLE=${table}`,
-      `KAFKA_TOPIC_RAW=${topics[0]}`, `KAFKA_TOPIC_DLQ=${topics[1]}`, `KAFKA_GROUP_ID=image-${table}`, "STATS_PORT=0", ...env.slice(2),
+      `KAFKA_TOPIC_RAW=${topics[0]}`, `KAFKA_TOPIC_DLQ=${topics[1]}`, `KAFKA_GROUP_ID=image-${table}`, "STATS_PORT=0",
+      "DLQ_PROVENANCE_KEY=image-test-provenance-key-0123456789abcdef", ...env.slice(2),
     ];
     await run([...runEnv, "topics", "ensure"]);
     await run([...runEnv, "migrate"]);

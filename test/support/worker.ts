@@ -50,6 +50,9 @@ export function workerEnv(n: Names, extra: Record<string, string> = {}): Record<
     BATCH_FLUSH_INTERVAL_SECONDS: "0.2",
     // As the Dockerfile sets it: JSC sizes its heap from the RAM it sees (24 GiB here).
     BUN_JSC_forceRAMSize: "1073741824",
+    // No key unless a test gives one: the suites test delivery, and a test of the key gives it. `run`
+    // refuses exactly-once without a key unless DLQ_PROVENANCE=unsigned says so.
+    ...(extra.DLQ_PROVENANCE_KEY || extra.DLQ_PROVENANCE_KEY_FILE ? {} : { DLQ_PROVENANCE: "unsigned" }),
     ...extra,
   };
 }
