@@ -27,6 +27,8 @@ export interface SourceRef {
 export interface OutgoingEnvelope {
   value: string;
   headers: Array<[string, string]>;
+  /** Its bytes as written (UTF-8, headers included): what it costs while it waits and is sent. */
+  bytes: number;
   source: SourceRef;
 }
 
@@ -73,13 +75,10 @@ export class DlqPublisher {
 
   /**
    * One invalid record's envelope, written now and sent later (publish): what waits to be sent is
-   * the envelope, and `bytes` (UTF-8, headers included) is what its wait costs.
+   * the envelope, whose bytes as written are what its wait costs.
    */
-  encodeRejection(r: Rejection, source: SourceRef): OutgoingEnvelope & { bytes: number } {
-    const e = this.#encode(r, source, "decode", r.detail);
-    let bytes = Buffer.byteLength(e.value);
-    for (const [k, v] of e.headers) bytes += Buffer.byteLength(k) + Buffer.byteLength(v);
-    return { ...e, bytes };
+  encodeRejection(r: Rejection, source: SourceRef): OutgoingEnvelope {
+    return this.#encode(r, source, "decode", r.detail);
   }
 
   /** Sends an encoded envelope; resolves on the broker's acknowledgement. */
@@ -98,7 +97,9 @@ export class DlqPublisher {
     const proof = this.#proof(source.topic, source.partition, source.offset, input.payload);
     const provenance = { ...source, stage, detail, attempts, truncated, asText };
     const headers = provenanceHeaders(proof ? { ...provenance, proof } : provenance);
-    return { value: text, headers, source };
+    let bytes = Buffer.byteLength(text);
+    for (const [k, v] of headers) bytes += Buffer.byteLength(k) + Buffer.byteLength(v);
+    return { value: text, headers, bytes, source };
   }
 
   #proof(topic: string, partition: number, offset: number, payload: string) {

@@ -185,17 +185,12 @@ export class TransactionalCommits<G extends GroupToken> {
    * gives once every envelope is delivered. False when the group refused them or a send failed:
    * the transaction was aborted and nothing of it counts; its envelopes are produced again.
    */
-  commit(positions: () => TopicPartition[]): Promise<boolean> {
-    return this.#exclusive(() => this.#commit(positions));
-  }
-
-  /** Runs `fn` once the commit (or abort) under way has ended, as the only one until it ends. */
-  async #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+  async commit(positions: () => TopicPartition[]): Promise<boolean> {
     while (this.#committing) await this.#committing;
     const done = Promise.withResolvers<void>();
     this.#committing = done.promise;
     try {
-      return await fn();
+      return await this.#commit(positions);
     } finally {
       this.#committing = null;
       done.resolve();
@@ -209,10 +204,21 @@ export class TransactionalCommits<G extends GroupToken> {
    */
   async abandon(): Promise<void> {
     this.#assignment++;
-    // The abort drops the earlier assignment's envelopes (#keepOwned) and sends the rest again.
-    await this.#exclusive(async () => {
-      if (this.#open) await this.#closed(() => this.#abortAndRequeue());
-    });
+    while (this.#committing) await this.#committing;
+    if (!this.#open) return;
+    const done = Promise.withResolvers<void>();
+    this.#committing = done.promise;
+    try {
+      await this.#closed(async () => {
+        const earlier = this.#produced.filter((p) => p.assignment !== this.#assignment);
+        this.#drop(earlier);
+        this.#produced = this.#produced.filter((p) => !earlier.includes(p));
+        await this.#abortAndRequeue();
+      });
+    } finally {
+      this.#committing = null;
+      done.resolve();
+    }
   }
 
   async #commit(positions: () => TopicPartition[]): Promise<boolean> {
@@ -232,15 +238,17 @@ export class TransactionalCommits<G extends GroupToken> {
     return this.#closed(async () => {
       let group: G | null = null;
       try {
-        const earlier = this.#produced.filter((p) => p.assignment !== this.#assignment).length;
-        if (earlier > 0) {
+        if (this.#produced.some((p) => p.assignment !== this.#assignment)) {
           // Envelopes of an assignment lost since they were sent: this commit (the next assignment's,
           // or its replay check's) came before the abandon that would abort them. Committed, they
           // would show past the check the next owner has already run, which dead-letters their
-          // records again. Aborted instead (#keepOwned drops them); the current assignment's go again.
+          // records again. Aborted instead; the current assignment's go again.
           this.#refusal = "PARTITIONS_LOST";
+          const earlier = this.#produced.filter((p) => p.assignment !== this.#assignment);
+          this.#drop(earlier);
+          this.#produced = this.#produced.filter((p) => !earlier.includes(p));
           log.warn("the transaction holds envelopes of a lost assignment: it is aborted, not committed", {
-            envelopes: earlier,
+            envelopes: earlier.length,
           });
           await this.#abortAndRequeue();
           return false;
@@ -403,21 +411,25 @@ export class TransactionalCommits<G extends GroupToken> {
    * the worker stops.
    */
   async #abortFailed(): Promise<void> {
-    await this.#exclusive(async () => {
-      if (!this.#failed) return;
-      const envelopes = [...this.#produced];
-      try {
-        await this.#closed(async () => {
-          this.#refusal = "DLQ_SEND_PURGED";
-          log.warn("a DLQ send of the transaction failed: it is aborted and its envelopes go again", {
-            envelopes: envelopes.length,
-          });
-          await this.#abortAndRequeue();
+    while (this.#committing) await this.#committing;
+    if (!this.#failed) return;
+    const done = Promise.withResolvers<void>();
+    this.#committing = done.promise;
+    const envelopes = [...this.#produced];
+    try {
+      await this.#closed(async () => {
+        this.#refusal = "DLQ_SEND_PURGED";
+        log.warn("a DLQ send of the transaction failed: it is aborted and its envelopes go again", {
+          envelopes: envelopes.length,
         });
-      } catch (e) {
-        for (const p of envelopes) p.delivered.reject(e);
-      }
-    });
+        await this.#abortAndRequeue();
+      });
+    } catch (e) {
+      for (const p of envelopes) p.delivered.reject(e);
+    } finally {
+      this.#committing = null;
+      done.resolve();
+    }
   }
 
   /**
