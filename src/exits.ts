@@ -21,7 +21,7 @@ export const EXITS = {
     code: 0,
     when:
       "the command did what it was asked; `run`: stopped by SIGTERM or SIGINT, everything durable " +
-      "committed; `audit`: clean",
+      "committed; `audit`: clean; `check`: nothing that would stop `run`",
     says: '`run`: `"stopped cleanly"` with `total_processed`; the other commands: their JSON summary on stdout',
   },
   USAGE: {
@@ -40,19 +40,20 @@ export const EXITS = {
   SCHEMA: {
     code: 2,
     when:
-      "`run`, `migrate`: the ClickHouse table has columns of other types than the worker writes, or " +
+      "`run`, `check`, `migrate`: the ClickHouse table has columns of other types than the worker writes, or " +
       "lacks some `migrate` cannot add",
     says: "`schema error: <db>.<table>: <problem>`, one line a column",
   },
   ACCESS: {
     code: 2,
-    when: "`run`: the worker's ClickHouse user lacks a privilege it needs",
+    when: "`run`, `check`: the worker's ClickHouse user lacks a privilege it needs",
     says: "`ClickHouse user … lacks <privilege> ON <object>, which the worker needs to …`",
   },
   FAILED: {
     code: 1,
     when:
-      "any other failure, at start or while running: a topic or the table missing (code `TOPOLOGY`), " +
+      "any other failure, at start or while running (`check`: at start): a topic or the table missing " +
+      "(code `TOPOLOGY`), " +
       "Kafka or ClickHouse failing in a way no retry helps (fenced, refused by an ACL, a DLQ send " +
       "undeliverable), a server unreachable at start",
     says: '`"worker failed"` (`run`) or `"failed"`, with `err` and its `code`',

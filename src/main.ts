@@ -1,13 +1,16 @@
 #!/usr/bin/env bun
 /** cdr-worker: CLI and wiring only. How it ends: src/exits.ts (docs/exit-codes.md). */
-import { AUDIT_HELP, auditCommand } from "./cli/audit.ts";
-import { DLQ_HELP, dlqCommand } from "./cli/dlq.ts";
-import { GENERATE_HELP, generateCommand } from "./cli/generate.ts";
-import { MIGRATE_HELP, TOPICS_HELP, migrateCommand, topicsCommand } from "./cli/admin-commands.ts";
+import { auditCommand } from "./cli/audit.ts";
+import { checkCommand } from "./cli/check.ts";
+import { dlqCommand } from "./cli/dlq.ts";
+import { generateCommand } from "./cli/generate.ts";
+import { migrateCommand, topicsCommand } from "./cli/admin-commands.ts";
 import { parseArgs, UsageError } from "./cli/args.ts";
-import { RUN_HELP, runCommand } from "./cli/run.ts";
+import { runCommand } from "./cli/run.ts";
+import { HELP, PROBE_DEFAULT_URL, USAGE } from "./cli/help.ts";
 import { configHelp, kafkaPropVariable, loadConfig } from "./config.ts";
-import { CdrWorkerError, ConfigError, SchemaMismatchError } from "./errors.ts";
+import { ConfigError, type CdrWorkerError } from "./errors.ts";
+import { classifyFailure } from "./cli/failure.ts";
 import { EXITS, type ExitKind } from "./exits.ts";
 import { refusedProps } from "./kafka/handle.ts";
 import { coreDumps } from "./kafka/libc.ts";
@@ -15,36 +18,8 @@ import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { VERSION } from "./version.ts";
 
-const USAGE = `cdr-worker ${VERSION}: telecom CDR ingest worker
-(Kafka → validate/normalize → ClickHouse, bad records → DLQ)
-
-Usage: cdr-worker [command] [--help]
-Commands:
-  run              consume and ingest (default)
-  migrate          create the ClickHouse database and table
-  topics ensure    create/repair the Kafka topics;  topics describe  show them
-  generate         send synthetic CDRs to the raw topic
-  dlq inspect      counts and samples of the DLQ;  dlq replay  send DLQ payloads back to the raw topic
-  audit            reconcile Kafka's records with ClickHouse's rows and the DLQ: missing, twice, both
-  probe URL        exit 0 when URL answers 200 (container health checks: distroless has no curl)
-  version          print the version and librdkafka's
-
-Configuration (environment variables):
-${configHelp()}`;
-
 /** Properties whose values never reach a log or an error line. */
 const SECRET_PROP = /pass(word)?|secret|token|key/i;
-
-const HELP: Record<string, string> = {
-  run: RUN_HELP,
-  migrate: MIGRATE_HELP,
-  topics: TOPICS_HELP,
-  generate: GENERATE_HELP,
-  dlq: DLQ_HELP,
-  audit: AUDIT_HELP,
-  version: "cdr-worker version: print the version and the librdkafka version it loads.",
-  probe: "cdr-worker probe URL: GET URL; exit 0 on HTTP 200, 1 otherwise (2 s timeout).",
-};
 
 async function main(argv: string[]): Promise<ExitKind> {
   // Before anything else: the environment already holds the secrets a core would keep.
@@ -78,7 +53,7 @@ async function main(argv: string[]): Promise<ExitKind> {
     return "OK";
   }
   if (command === "probe") {
-    const url = args.positionals[1] ?? "http://127.0.0.1:8081/readyz";
+    const url = args.positionals[1] ?? PROBE_DEFAULT_URL;
     const res = await fetch(url, { signal: AbortSignal.timeout(2000) }).catch(() => null);
     return res?.status === 200 ? "OK" : "PROBE_FAILED";
   }
@@ -99,6 +74,8 @@ async function main(argv: string[]): Promise<ExitKind> {
   switch (command) {
     case "run":
       return runCommand(cfg);
+    case "check":
+      return checkCommand(cfg);
     case "migrate":
       return migrateCommand(cfg, args);
     case "topics":
@@ -119,24 +96,11 @@ function failure(e: unknown): ExitKind {
     console.error(`cdr-worker ${e.command}: ${e.message}\n\n${HELP[e.command] ?? USAGE}`);
     return "USAGE";
   }
-  if (e instanceof ConfigError) {
-    console.error(e.message);
-    return "CONFIG";
-  }
-  if (e instanceof SchemaMismatchError) {
-    console.error(e.message);
-    return "SCHEMA";
-  }
-  if (e instanceof CdrWorkerError && e.code === "CLICKHOUSE_ACCESS" && !e.retryable) {
-    console.error(e.message);
-    return "ACCESS";
-  }
-  if (e instanceof CdrWorkerError && e.code === "CONFIG_INVALID") {
-    console.error(`config error: ${e.message}`);
-    return "CONFIG";
-  }
-  log.error("failed", { err: e as Error, code: (e as CdrWorkerError).code });
-  return "FAILED";
+  const { kind, line } = classifyFailure(e);
+  // A runtime failure is a log line like every other the worker writes while running.
+  if (kind === "FAILED") log.error("failed", { err: e as Error, code: (e as CdrWorkerError).code });
+  else console.error(line);
+  return kind;
 }
 
 const ended = await main(process.argv.slice(2)).catch(failure);

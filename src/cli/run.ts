@@ -4,18 +4,13 @@
  */
 import { AuditSchedule } from "../audit/schedule.ts";
 import { createClickHouseEndpoints } from "../clickhouse/client.ts";
-import { checkGrants } from "../clickhouse/grants.ts";
-import { checkSchemaOnAny } from "../clickhouse/migrate.ts";
-import { kafkaProps, keyRequired, type Config } from "../config.ts";
-import { ConfigError, KafkaError } from "../errors.ts";
+import { keyRequired, type Config } from "../config.ts";
+import { ConfigError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
-import { Admin } from "../kafka/admin.ts";
-import { groupSessionTerms, usesConsumerProtocol, type SessionTerms } from "../kafka/group-session.ts";
-import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
 import { log } from "../log.ts";
-import { requireTopics } from "../topics/topology.ts";
 import { VERSION } from "../version.ts";
 import { buildPipeline } from "./pipeline.ts";
+import { clickhousePreflight, kafkaPreflight, onAny } from "./preflight.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { serveStats } from "./stats-server.ts";
 
@@ -24,43 +19,19 @@ dead-letter the rest. Stops cleanly on SIGTERM/SIGINT (flush, commit, exit 0). A
 or SHUTDOWN_TIMEOUT_SECONDS passing, exits 1 without committing anything that is not durable.`;
 
 /**
- * A start-up failure to reach Kafka over TLS, with the reason the broker's certificate was refused
- * (librdkafka says only "certificate verify failed"): expired, another host's, another CA's.
- */
-async function withTlsCause(e: unknown, cfg: Config): Promise<unknown> {
-  const props = kafkaProps(cfg);
-  if (!(e instanceof KafkaError) || !/ssl/i.test(props["security.protocol"] ?? "")) return e;
-  const cause = await diagnoseBrokerTls(cfg.kafka.brokers, props["ssl.ca.location"]);
-  if (!cause) return e;
-  return new KafkaError("KAFKA_CLIENT", `cannot reach Kafka: ${cause}`, e.kafkaCode, e.kafkaName, false, { cause: e });
-}
-
-/**
  * Refuses to start without the topics, the table or a grant the worker needs (the operator runs
- * `topics ensure` / `migrate`, or grants what the line names).
+ * `topics ensure` / `migrate`, or grants what the line names). One ClickHouse endpoint that passes
+ * is enough: the others are retried as the writer meets them.
  */
 async function preflight(cfg: Config) {
-  const admin = new Admin(kafkaProps(cfg));
-  let session: SessionTerms | undefined;
-  try {
-    requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
-    // The lease (exactly-once) is measured against the session the coordinator keeps.
-    if (cfg.delivery === "exactly-once" && usesConsumerProtocol(kafkaProps(cfg))) {
-      session = await groupSessionTerms(admin, cfg.kafka.groupId);
-      log.info("the group's session, as the broker keeps it (group.protocol=consumer)", {
-        session_timeout_ms: session.sessionTimeoutMs,
-        heartbeat_interval_ms: session.heartbeatIntervalMs,
-      });
-    }
-  } catch (e) {
-    throw await withTlsCause(e, cfg);
-  } finally {
-    admin.close();
-  }
+  const { session } = await kafkaPreflight(cfg);
+  if (session)
+    log.info("the group's session, as the broker keeps it (group.protocol=consumer)", {
+      session_timeout_ms: session.sessionTimeoutMs,
+      heartbeat_interval_ms: session.heartbeatIntervalMs,
+    });
   const endpoints = createClickHouseEndpoints(cfg.clickhouse);
-  const clients = endpoints.map((e) => e.client);
-  const { database, table, user } = cfg.clickhouse;
-  await checkSchemaOnAny(clients, database, table, (ch) => checkGrants(ch, user, database, table));
+  await onAny(endpoints.map((e) => () => clickhousePreflight(cfg, e.client)));
   return { endpoints, session };
 }
 

@@ -123,31 +123,6 @@ async function readColumns(
 }
 
 /**
- * checkSchema, then `also` (the grants), on each endpoint until one passes, as inserts fail over
- * (writer.ts): a refusal that belongs to one endpoint (authentication, a grant, a table or columns
- * missing there) moves on to the next. When none passes, the refusal an operator must fix is thrown
- * before an unreachable one.
- */
-export async function checkSchemaOnAny(
-  clients: readonly ClickHouseClient[],
-  database: string,
-  table: string,
-  also: (ch: ClickHouseClient) => Promise<void> = async () => {},
-): Promise<void> {
-  const failures: CdrWorkerError[] = [];
-  for (const ch of clients) {
-    try {
-      await checkSchema(ch, database, table);
-      return await also(ch);
-    } catch (e) {
-      if (!(e instanceof CdrWorkerError)) throw e;
-      failures.push(e);
-    }
-  }
-  throw failures.find((e) => !e.retryable) ?? failures[0];
-}
-
-/**
  * Throws CLICKHOUSE_SCHEMA when the table is missing (run `migrate`), and SchemaMismatchError
  * (exit 2) naming each written column that is missing, of another type, or not insertable
  * (MATERIALIZED, ALIAS). Types are compared whole (Enum values, Nullable, LowCardinality and all):

@@ -1,0 +1,92 @@
+/**
+ * `cdr-worker check`: what `run` checks before it starts, without consuming, writing or committing
+ * anything, and every problem at once rather than the first. For a deploy step or an init
+ * container: it exits with the code `run` would, so a pipeline can refuse a configuration that a
+ * worker would refuse minutes later, in a crash loop.
+ */
+import { createClickHouseEndpoints } from "../clickhouse/client.ts";
+import { OLDEST_TESTED, olderThanTested } from "../clickhouse/server-version.ts";
+import { keyRequired, type Config } from "../config.ts";
+import { CdrWorkerError, ConfigError } from "../errors.ts";
+import { EXITS, type ExitKind } from "../exits.ts";
+import { classifyFailure, type Failure } from "./failure.ts";
+import { clickhousePreflight, decisive, kafkaPreflight } from "./preflight.ts";
+
+export const CHECK_HELP = `cdr-worker check: read the configuration, connect, and check what run needs:
+both topics, the group's session (exactly-once with group.protocol=consumer), each ClickHouse
+endpoint's table schema and the worker's grants, the DLQ key, and each server's version. Consumes,
+writes and commits nothing. One line a problem on stderr (a warning for an endpoint that fails beside
+one that passes, as run would start), then a JSON summary on stdout; exits with the code run would.`;
+
+interface EndpointReport {
+  endpoint: string;
+  version: string | null;
+  passed: boolean;
+}
+
+export async function checkCommand(cfg: Config): Promise<ExitKind> {
+  // In the order run meets them: the first decides the exit, every one is printed.
+  const problems: Failure[] = [];
+  const warnings: string[] = [];
+  const unkeyed = keyRequired(cfg);
+  if (unkeyed) problems.push(classifyFailure(new ConfigError([unkeyed])));
+  let session: Awaited<ReturnType<typeof kafkaPreflight>>["session"];
+  let kafkaPassed = false;
+  try {
+    ({ session } = await kafkaPreflight(cfg));
+    kafkaPassed = true;
+  } catch (e) {
+    problems.push(classifyFailure(e));
+  }
+  const endpoints = createClickHouseEndpoints(cfg.clickhouse);
+  const reports: EndpointReport[] = [];
+  const failed: Array<{ endpoint: string; error: unknown }> = [];
+  try {
+    for (const { name, client } of endpoints) {
+      const version = await client
+        .query({ query: "SELECT version()", format: "TabSeparated" })
+        .then((rs) => rs.text())
+        .then((t) => t.trim(), () => null);
+      if (version !== null && olderThanTested(version))
+        warnings.push(`ClickHouse ${name} is ${version}, older than the oldest tested (${OLDEST_TESTED})`);
+      try {
+        await clickhousePreflight(cfg, client);
+        reports.push({ endpoint: name, version, passed: true });
+      } catch (error) {
+        reports.push({ endpoint: name, version, passed: false });
+        failed.push({ endpoint: name, error });
+      }
+    }
+  } finally {
+    await Promise.all(endpoints.map((e) => e.client.close()));
+  }
+  const named = (endpoint: string, line: string) =>
+    endpoints.length > 1 ? line.split("\n").map((l) => `${endpoint}: ${l}`).join("\n") : line;
+  if (failed.length === endpoints.length && failed.length > 0) {
+    // Every line is printed; the exit is that of the failure run would stop on.
+    const retryable = (e: unknown) => e instanceof CdrWorkerError && e.retryable;
+    const { kind } = classifyFailure(decisive(failed.map((f) => ({ ...f, retryable: retryable(f.error) }))).error);
+    for (const f of failed) problems.push({ kind, line: named(f.endpoint, classifyFailure(f.error).line) });
+  } else for (const f of failed) warnings.push(named(f.endpoint, classifyFailure(f.error).line));
+
+  for (const p of problems) console.error(p.line);
+  for (const w of warnings) console.error(`warning: ${w}`);
+  const kind: ExitKind = problems[0]?.kind ?? "OK";
+  console.log(
+    JSON.stringify({
+      check: kind === "OK" ? "passed" : "failed",
+      exit: EXITS[kind].code,
+      problems: problems.reduce((n, p) => n + p.line.split("\n").length, 0),
+      warnings: warnings.length,
+      delivery: cfg.delivery,
+      dlq_provenance: cfg.dlq.provenanceKey ? "signed" : "unsigned",
+      kafka: {
+        passed: kafkaPassed,
+        topics: [cfg.kafka.topicRaw, cfg.kafka.topicDlq],
+        ...(session ? { session_timeout_ms: session.sessionTimeoutMs } : {}),
+      },
+      clickhouse: reports,
+    }),
+  );
+  return kind;
+}

@@ -1,0 +1,78 @@
+/**
+ * What `run` checks before it consumes anything, and `check` reports without consuming: the topics
+ * and the group's session on the Kafka side, the table, its schema and the grants on ClickHouse's.
+ */
+import type { ClickHouseClient } from "@clickhouse/client";
+import { checkGrants } from "../clickhouse/grants.ts";
+import { checkSchema } from "../clickhouse/migrate.ts";
+import { kafkaProps, type Config } from "../config.ts";
+import { CdrWorkerError, KafkaError } from "../errors.ts";
+import { Admin } from "../kafka/admin.ts";
+import { groupSessionTerms, usesConsumerProtocol, type SessionTerms } from "../kafka/group-session.ts";
+import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
+import { requireTopics } from "../topics/topology.ts";
+
+/**
+ * A start-up failure to reach Kafka over TLS, with the reason the broker's certificate was refused
+ * (librdkafka says only "certificate verify failed"): expired, another host's, another CA's.
+ */
+async function withTlsCause(e: unknown, cfg: Config): Promise<unknown> {
+  const props = kafkaProps(cfg);
+  if (!(e instanceof KafkaError) || !/ssl/i.test(props["security.protocol"] ?? "")) return e;
+  const cause = await diagnoseBrokerTls(cfg.kafka.brokers, props["ssl.ca.location"]);
+  if (!cause) return e;
+  return new KafkaError("KAFKA_CLIENT", `cannot reach Kafka: ${cause}`, e.kafkaCode, e.kafkaName, false, { cause: e });
+}
+
+export interface KafkaSide {
+  /** Under exactly-once with group.protocol=consumer: the session the coordinator keeps. */
+  session: SessionTerms | undefined;
+}
+
+/** Throws TOPOLOGY when a topic is missing (the operator runs `topics ensure`). */
+export async function kafkaPreflight(cfg: Config): Promise<KafkaSide> {
+  const admin = new Admin(kafkaProps(cfg));
+  try {
+    requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
+    // The lease (exactly-once) is measured against the session the coordinator keeps.
+    const session =
+      cfg.delivery === "exactly-once" && usesConsumerProtocol(kafkaProps(cfg))
+        ? await groupSessionTerms(admin, cfg.kafka.groupId)
+        : undefined;
+    return { session };
+  } catch (e) {
+    throw await withTlsCause(e, cfg);
+  } finally {
+    admin.close();
+  }
+}
+
+/** One endpoint's table, schema and grants, as the worker's user; throws what `run` would stop on. */
+export async function clickhousePreflight(cfg: Config, ch: ClickHouseClient): Promise<void> {
+  const { database, table, user } = cfg.clickhouse;
+  await checkSchema(ch, database, table);
+  await checkGrants(ch, user, database, table);
+}
+
+/**
+ * Passes when one of the checks passes, as inserts fail over (writer.ts): a refusal that belongs to
+ * one endpoint (authentication, a grant, a table or columns missing there) moves on to the next.
+ * When none passes, the refusal an operator must fix is thrown before an unreachable one.
+ */
+export async function onAny(checks: ReadonlyArray<() => Promise<void>>): Promise<void> {
+  const failures: CdrWorkerError[] = [];
+  for (const check of checks) {
+    try {
+      return await check();
+    } catch (e) {
+      if (!(e instanceof CdrWorkerError)) throw e;
+      failures.push(e);
+    }
+  }
+  throw decisive(failures);
+}
+
+/** Of the failures of every endpoint, the one `run` stops on. */
+export function decisive<E extends { retryable: boolean }>(failures: readonly E[]): E {
+  return failures.find((e) => !e.retryable) ?? failures[0]!;
+}

@@ -1,0 +1,73 @@
+// `cdr-worker check` against the real broker and each ClickHouse: a good configuration passes and
+// consumes nothing; a broken one prints every problem, one line each, and exits as `run` exits on
+// the same configuration; an endpoint down beside one that answers is a warning, as `run` starts.
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { Producer } from "../../src/kafka/producer.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { committedSum, props } from "../support/kafka.ts";
+import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
+import { workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
+
+const KEY = "c".repeat(64);
+
+async function cli(env: Record<string, string>, ...args: string[]) {
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, ...args], { env: { ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, stdout, stderr };
+}
+
+describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name, server) => {
+  const scope = e2eScope(server.url);
+
+  test("a good configuration passes, names the server's version, and consumes nothing", async () => {
+    const n = await scope.names("check");
+    const p = new Producer(props);
+    await p.produce(n.raw, toJson(withFields({ raw_id: "check-1" })), { partition: 0 }).finally(() => p.close());
+    const { code, stdout, stderr } = await cli(workerEnv(n, { DLQ_PROVENANCE_KEY: KEY }), "check");
+    expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
+    const summary = JSON.parse(stdout);
+    expect(summary).toMatchObject({ check: "passed", exit: 0, problems: 0, delivery: "exactly-once", dlq_provenance: "signed" });
+    expect(summary.kafka).toMatchObject({ passed: true, topics: [n.raw, n.dlq] });
+    expect(summary.clickhouse).toHaveLength(1);
+    expect(summary.clickhouse[0].passed).toBe(true);
+    expect(summary.clickhouse[0].version).toMatch(server.version);
+    expect(await scope.storedCounts(n)).toEqual({ rows: 0, ids: 0, offsetRows: 0, offsets: 0 });
+    expect(committedSum(n.group, n.raw, 3) ?? 0).toBe(0);
+  });
+
+  test("a broken configuration: every problem on a line of its own, and the exit run gives", async () => {
+    const n = await scope.names("check-broken");
+    // No key under exactly-once, a DLQ topic and a table that do not exist: three problems.
+    const broken = workerEnv(n, { DLQ_PROVENANCE: "signed", KAFKA_TOPIC_DLQ: `${n.dlq}-absent`, CLICKHOUSE_TABLE: `${n.table}_absent` });
+    const checked = await cli(broken, "check");
+    const lines = checked.stderr.trim().split("\n");
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toStartWith("config error: DLQ_PROVENANCE_KEY=(unset): expected a key under exactly-once");
+    expect(lines[1]).toBe(`error TOPOLOGY: topic ${n.dlq}-absent missing; run \`cdr-worker topics ensure\``);
+    expect(lines[2]).toContain(`${n.table}_absent`);
+    expect(JSON.parse(checked.stdout)).toMatchObject({ check: "failed", exit: 2, problems: 3 });
+    const ran = await cli(broken, "run");
+    expect(checked.code).toBe(2);
+    expect(ran.code).toBe(checked.code);
+
+    // With a key, run meets the missing topic first: a runtime failure, exit 1, for both.
+    const keyed = { ...broken, DLQ_PROVENANCE_KEY: KEY };
+    const [checkedKeyed, ranKeyed] = await Promise.all([cli(keyed, "check"), cli(keyed, "run")]);
+    expect(checkedKeyed.stderr.trim().split("\n")).toHaveLength(2);
+    expect({ check: checkedKeyed.code, run: ranKeyed.code }).toEqual({ check: 1, run: 1 });
+    expect(ranKeyed.stderr).toContain("TOPOLOGY");
+  });
+
+  test("one endpoint down beside one that answers: a warning naming it, and a pass", async () => {
+    const n = await scope.names("check-endpoints");
+    const env = workerEnv({ ...n, clickhouseUrl: `http://127.0.0.1:9,${server.url}` }, { DLQ_PROVENANCE_KEY: KEY });
+    const { code, stdout, stderr } = await cli(env, "check");
+    expect(code).toBe(0);
+    expect(stderr.trim().split("\n")).toEqual([expect.stringMatching(/^warning: 127\.0\.0\.1:9: /)]);
+    const summary = JSON.parse(stdout);
+    expect(summary.clickhouse.map((e: { passed: boolean }) => e.passed)).toEqual([false, true]);
+  });
+});
