@@ -343,7 +343,7 @@ export function readSecretFile(path: string): string {
 }
 
 /** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
-const FILE_FORMS = ["CLICKHOUSE_PASSWORD", "DLQ_PROVENANCE_KEY", "DLQ_PROVENANCE_KEYS_PREVIOUS"] as const;
+export const FILE_FORMS = ["CLICKHOUSE_PASSWORD", "DLQ_PROVENANCE_KEY", "DLQ_PROVENANCE_KEYS_PREVIOUS"] as const;
 
 /**
  * The environment with every `<NAME>_FILE` of CLICKHOUSE_PASSWORD and of any KAFKA_PROP_* replaced

@@ -5,7 +5,8 @@ import { migrate } from "../clickhouse/migrate.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
-import { kafkaProps, readSecretFile, type Config } from "../config.ts";
+import { readSecretFile, type Config } from "../config.ts";
+import { clientProps } from "./kafka-clients.ts";
 import { Admin } from "../kafka/admin.ts";
 import { integerFlag, stringFlag, type ParsedArgs } from "./args.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
@@ -83,7 +84,7 @@ export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<Exit
     replicationFactor: integerFlag(args, "replication-factor", 1, 1, 32),
     partitions: integerFlag(args, "partitions", 3, 1, 100_000),
   });
-  const admin = new Admin(kafkaProps(cfg));
+  const admin = new Admin(clientProps(cfg, "admin"));
   try {
     if (sub === "ensure") {
       const reports = await ensureTopics(admin, specs, { keepConfigs: args.flags.has("keep-configs") });

@@ -12,7 +12,7 @@ import { ascending, deadLetteredOffsets, recordOffsets, storedOffsets, type Rang
 import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
 import { offsetsTable } from "../clickhouse/migrate.ts";
-import { kafkaProps, type Config } from "../config.ts";
+import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
@@ -21,6 +21,7 @@ import { endWithParent } from "../kafka/libc.ts";
 import { payloadDigest, provenanceKeyOf } from "../dlq/provenance-mac.ts";
 import { log } from "../log.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
+import { clientProps } from "./kafka-clients.ts";
 
 export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N] [--to-offset M]
                  [--since ISO] [--until ISO]
@@ -41,7 +42,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
   if (Number.isInteger(parent) && parent > 1 && !endWithParent(parent))
     log.warn("the scheduled audit could not ask to end with its worker (prctl refused)");
   const raw = cfg.kafka.topicRaw;
-  const admin = new Admin(kafkaProps(cfg));
+  const admin = new Admin(clientProps(cfg, "admin"));
   let counts: Map<string, number | null>;
   try {
     counts = admin.partitionCounts([raw, cfg.kafka.topicDlq]);
@@ -54,16 +55,11 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
   if (dlqPartitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const reader = (what: string) =>
     new Consumer({
-      props: kafkaProps(cfg, {
-        "group.id": `cdr-worker-audit-${what}-${process.pid}-${Date.now()}`,
-        "isolation.level": "read_committed",
-        // Reads end at each partition's end as the fetcher reports it, never after a quiet spell.
-        "enable.partition.eof": "true",
-      }),
+      props: clientProps(cfg, "auditReader", `${what}-${process.pid}-${Date.now()}`),
       topics: [],
       readHeaders: what === "dlq",
     });
-  const group = new Consumer({ props: kafkaProps(cfg, { "group.id": cfg.kafka.groupId }), topics: [] });
+  const group = new Consumer({ props: clientProps(cfg, "auditGroup"), topics: [] });
   const records = reader("raw");
   const dlq = reader("dlq");
   const ch = await answeringEndpoint(cfg);

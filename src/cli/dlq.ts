@@ -6,7 +6,7 @@
  * holds it back. It stops at --limit, or at SIGINT/SIGTERM (the chunk read so far is sent first;
  * a second signal exits at once), and prints its position whichever way it stopped.
  */
-import { kafkaProps, type Config } from "../config.ts";
+import type { Config } from "../config.ts";
 import { DLQ_STAGES, envelopeSource, type DlqStage } from "../dlq/envelope.ts";
 import { payloadDigest, provenanceKeyOf, type ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
@@ -16,6 +16,7 @@ import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { Producer } from "../kafka/producer.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
+import { clientProps } from "./kafka-clients.ts";
 
 export const DLQ_HELP = `cdr-worker dlq inspect [selection] [--samples K]
   Reads KAFKA_TOPIC_DLQ (commits nothing) and prints counts by failure_reason, failed_field and
@@ -102,15 +103,12 @@ async function scan(
   range: OffsetRange,
   visit: (e: StoredEnvelope) => void | Promise<void>,
 ): Promise<{ unreadable: Unreadable; next: Map<number, number> }> {
-  const admin = new Admin(kafkaProps(cfg));
+  const admin = new Admin(clientProps(cfg, "admin"));
   const partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
   admin.close();
   if (partitions == null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const consumer = new Consumer({
-    props: kafkaProps(cfg, {
-      "group.id": `cdr-worker-dlq-reader-${process.pid}-${Date.now()}`,
-      "enable.partition.eof": "true",
-    }),
+    props: clientProps(cfg, "dlqReader"),
     topics: [],
     readHeaders: true,
   });
@@ -218,7 +216,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   process.on("SIGINT", onInt);
   process.on("SIGTERM", onTerm);
   const position = () => new Map([...read].map(([p, o]) => [p, held.get(p) ?? o]));
-  const producer = dryRun ? null : new Producer(kafkaProps(cfg));
+  const producer = dryRun ? null : new Producer(clientProps(cfg, "replayProducer"));
   const send = async () => {
     if (!producer || chunk.length === 0) return;
     const payloads = chunk;

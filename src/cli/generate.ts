@@ -1,10 +1,11 @@
 /** `cdr-worker generate`: synthetic vendor CDRs into the raw topic, at a rate, with defects. */
-import { kafkaProps, type Config } from "../config.ts";
+import type { Config } from "../config.ts";
 import { DEFECTS, SyntheticCdrs, type Defect } from "../generate/synthetic.ts";
 import { Producer } from "../kafka/producer.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
+import { clientProps } from "./kafka-clients.ts";
 
 export const GENERATE_HELP = `cdr-worker generate [--count N] [--rate R] [--invalid-share S] [--defects a,b]
                     [--callers N] [--seed N] [--id-prefix P]
@@ -32,9 +33,7 @@ export async function generateCommand(cfg: Config, args: ParsedArgs): Promise<Ex
     defects: defectList as Defect[],
     idPrefix: stringFlag(args, "id-prefix") ?? `gen${seed}`,
   });
-  const producer = new Producer(
-    kafkaProps(cfg, { "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" }),
-  );
+  const producer = new Producer(clientProps(cfg, "generator"));
   const summary = { topic: cfg.kafka.topicRaw, sent: 0, valid: 0, invalid: {} as Record<string, number>, seconds: 0 };
   const started = performance.now();
   const chunk = rate > 0 ? Math.max(1, Math.min(10_000, Math.floor(rate / 20))) : 10_000;

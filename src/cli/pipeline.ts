@@ -1,9 +1,8 @@
 /** The parts of `cdr-worker run`, made from the configuration: Kafka clients, ClickHouse, the worker. */
 import { PhoneNormalizer } from "../cdr/phone.ts";
 import type { createClickHouseEndpoints } from "../clickhouse/client.ts";
-import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
-import { kafkaProps, type Config } from "../config.ts";
+import type { Config } from "../config.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
@@ -14,18 +13,17 @@ import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { findDelivered, type Owned } from "../delivery/offsets/replay-check.ts";
 import { Producer } from "../kafka/producer.ts";
-import { Transactions, transactionalId, type GroupMetadata } from "../kafka/transaction.ts";
+import { Transactions, type GroupMetadata } from "../kafka/transaction.ts";
 import { TransactionalCommits } from "../delivery/offsets/transactional-commits.ts";
 import { Counters } from "../stats/counters.ts";
 import { Delivery } from "../delivery/delivery.ts";
 import { Worker } from "../worker/worker.ts";
 import { log } from "../log.ts";
 import { memberSessionTerms, type SessionTerms } from "../kafka/group-session.ts";
+import { clientProps, TRANSACTION_TIMEOUT_MS } from "./kafka-clients.ts";
 
 /** The name a refused transaction's error carries: a retry can help. */
 const ABORTED = "TRANSACTION_ABORTED";
-/** transaction.timeout.ms unless KAFKA_PROP_TRANSACTION_TIMEOUT_MS says otherwise. */
-const TRANSACTION_TIMEOUT_MS = 10_000;
 
 export interface Pipeline {
   counters: Counters;
@@ -52,34 +50,11 @@ export function buildPipeline(
   const counters = new Counters();
   const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion, cacheSize: cfg.phone.cacheSize });
   const exactlyOnce = cfg.delivery === "exactly-once";
-  const dlqProps = kafkaProps(cfg, {
-    "client.id": `${cfg.workerInstance}-dlq`,
-    // An envelope up to the DLQ topic's limit, plus the headers and the record batch's framing.
-    "message.max.bytes": String(DLQ_MAX_MESSAGE_BYTES + 65536),
-    ...(exactlyOnce
-      ? {
-          "transactional.id": transactionalId(cfg.kafka.groupId, cfg.workerInstance),
-          // A dead owner's open transaction holds its successor's read of the committed offsets
-          // (a stable read) until the coordinator times it out: this long at most.
-          "transaction.timeout.ms": String(TRANSACTION_TIMEOUT_MS),
-        }
-      : {}),
-  });
+  const dlqProps = clientProps(cfg, "dlqProducer");
   // Exactly-once makes the producer again when the coordinator times a transaction out (it is
   // fenced for good then): the one to flush and close at the end is whichever is current.
   let producer = new Producer(dlqProps);
-  const consumerProps = kafkaProps(cfg, {
-    "group.id": cfg.kafka.groupId,
-    "client.id": cfg.workerInstance,
-    // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
-    // librdkafka stops fetching a partition once its queue is over this and waits
-    // fetch.queue.backoff.ms before it looks again; at its default (1 s) a worker-speed consumer
-    // waited on an empty queue 85 % of the time with 4 MiB and 45 % with 16 MiB; with 10 ms,
-    // never, down to 2 MiB at 250k records/s (scripts/bench/prefetch.ts). 4 MiB (~16k records)
-    // leaves room for a broker further away than loopback.
-    "queued.max.messages.kbytes": "4096",
-    "fetch.queue.backoff.ms": "10",
-  });
+  const consumerProps = clientProps(cfg, "consumer");
   const terms = session ?? memberSessionTerms(consumerProps);
   const consumer = new Consumer({
     props: consumerProps,
@@ -169,7 +144,7 @@ function replayCheck(
     // polled without blocking, so the event loop serves /healthz and the partitions meanwhile,
     // however slowly the broker answers.
     findDelivered: async (partitions: number[]) => {
-      const admin = new Admin(kafkaProps(cfg));
+      const admin = new Admin(clientProps(cfg, "admin"));
       const lookup = offsetLookup(admin, consumer);
       try {
         return await findDelivered(partitions, {
@@ -200,12 +175,7 @@ async function dlqOffsets(
   const partitions = await lookup.partitionCount(cfg.kafka.topicDlq);
   if (partitions === null) throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing`);
   const reader = new Consumer({
-    props: kafkaProps(cfg, {
-      "group.id": `${cfg.kafka.groupId}-replay-check`,
-      "client.id": `${cfg.workerInstance}-replay-check`,
-      // The read ends at each partition's end, whatever its last offsets hold (dlq/reader.ts).
-      "enable.partition.eof": "true",
-    }),
+    props: clientProps(cfg, "replayCheckReader"),
     topics: [],
     readHeaders: true,
   });

@@ -6,6 +6,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import { checkGrants } from "../clickhouse/grants.ts";
 import { checkSchema } from "../clickhouse/migrate.ts";
 import { kafkaProps, type Config } from "../config.ts";
+import { clientProps } from "./kafka-clients.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
 import { groupSessionTerms, usesConsumerProtocol, type SessionTerms } from "../kafka/group-session.ts";
@@ -31,7 +32,7 @@ export interface KafkaSide {
 
 /** Throws TOPOLOGY when a topic is missing (the operator runs `topics ensure`). */
 export async function kafkaPreflight(cfg: Config): Promise<KafkaSide> {
-  const admin = new Admin(kafkaProps(cfg));
+  const admin = new Admin(clientProps(cfg, "admin"));
   try {
     requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
     // The lease (exactly-once) is measured against the session the coordinator keeps.

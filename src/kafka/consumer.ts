@@ -78,6 +78,18 @@ export type GroupConsumer = Pick<
 /** What a reader of a topic range uses (dlq/reader.ts): partitions assigned directly, read to their ends. */
 export type RangeReader = Pick<Consumer, "assign" | "poll" | "endReached" | "queryWatermarks">;
 
+/** A consumer's properties: the caller's, between the defaults it may change and those it may not. */
+export function consumerProperties(props: KafkaProps): KafkaProps {
+  return {
+    "auto.offset.reset": "earliest",
+    ...props,
+    // Last, so no caller's property can undo them: offsets are committed explicitly from what is
+    // durable, never from what was handed out (the CLI refuses both as KAFKA_PROP_*, config.ts).
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+  };
+}
+
 /** The client may not use the group, read the topic or talk to the cluster: no retry helps. */
 const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
   RD.ERR_TOPIC_AUTHORIZATION_FAILED,
@@ -116,15 +128,7 @@ export class Consumer {
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
     this.#rebalance.assignPaused = opts.assignPaused ?? false;
-    const props: KafkaProps = {
-      "auto.offset.reset": "earliest",
-      ...opts.props,
-      // Last, so no caller's property can undo them: offsets are committed explicitly from what is
-      // durable, never from what was handed out (the CLI refuses both as KAFKA_PROP_*, config.ts).
-      "enable.auto.commit": "false",
-      "enable.auto.offset.store": "false",
-    };
-    this.#h = createHandle(RD.CONSUMER, props, (conf, callbacks) => {
+    this.#h = createHandle(RD.CONSUMER, consumerProperties(opts.props), (conf, callbacks) => {
       const cb = new JSCallback(
         (rk: Pointer, err: number, partitions: Pointer) => this.#rebalance.onRebalance(rk, err, partitions),
         { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },

@@ -158,6 +158,12 @@ export interface Handle {
   callbacks: JSCallback[];
 }
 
+/** Every client's properties, with the one no caller may change. */
+export function handleProperties(props: KafkaProps): KafkaProps {
+  // Last: with log.queue=false librdkafka would run the JS log callback on its own threads.
+  return { ...props, "log.queue": "true" };
+}
+
 /**
  * Builds an rd_kafka_conf_t from properties (each rejected one is a KAFKA_CONFIG error naming it),
  * lets `extend` add callbacks or events, and creates the handle.
@@ -170,8 +176,7 @@ export function createHandle(
   const lib = rdk();
   const conf = lib.rd_kafka_conf_new()!;
   const errstr = new ErrorText();
-  // Last: with log.queue=false librdkafka would run the JS log callback on its own threads.
-  const all: KafkaProps = { ...props, "log.queue": "true" };
+  const all = handleProperties(props);
   for (const [name, value] of Object.entries(all)) {
     if (lib.rd_kafka_conf_set(conf, cstr(name), cstr(value), errstr.buf, errstr.size) !== RD.CONF_OK) {
       lib.rd_kafka_conf_destroy(conf);

@@ -53,6 +53,11 @@ function writeValue(buf: Buffer, at: number, v: string | Uint8Array): number {
   return v.length;
 }
 
+/** A producer's properties: the caller's over its defaults (no message written twice by a retry). */
+export function producerProperties(props: KafkaProps): KafkaProps {
+  return { "enable.idempotence": "true", "linger.ms": "5", ...props };
+}
+
 /** A non-negative integer below 2^53 (a pointer, a length) as two 32-bit words: no BigInt. */
 function writeU64(words: Int32Array, at: number, v: number): void {
   words[at] = (v % 0x1_0000_0000) | 0;
@@ -86,7 +91,7 @@ export class Producer {
   /** `firstMessageId` is for tests that reach ids past 2^32 without sending 2^32 messages. */
   constructor(props: KafkaProps, opts: { firstMessageId?: number } = {}) {
     this.#nextId = opts.firstMessageId ?? 1;
-    this.#h = createHandle(RD.PRODUCER, { "enable.idempotence": "true", "linger.ms": "5", ...props }, (conf) => {
+    this.#h = createHandle(RD.PRODUCER, producerProperties(props), (conf) => {
       rdk().rd_kafka_conf_set_events(conf, RD.EVENT_DR);
     });
     this.#main = rdk().rd_kafka_queue_get_main(this.#h.rk)!;

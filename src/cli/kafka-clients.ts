@@ -1,0 +1,111 @@
+/**
+ * Every Kafka client the commands make, with the properties each sets over the operator's
+ * (kafkaProps: KAFKA_BROKERS and KAFKA_PROP_*, which win unless config.ts refuses them). One list,
+ * so the commands build their clients from it and docs/configuration.md's table is written from it
+ * (scripts/docs/configuration.ts): the group and client names an ACL must allow are the ones used.
+ */
+import { kafkaProps, type Config } from "../config.ts";
+import { transactionalId } from "../kafka/transaction.ts";
+import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
+
+/** transaction.timeout.ms unless KAFKA_PROP_TRANSACTION_TIMEOUT_MS says otherwise. */
+export const TRANSACTION_TIMEOUT_MS = 10_000;
+
+export interface KafkaClient {
+  /** Which librdkafka client type, and so which class defaults apply (consumer.ts, producer.ts). */
+  type: "consumer" | "producer" | "admin";
+  /** The command that makes it, and when. */
+  made: string;
+  /** What the client sets; `unique` tells apart the clients of concurrent runs. */
+  sets: (cfg: Config, unique: string) => Record<string, string>;
+}
+
+export const KAFKA_CLIENTS = {
+  consumer: {
+    type: "consumer",
+    made: "`run`: the worker's consumer of the raw topic",
+    sets: (cfg) => ({
+      "group.id": cfg.kafka.groupId,
+      "client.id": cfg.workerInstance,
+      // Prefetch bound: the librdkafka queue is the one buffer the worker does not size itself.
+      // librdkafka stops fetching a partition once its queue is over this and waits
+      // fetch.queue.backoff.ms before it looks again; at its default (1 s) a worker-speed consumer
+      // waited on an empty queue 85 % of the time with 4 MiB and 45 % with 16 MiB; with 10 ms,
+      // never, down to 2 MiB at 250k records/s (scripts/bench/prefetch.ts). 4 MiB (~16k records)
+      // leaves room for a broker further away than loopback.
+      "queued.max.messages.kbytes": "4096",
+      "fetch.queue.backoff.ms": "10",
+    }),
+  },
+  dlqProducer: {
+    type: "producer",
+    made: "`run`: the DLQ producer",
+    sets: (cfg) => ({
+      "client.id": `${cfg.workerInstance}-dlq`,
+      // An envelope up to the DLQ topic's limit, plus the headers and the record batch's framing.
+      "message.max.bytes": String(DLQ_MAX_MESSAGE_BYTES + 65536),
+      ...(cfg.delivery === "exactly-once"
+        ? {
+            "transactional.id": transactionalId(cfg.kafka.groupId, cfg.workerInstance),
+            // A dead owner's open transaction holds its successor's read of the committed offsets
+            // (a stable read) until the coordinator times it out: this long at most.
+            "transaction.timeout.ms": String(TRANSACTION_TIMEOUT_MS),
+          }
+        : {}),
+    }),
+  },
+  replayCheckReader: {
+    type: "consumer",
+    made: "`run`, at each assignment: the replay check's reader of the DLQ",
+    sets: (cfg) => ({
+      "group.id": `${cfg.kafka.groupId}-replay-check`,
+      "client.id": `${cfg.workerInstance}-replay-check`,
+      // The read ends at each partition's end, whatever its last offsets hold (dlq/reader.ts).
+      "enable.partition.eof": "true",
+    }),
+  },
+  auditReader: {
+    type: "consumer",
+    made: "`audit`: its readers of the raw topic and of the DLQ",
+    sets: (_cfg, unique) => ({
+      "group.id": `cdr-worker-audit-${unique}`,
+      "isolation.level": "read_committed",
+      // Reads end at each partition's end as the fetcher reports it, never after a quiet spell.
+      "enable.partition.eof": "true",
+    }),
+  },
+  auditGroup: {
+    type: "consumer",
+    made: "`audit`: reads the group's committed offsets (it joins nothing)",
+    sets: (cfg) => ({ "group.id": cfg.kafka.groupId }),
+  },
+  dlqReader: {
+    type: "consumer",
+    made: "`dlq inspect`, `dlq replay`: the DLQ's reader",
+    sets: (_cfg, unique) => ({ "group.id": `cdr-worker-dlq-reader-${unique}`, "enable.partition.eof": "true" }),
+  },
+  replayProducer: {
+    type: "producer",
+    made: "`dlq replay`: sends payloads back to the raw topic",
+    sets: () => ({}),
+  },
+  generator: {
+    type: "producer",
+    made: "`generate`",
+    sets: () => ({ "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" }),
+  },
+  admin: {
+    type: "admin",
+    made: "every command: metadata, offsets, topics, configs",
+    sets: () => ({}),
+  },
+} as const satisfies Record<string, KafkaClient>;
+
+/** The properties a command gives the client: the operator's over what the client sets. */
+export function clientProps(
+  cfg: Config,
+  client: keyof typeof KAFKA_CLIENTS,
+  unique = `${process.pid}-${Date.now()}`,
+): Record<string, string> {
+  return kafkaProps(cfg, KAFKA_CLIENTS[client].sets(cfg, unique));
+}
