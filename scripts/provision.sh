@@ -97,6 +97,23 @@ provision_podman_compose() {
   echo "$PODMAN_COMPOSE_VERSION" >"$stamp"
 }
 
+# kubernetes-validate from PyPI, pinned: it carries Kubernetes' own JSON schemas, so the suite checks
+# deploy/kubernetes/ offline (test/deploy/kubernetes.test.ts).
+KUBERNETES_VALIDATE_VERSION="1.37.0"
+provision_kubernetes_validate() {
+  local venv="$LOCAL/kubernetes-validate" stamp="$LOCAL/kubernetes-validate/.version"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$KUBERNETES_VALIDATE_VERSION" ]] && [[ -x $venv/bin/kubernetes-validate ]]; then
+    log "ok: kubernetes-validate $KUBERNETES_VALIDATE_VERSION"; return
+  fi
+  log "installing kubernetes-validate $KUBERNETES_VALIDATE_VERSION (PyPI) into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" \
+    >"$LOCAL/kubernetes-validate-pip.log" 2>&1 \
+    || die "pip install kubernetes-validate failed; see $LOCAL/kubernetes-validate-pip.log"
+  echo "$KUBERNETES_VALIDATE_VERSION" >"$stamp"
+}
+
 # librdkafka at the version Confluent's JavaScript client ships, built from that npm package
 # (scripts/librdkafka/version.env pins it; build.sh is idempotent and says "ok:" when built).
 provision_librdkafka() {
@@ -122,4 +139,5 @@ provision_librdkafka
 provision_node_modules
 provision_chdb
 provision_podman_compose
+provision_kubernetes_validate
 log "provisioned"
