@@ -10,8 +10,8 @@ import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";
-import { ROOT, uniqueName, waitFor } from "../support/services.ts";
-import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
+import { freePort, ROOT, uniqueName, waitFor } from "../support/services.ts";
+import { explainedBy, startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -25,13 +25,6 @@ const INVALID_EVERY = 10; // one record in ten goes to the DLQ
 let worker: RunningWorker;
 let prometheus: Subprocess;
 let api = "";
-
-async function freePort(): Promise<number> {
-  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = l.port;
-  l.stop(true);
-  return port;
-}
 
 async function query(expr: string): Promise<Array<{ metric: Record<string, string>; value: [number, string] }>> {
   const res = await fetch(`${api}/api/v1/query?query=${encodeURIComponent(expr)}`);
@@ -56,8 +49,9 @@ beforeAll(async () => {
   const target = new URL(worker.statsUrl).host;
   mkdirSync(dir, { recursive: true });
   const config = readFileSync(`${ROOT}/deploy/prometheus/prometheus.yml`, "utf8")
-    .replace('["worker:8081"]', `["${target}"]`)
+    .replace(/dns_sd_configs:\n(\s+)- names: \[worker\]\n\s+type: A\n\s+port: 8081/, `static_configs:\n$1- targets: ["${target}"]`)
     .replaceAll("15s", "1s");
+  expect(config).toContain(`- targets: ["${target}"]`);
   writeFileSync(`${dir}/prometheus.yml`, config);
   copyFileSync(`${ROOT}/deploy/prometheus/cdr-worker.rules.yml`, `${dir}/cdr-worker.rules.yml`);
   const port = await freePort();
@@ -80,6 +74,9 @@ beforeAll(async () => {
     p.close();
   }
   await waitFor(async () => ((await query("cdr_worker:records_processed:rate1m")).length > 0 ? true : undefined), 20_000, "recording rules evaluated");
+  // The findings are exported once a scheduled audit has ended; one that began while the stream
+  // ran was seen to end only after it, 10 s later, on a 2-core machine.
+  await waitFor(async () => ((await query("cdr_worker_audit_findings")).length > 0 ? true : undefined), 90_000, "a scheduled audit scraped");
 }, 150_000);
 
 afterAll(async () => {
@@ -102,7 +99,7 @@ test("every metric the rules and the dashboard name exists in the scrape", async
     const series = await query(`count({__name__=~"${name}(_bucket)?"})`);
     if (series.length === 0) missing.push(name);
   }
-  expect(missing).toEqual([]);
+  await explainedBy(worker, async () => expect(missing).toEqual([]));
 });
 
 test("the recording rules evaluate to the stream that was sent: records/s and the DLQ ratio", async () => {

@@ -51,3 +51,11 @@ export async function waitFor<T>(probe: () => Promise<T | undefined> | T | undef
     await Bun.sleep(25);
   }
 }
+
+/** A loopback port free now, for a server a test starts that cannot report the port it bound. */
+export async function freePort(): Promise<number> {
+  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = l.port;
+  l.stop(true);
+  return port;
+}
