@@ -34,7 +34,7 @@ test("CdrWorkerMemoryNearBound: quiet at the documented RSS for each documented 
     // Prometheus's humanize1024: four significant digits of the largest binary unit.
     const human = `${Number((bound / MiB).toPrecision(4))}Mi`;
     firing.push(`          - exp_labels: { severity: warning, job: cdr-worker, instance: ${paging} }`);
-    firing.push(`            exp_annotations: { summary: "cdr-worker ${paging} uses ${human}B, over 90 % of the memory bound its settings give" }`);
+    firing.push(`            exp_annotations: { summary: "cdr-worker ${paging} uses ${human}B, over 90 % of the memory bound its settings give", runbook_url: "docs/runbooks.md#cdrworkermemorynearbound" }`);
   });
   const dir = `${ROOT}/.local/promtool`;
   mkdirSync(dir, { recursive: true });
@@ -45,6 +45,7 @@ test("CdrWorkerMemoryNearBound: quiet at the documented RSS for each documented 
     "evaluation_interval: 1m",
     "tests:",
     "  - interval: 1m",
+    "    external_labels: { cdrworker_docs: docs }",
     "    input_series:",
     ...series,
     "    alert_rule_test:",
