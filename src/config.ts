@@ -213,7 +213,7 @@ export const VARIABLES = {
     default: "0",
     help:
       "run `cdr-worker audit` over the records of the last two intervals every this many seconds and export " +
-      "the result as metrics (0: never)",
+      "the result as metrics (0: never); of a group's workers, the owner of the raw topic's partition 0 runs it",
   },
   SHUTDOWN_TIMEOUT_SECONDS: {
     schema: num(1, 3600),

@@ -4,6 +4,11 @@
  * loop must not wait for. Each run covers the records of the last two intervals (so consecutive
  * runs overlap) up to the group's committed offset; its summary line is kept for stats and
  * metrics. A run still going when the next is due is not doubled.
+ *
+ * One worker of a group audits: the owner of the raw topic's partition 0 (`due`). Every worker
+ * auditing every partition would read the topic N times and page N times for one finding. A worker
+ * that stops being the owner stops exporting findings, so an alert on them resolves with the new
+ * owner's next run instead of staying on the old owner's last.
  */
 import { log } from "../log.ts";
 import type { Finding } from "./reconcile.ts";
@@ -33,10 +38,17 @@ export class AuditSchedule {
   #running: Promise<void> | null = null;
   #child: ReturnType<typeof Bun.spawn> | null = null;
   #stopped = false;
+  readonly #spawn: typeof Bun.spawn;
 
-  constructor(intervalMs: number) {
+  constructor(intervalMs: number, opts: { due?: () => boolean; spawn?: typeof Bun.spawn } = {}) {
     this.#intervalMs = intervalMs;
+    const due = opts.due ?? (() => true);
+    this.#spawn = opts.spawn ?? Bun.spawn;
     this.#timer = setInterval(() => {
+      if (!due()) {
+        if (this.last?.findings) this.last = { ...this.last, findings: null };
+        return;
+      }
       this.#running ??= this.#run().finally(() => (this.#running = null));
     }, intervalMs);
   }
@@ -56,7 +68,7 @@ export class AuditSchedule {
     try {
       // PARENT_PID_VARIABLE: the child asks the kernel to end it should this process end first
       // (SIGKILL, a crash), which stop() cannot cover.
-      const child = Bun.spawn([...self(), "audit", "--since", since], {
+      const child = this.#spawn([...self(), "audit", "--since", since], {
         env: { ...process.env, LOG_LEVEL: "warn", [PARENT_PID_VARIABLE]: String(process.pid) },
         stdout: "pipe",
         stderr: "pipe",

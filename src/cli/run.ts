@@ -41,7 +41,9 @@ export async function runCommand(cfg: Config): Promise<ExitKind> {
   const { endpoints, session } = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints, session);
   const { worker, dlqProducer, counters } = pipeline;
-  const audits = cfg.auditIntervalMs > 0 ? new AuditSchedule(cfg.auditIntervalMs) : null;
+  // The owner of partition 0 audits for the group (audit/schedule.ts).
+  const ownsPartitionZero = () => pipeline.consumer.assignment.some((a) => a.partition === 0);
+  const audits = cfg.auditIntervalMs > 0 ? new AuditSchedule(cfg.auditIntervalMs, { due: ownsPartitionZero }) : null;
   const stats = await serveStats(cfg, pipeline, audits);
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
   // graceful stop, not the default action (seen: exit 143 in the image test).
