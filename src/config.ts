@@ -208,6 +208,13 @@ export const VARIABLES = {
     default: "",
     help: "worker identity in DLQ envelopes (default: host name and pid)",
   },
+  LAG_TIME_INTERVAL_SECONDS: {
+    schema: int(0, 3600),
+    default: "30",
+    help:
+      "read how long each owned partition's oldest uncommitted record has waited every this many seconds, " +
+      "for stats, metrics and the alert against the raw topic's retention (0: never)",
+  },
   AUDIT_INTERVAL_SECONDS: {
     schema: int(0, 604_800),
     default: "0",
@@ -270,6 +277,8 @@ export interface Config {
   workerInstance: string;
   shutdownTimeoutMs: number;
   auditIntervalMs: number;
+  /** LAG_TIME_INTERVAL_SECONDS, in ms; 0: lag in time is not read. */
+  lagTimeIntervalMs: number;
   logLevel: "debug" | "info" | "warn" | "error";
   /** Keep the core file size limit the process got (CORE_DUMPS=on); off by default. */
   coreDumps: boolean;
@@ -479,6 +488,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     workerInstance: p.WORKER_INSTANCE || `${hostname()}-${process.pid}`,
     shutdownTimeoutMs: Math.round(p.SHUTDOWN_TIMEOUT_SECONDS * 1000),
     auditIntervalMs: p.AUDIT_INTERVAL_SECONDS * 1000,
+    lagTimeIntervalMs: p.LAG_TIME_INTERVAL_SECONDS * 1000,
     logLevel: p.LOG_LEVEL,
     coreDumps: p.CORE_DUMPS === "on",
     librdkafkaPath: p.LIBRDKAFKA_PATH,

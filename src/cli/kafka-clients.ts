@@ -64,6 +64,18 @@ export const KAFKA_CLIENTS = {
       "enable.partition.eof": "true",
     }),
   },
+  lagTimeReader: {
+    type: "consumer",
+    made: "`run`, every `LAG_TIME_INTERVAL_SECONDS`: reads the time of each partition's oldest uncommitted record",
+    sets: (cfg) => ({
+      "group.id": `${cfg.kafka.groupId}-lag-time`,
+      "client.id": `${cfg.workerInstance}-lag-time`,
+      // A partition that has no record past the committed offset answers with its end.
+      "enable.partition.eof": "true",
+      // It wants one record a partition: a small prefetch, not librdkafka's 64 MiB a partition.
+      "queued.max.messages.kbytes": "1024",
+    }),
+  },
   auditReader: {
     type: "consumer",
     made: "`audit`: its readers of the raw topic and of the DLQ",

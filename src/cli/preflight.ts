@@ -11,6 +11,7 @@ import { CdrWorkerError, KafkaError } from "../errors.ts";
 import { Admin } from "../kafka/admin.ts";
 import { groupSessionTerms, usesConsumerProtocol, type SessionTerms } from "../kafka/group-session.ts";
 import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
+import { log } from "../log.ts";
 import { requireTopics } from "../topics/topology.ts";
 
 /**
@@ -28,6 +29,8 @@ async function withTlsCause(e: unknown, cfg: Config): Promise<unknown> {
 export interface KafkaSide {
   /** Under exactly-once with group.protocol=consumer: the session the coordinator keeps. */
   session: SessionTerms | undefined;
+  /** The raw topic's retention.ms (null: unlimited, or not readable: no DescribeConfigs on it). */
+  rawRetentionMs: number | null;
 }
 
 /** Throws TOPOLOGY when a topic is missing (the operator runs `topics ensure`). */
@@ -40,11 +43,28 @@ export async function kafkaPreflight(cfg: Config): Promise<KafkaSide> {
       cfg.delivery === "exactly-once" && usesConsumerProtocol(kafkaProps(cfg))
         ? await groupSessionTerms(admin, cfg.kafka.groupId)
         : undefined;
-    return { session };
+    return { session, rawRetentionMs: await retentionMs(admin, cfg.kafka.topicRaw) };
   } catch (e) {
     throw await withTlsCause(e, cfg);
   } finally {
     admin.close();
+  }
+}
+
+/**
+ * How long the broker keeps a topic's records, which lag in time is compared with. The worker needs
+ * no DescribeConfigs on the topic for anything else: without it, this is unknown and said once.
+ */
+async function retentionMs(admin: Admin, topic: string): Promise<number | null> {
+  try {
+    const ms = Number((await admin.describeConfigs(topic))["retention.ms"]?.value);
+    return Number.isFinite(ms) && ms > 0 ? ms : null;
+  } catch (e) {
+    log.warn("the raw topic's retention.ms could not be read: lag in time is not compared with it", {
+      topic,
+      err: e as Error,
+    });
+    return null;
   }
 }
 

@@ -9,7 +9,11 @@ import { ConfigError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { log } from "../log.ts";
 import { VERSION } from "../version.ts";
-import { buildPipeline } from "./pipeline.ts";
+import { Consumer } from "../kafka/consumer.ts";
+import { RecordTimes } from "../kafka/record-times.ts";
+import { LagTime } from "../stats/lag-time.ts";
+import { clientProps } from "./kafka-clients.ts";
+import { buildPipeline, type Pipeline } from "./pipeline.ts";
 import { clickhousePreflight, kafkaPreflight, onAny } from "./preflight.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { serveStats } from "./stats-server.ts";
@@ -24,7 +28,7 @@ or SHUTDOWN_TIMEOUT_SECONDS passing, exits 1 without committing anything that is
  * is enough: the others are retried as the writer meets them.
  */
 async function preflight(cfg: Config) {
-  const { session } = await kafkaPreflight(cfg);
+  const { session, rawRetentionMs } = await kafkaPreflight(cfg);
   if (session)
     log.info("the group's session, as the broker keeps it (group.protocol=consumer)", {
       session_timeout_ms: session.sessionTimeoutMs,
@@ -32,19 +36,48 @@ async function preflight(cfg: Config) {
     });
   const endpoints = createClickHouseEndpoints(cfg.clickhouse);
   await onAny(endpoints.map((e) => () => clickhousePreflight(cfg, e.client)));
-  return { endpoints, session };
+  return { endpoints, session, rawRetentionMs };
+}
+
+/** Lag in time (stats/lag-time.ts), read with a consumer of its own at the committed offsets. */
+function lagTimeOf(cfg: Config, { consumer, delivery }: Pipeline) {
+  const topic = cfg.kafka.topicRaw;
+  const reader = new Consumer({ props: clientProps(cfg, "lagTimeReader"), topics: [] });
+  const times = new RecordTimes(reader);
+  const clock = new LagTime(
+    {
+      owned: () => {
+        const positions = delivery.positions();
+        return consumer.assignment.map(({ partition }) => ({
+          partition,
+          committed: positions.get(partition)?.committed ?? -1,
+          high: consumer.watermarks(topic, partition)?.high ?? null,
+        }));
+      },
+      timesAt: (offsets) => times.at(topic, offsets),
+    },
+    cfg.lagTimeIntervalMs,
+  );
+  return {
+    clock,
+    close: async () => {
+      await clock.stop();
+      await reader.close();
+    },
+  };
 }
 
 export async function runCommand(cfg: Config): Promise<ExitKind> {
   const unkeyed = keyRequired(cfg);
   if (unkeyed) throw new ConfigError([unkeyed]);
-  const { endpoints, session } = await preflight(cfg);
+  const { endpoints, session, rawRetentionMs } = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints, session);
   const { worker, dlqProducer, counters } = pipeline;
   // The owner of partition 0 audits for the group (audit/schedule.ts).
   const ownsPartitionZero = () => pipeline.consumer.assignment.some((a) => a.partition === 0);
   const audits = cfg.auditIntervalMs > 0 ? new AuditSchedule(cfg.auditIntervalMs, { due: ownsPartitionZero }) : null;
-  const stats = await serveStats(cfg, pipeline, audits);
+  const lagTime = cfg.lagTimeIntervalMs > 0 ? lagTimeOf(cfg, pipeline) : null;
+  const stats = await serveStats(cfg, pipeline, { audits, lagTime: lagTime?.clock, rawRetentionMs });
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
   // graceful stop, not the default action (seen: exit 143 in the image test).
   onShutdownSignals(() => worker.stop(), cfg.shutdownTimeoutMs);
@@ -68,6 +101,7 @@ export async function runCommand(cfg: Config): Promise<ExitKind> {
     return "FAILED";
   } finally {
     audits?.stop();
+    await lagTime?.close();
     stats.stop();
     dlqProducer().close();
     await Promise.all(endpoints.map((e) => e.client.close()));

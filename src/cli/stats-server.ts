@@ -4,6 +4,7 @@
  * ClickHouse ping and the event-loop lag.
  */
 import type { AuditSchedule } from "../audit/schedule.ts";
+import type { LagTime } from "../stats/lag-time.ts";
 import type { Config } from "../config.ts";
 import { createStatsApp } from "../stats/app.ts";
 import { bounded } from "../stats/bounded.ts";
@@ -28,7 +29,15 @@ export interface StatsServer {
   stop(): void;
 }
 
-export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule | null = null): Promise<StatsServer> {
+/** What the stats serve beside the pipeline: the scheduled audit, lag in time, the raw topic's retention. */
+export interface StatsExtras {
+  audits?: AuditSchedule | null;
+  lagTime?: LagTime | null;
+  rawRetentionMs?: number | null;
+}
+
+export async function serveStats(cfg: Config, p: Pipeline, extras: StatsExtras = {}): Promise<StatsServer> {
+  const { audits = null, lagTime = null, rawRetentionMs = null } = extras;
   const { counters, consumer, worker, writer, phone, delivery } = p;
   const topic = cfg.kafka.topicRaw;
   const loopLag = new LoopLagMonitor();
@@ -66,6 +75,8 @@ export async function serveStats(cfg: Config, p: Pipeline, audits: AuditSchedule
     delivery: cfg.delivery,
     replayChecksPending: () => delivery.replayChecksPending,
     audit: () => audits,
+    lagSeconds: lagTime ? (partition, committed, high) => lagTime.seconds(partition, committed, high) : undefined,
+    rawRetentionSeconds: rawRetentionMs === null ? undefined : rawRetentionMs / 1000,
     ready: () =>
       readiness({
         assigned: worker.assigned,

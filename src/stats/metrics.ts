@@ -234,6 +234,20 @@ const offsets: Section = (s, c, { metric }) => {
     "Records of a partition not yet committed: high watermark minus committed offset.",
     highs.map(([p, c, h]) => [{ partition: p }, partitionLag(h, c)!]),
   );
+  const ages = highs
+    .map(([p, c, h]) => [p, s.lagSeconds?.(p, c, h) ?? null] as const)
+    .filter((x): x is readonly [number, number] => x[1] !== null);
+  if (s.lagSeconds)
+    metric(
+      "cdr_worker_partition_lag_seconds",
+      "gauge",
+      "How long the oldest uncommitted record of a partition has waited, from its Kafka timestamp (0: no lag).",
+      ages.map(([p, a]) => [{ partition: p }, a]),
+    );
+  if (s.rawRetentionSeconds !== undefined)
+    metric("cdr_worker_raw_retention_seconds", "gauge", "The raw topic's retention.ms, in seconds, read at start.", [
+      [{}, s.rawRetentionSeconds],
+    ]);
   metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [
     [{}, s.assignment().length],
   ]);

@@ -34,11 +34,16 @@ export interface StatsSource {
   delivery?: string;
   /** Partitions paused until their replay check answers. */
   replayChecksPending?: () => number;
+  /** Seconds a partition's oldest uncommitted record has waited (stats/lag-time.ts); null: unknown. */
+  lagSeconds?: (partition: number, committed: number, high: number | null) => number | null;
+  /** The raw topic's retention.ms, in seconds, when known. */
+  rawRetentionSeconds?: number;
   /** The scheduled audit, when AUDIT_INTERVAL_SECONDS runs it. */
   audit?: () => Pick<AuditSchedule, "last" | "runs"> | null;
 }
 
 const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
+const roundedSeconds = (v: number | null) => (v === null ? null : Math.round(v * 10) / 10);
 
 export function statsSnapshot(s: StatsSource) {
   const c = s.counters;
@@ -59,6 +64,7 @@ export function statsSnapshot(s: StatsSource) {
       committed_offset: committed,
       high_watermark: high,
       lag: partitionLag(high, committed),
+      lag_seconds: committed === null ? null : roundedSeconds(s.lagSeconds?.(p, committed, high) ?? null),
     };
   }
   const phone = s.phoneCache();
@@ -117,6 +123,7 @@ export function statsSnapshot(s: StatsSource) {
     dlq_ratio_window: Math.round(s.breakerRatio() * 1000) / 1000,
     event_loop_lag_ms: Math.round(s.eventLoopLagMs() * 10) / 10,
     assigned_partitions: [...s.assignment()].sort((a, b) => a - b),
+    raw_retention_seconds: s.rawRetentionSeconds ?? null,
     partitions,
     ready: s.ready(),
   };
