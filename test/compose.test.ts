@@ -49,7 +49,19 @@ test("compose.yml: no default password (every use of CLICKHOUSE_PASSWORD require
   // …and the key that signs the DLQ's envelopes.
   expect(text).toContain("file: ${DLQ_PROVENANCE_KEY_FILE:?");
   const s = (Bun.YAML.parse(text) as { services: Record<string, any> }).services;
-  for (const [name, svc] of Object.entries(s)) for (const p of svc.ports ?? []) if (String(p).endsWith(":8081")) expect([name, String(p)]).toEqual([name, "127.0.0.1:8081:8081"]);
+  // A free host port each, so `--scale worker=N` runs N workers; none fixes WORKER_INSTANCE.
+  for (const [name, svc] of Object.entries(s)) for (const p of svc.ports ?? []) if (String(p).endsWith(":8081")) expect([name, String(p)]).toEqual([name, "127.0.0.1::8081"]);
+  expect(s.worker.environment.WORKER_INSTANCE).toBeUndefined();
+});
+
+test("compose.yml: the cluster profile's workers have the worker's hardening and sign with the DLQ key", async () => {
+  const s = (Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> }).services;
+  const hardening = ["read_only", "tmpfs", "cap_drop", "security_opt", "ulimits"];
+  for (const k of hardening) expect({ [k]: s["cluster-worker"][k] }).toEqual({ [k]: s.worker[k] });
+  expect(s.worker.read_only).toBe(true);
+  expect(s["cluster-worker"].secrets).toContain("dlq-provenance-key");
+  expect(s["cluster-worker"].environment.DLQ_PROVENANCE_KEY_FILE).toBe("/run/secrets/dlq-provenance-key");
+  expect(s["cluster-worker"].environment.WORKER_INSTANCE).toBeUndefined();
 });
 
 test("Dockerfile: multi-stage onto distroless/cc as non-root, copying exactly the listed libraries", async () => {

@@ -30,7 +30,13 @@ const compose = async (...args: string[]) => {
   return out;
 };
 const containers = async () => (await run(["podman", "ps", "--all", "--filter", `label=io.podman.compose.project=${PROJECT}`, "--format", "{{.Names}}"])).split("\n").filter(Boolean);
-const STATS = "http://127.0.0.1:8081";
+/** Where a worker's stats port is published: a free loopback port each (`podman port`). */
+async function statsOf(container: string): Promise<string | undefined> {
+  const out = await run(["podman", "port", container, "8081"]).catch(() => "");
+  const addr = out.trim().split("\n")[0];
+  return addr ? `http://${addr}` : undefined;
+}
+let STATS = "";
 const timings: Record<string, number> = {};
 
 /** What the services did, for a wait that timed out: each container's state and its last log lines. */
@@ -75,7 +81,10 @@ test("up: healthy services, one-shots finished, the worker ingests on a loopback
   try {
     await upIngestDown();
   } finally {
-    // Whatever failed, nothing of the project stays behind for the next test or run.
+    // Whatever failed, nothing of the project stays behind for the next test or run (a scaled
+    // worker's replicas included, which podman-compose's `down` does not name).
+    const left = await containers().catch(() => [] as string[]);
+    if (left.length) await run(["podman", "rm", "--force", "--time", "0", ...left]).catch(() => {});
     await compose("--profile", "observability", "--profile", "demo", "down", "--volumes").catch(() => {});
   }
 }, 600_000);
@@ -84,9 +93,11 @@ async function upIngestDown(): Promise<void> {
   const t0 = performance.now();
   await compose("up", "-d");
   const stats = await waitForServices(async () => {
+    STATS = (await statsOf(`${PROJECT}_worker_1`)) ?? "";
+    if (!STATS) return undefined;
     const r = await fetch(`${STATS}/internal/stats`).catch(() => null);
     return r?.ok ? ((await r.json()) as Record<string, any>) : undefined;
-  }, 240_000, "the worker's stats on 127.0.0.1:8081");
+  }, 240_000, "the worker's stats on its loopback port");
   await waitForServices(async () => ((await fetch(`${STATS}/readyz`)).status === 200 ? true : undefined), 120_000, "worker ready");
   timings.up_to_ready_s = (performance.now() - t0) / 1000;
   expect(stats.state).toBeDefined();
@@ -100,7 +111,7 @@ async function upIngestDown(): Promise<void> {
     expect((await run(["podman", "inspect", "--format", "{{.State.Health.Status}}", `${PROJECT}_${svc}_1`])).trim()).toBe("healthy");
   }
   // Bound on loopback only: the stats port has no authentication (docs/security.md).
-  expect((await run(["podman", "port", `${PROJECT}_worker_1`])).trim()).toBe("8081/tcp -> 127.0.0.1:8081");
+  expect((await run(["podman", "port", `${PROJECT}_worker_1`])).trim()).toMatch(/^8081\/tcp -> 127\.0\.0\.1:\d+$/);
   // Least privilege, as the running container has it, not as the file says.
   const worker = JSON.parse(await run(["podman", "inspect", `${PROJECT}_worker_1`]))[0];
   expect(worker.HostConfig.ReadonlyRootfs).toBe(true);
@@ -146,6 +157,33 @@ async function upIngestDown(): Promise<void> {
   const rules = (await (await fetch("http://127.0.0.1:9090/api/v1/rules")).json()) as any;
   expect(rules.data.groups.flatMap((g: any) => g.rules).length).toBeGreaterThan(5);
   timings.prometheus_scraping_s = (performance.now() - t3) / 1000;
+
+  // Scale-out: three workers of one group share the raw topic's three partitions, each with a
+  // stats port and a name of its own, and Prometheus finds every one by the service's name.
+  const t4 = performance.now();
+  await compose("up", "-d", "--scale", "worker=3");
+  const workers = [1, 2, 3].map((i) => `${PROJECT}_worker_${i}`);
+  const shares = await waitForServices(async () => {
+    const got: Array<{ instance: string; partitions: number[] }> = [];
+    for (const w of workers) {
+      const url = await statsOf(w);
+      const s = url ? await fetch(`${url}/internal/stats`).then((r) => r.json() as Promise<any>, () => null) : null;
+      if (!s) return undefined;
+      got.push({ instance: s.worker_instance, partitions: s.assigned_partitions });
+    }
+    return got.every((g) => g.partitions.length === 1) ? got : undefined;
+  }, 180_000, "three workers owning a partition each");
+  expect(shares.flatMap((g) => g.partitions).sort()).toEqual([0, 1, 2]);
+  expect(new Set(shares.map((g) => g.instance)).size).toBe(3);
+  const targets = await waitForServices(async () => {
+    const r = await fetch("http://127.0.0.1:9090/api/v1/targets").catch(() => null);
+    const active = r?.ok ? ((await r.json()) as any).data.activeTargets : [];
+    return active.length === 3 && active.every((t: any) => t.health === "up") ? active : undefined;
+  }, 90_000, "Prometheus scraping three workers");
+  expect(targets.map((t: any) => t.labels.job)).toEqual(["cdr-worker", "cdr-worker", "cdr-worker"]);
+  timings.scale_to_3_s = (performance.now() - t4) / 1000;
+  // podman-compose's `down` removes the replicas the file names (one); Docker's removes them all.
+  await run(["podman", "rm", "--force", "--time", "10", ...workers.slice(1)]);
 
   const t2 = performance.now();
   await compose("--profile", "observability", "down", "--volumes");
