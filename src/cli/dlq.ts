@@ -15,6 +15,7 @@ import { exitNow, type ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { Producer } from "../kafka/producer.ts";
+import { log } from "../log.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 import { clientProps } from "./kafka-clients.ts";
 
@@ -88,6 +89,20 @@ function partitionStarts(text: string): Map<number, number> {
 /** The flag that resumes where `next` says, for every partition read. */
 function resumeFlag(next: ReadonlyMap<number, number>): string {
   return `--from-offset ${[...next].map(([p, o]) => `${p}:${o}`).join(",")}`;
+}
+
+/** A word as a POSIX shell reads it back: quoted unless plainly safe. */
+const shellWord = (w: string) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", "'\\''")}'`);
+
+/**
+ * The whole command that goes on from `next`: this run's flags (its selection, --limit,
+ * --chunk-size) with --from-offset replaced. The flag alone would drop the selection, and a resumed
+ * `--stage clickhouse-failed` would replay every envelope past the position.
+ */
+function resumeCommand(args: ParsedArgs, next: ReadonlyMap<number, number>): string {
+  const kept = [...args.flags].filter(([name]) => name !== "from-offset" && name !== "help");
+  const words = kept.flatMap(([name, v]) => (v === true ? [`--${name}`] : [`--${name}`, v]));
+  return ["cdr-worker", "dlq", "replay", ...words, ...resumeFlag(next).split(" ")].map(shellWord).join(" ");
 }
 
 function selects(s: Selection, e: StoredEnvelope): boolean {
@@ -206,7 +221,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   let stopping: string | null = null;
   const stopOn = (signal: string) => {
     if (stopping) {
-      printReplay(dryRun, cfg, matched, sent, key ? unproven : null, listed, position(), null, `second ${signal}`);
+      printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), null, `second ${signal}`);
       exitNow("REPLAY_SECOND_SIGNAL");
     }
     stopping = signal;
@@ -224,6 +239,10 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     await producer.produceBatch(cfg.kafka.topicRaw, payloads);
     sent += payloads.length;
     held.clear();
+    // Where to go on should the run be killed before its summary (SIGKILL, a node lost): after each
+    // acknowledged send, so the last such line resends at most one chunk.
+    const at = position();
+    log.info("dlq replay progress", { sent, next_offsets: Object.fromEntries(at), resume_command: resumeCommand(args, at) });
   };
   const range = {
     ...sel.range,
@@ -264,14 +283,14 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     await send();
   } catch (e) {
     // A failed send is a stop too: what was acknowledged is where a later run goes on.
-    printReplay(dryRun, cfg, matched, sent, key ? unproven : null, listed, position(), unreadable, "error");
+    printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), unreadable, "error");
     throw e;
   } finally {
     producer?.close();
     process.off("SIGINT", onInt);
     process.off("SIGTERM", onTerm);
   }
-  printReplay(dryRun, cfg, matched, sent, key ? unproven : null, listed, position(), unreadable, stopping);
+  printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), unreadable, stopping);
   return "OK";
 }
 
@@ -286,6 +305,7 @@ function proven(key: ProvenanceKey, e: StoredEnvelope): boolean {
 function printReplay(
   dryRun: boolean,
   cfg: Config,
+  args: ParsedArgs,
   matched: number,
   sent: number,
   unproven: number | null,
@@ -306,6 +326,7 @@ function printReplay(
       stopped_by: stoppedBy ?? undefined,
       next_offsets: Object.fromEntries(next),
       resume: resumeFlag(next),
+      resume_command: resumeCommand(args, next),
     }),
   );
 }

@@ -139,3 +139,52 @@ test("regression: a replay stopped by --limit, SIGTERM and SIGINT resumes from t
   const ids = new Set(replayed.map((m) => text(m)));
   expect(ids.size).toBe(TOTAL);
 }, 180_000);
+
+test("a replay killed with SIGKILL goes on from its last progress line's command: the selection kept, at most one chunk sent twice", async () => {
+  const n = await names("replay-kill");
+  const env = workerEnv(n);
+  const TOTAL = 20_000;
+  const at = new Date("2026-01-01T00:00:00Z");
+  // Every other envelope of another reason: a resume that dropped --reason would send those too.
+  const reasonOf = (i: number) => (i % 2 === 0 ? "normalization_error" : "schema_violation");
+  const p = new Producer(props);
+  await p.produceBatch(
+    n.dlq,
+    Array.from({ length: TOTAL }, (_, i) =>
+      encodeEnvelope({ reason: reasonOf(i) as "normalization_error", field: null, payload: `{"raw_id":"kill-${i}"}`, payloadIsObject: true }, at, "w"),
+    ),
+  );
+  p.close();
+  const CHUNK = 50;
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--reason", "normalization_error", "--chunk-size", String(CHUNK)], {
+    env,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  // Killed once a few progress lines are out, well before its end; the last line names the command.
+  const lines: string[] = [];
+  const decoder = new TextDecoder();
+  const reading = (async () => {
+    for await (const bytes of proc.stderr) lines.push(...decoder.decode(bytes).split("\n").filter((l) => l.includes('"dlq replay progress"')));
+  })();
+  await waitFor(() => (lines.length >= 3 || proc.exitCode !== null ? true : undefined), 30_000, "progress lines");
+  proc.kill("SIGKILL");
+  await proc.exited;
+  await reading;
+  expect(proc.exitCode).toBeNull();
+  const last = JSON.parse(lines.at(-1)!) as { sent: number; resume_command: string };
+  expect(last.sent).toBeLessThan(TOTAL / 2);
+  const words = last.resume_command.split(" ");
+  expect(words.slice(0, 3)).toEqual(["cdr-worker", "dlq", "replay"]);
+  expect(words).toContain("--reason");
+  const resumed = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, ...words.slice(1)], { env, stdout: "pipe", stderr: "pipe" });
+  expect(resumed.exitCode).toBe(0);
+  expect(JSON.parse(resumed.stdout.toString()).next_offsets).toEqual({ "0": TOTAL });
+  // Every selected payload at least once, none of the other reason, at most one chunk twice.
+  const length = [0, 1, 2].reduce((sum, partition) => sum + topicLength(n.raw, partition), 0);
+  const sentTotal = (await consumeN(n.raw, length, 60_000, false)).map(text);
+  const distinct = new Set(sentTotal);
+  expect(distinct.size).toBe(TOTAL / 2);
+  for (const payload of distinct) expect(Number(/kill-(\d+)/.exec(payload)![1]) % 2).toBe(0);
+  expect(sentTotal.length - distinct.size).toBeLessThanOrEqual(CHUNK);
+});
