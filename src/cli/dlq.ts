@@ -221,7 +221,8 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   let stopping: string | null = null;
   const stopOn = (signal: string) => {
     if (stopping) {
-      printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), null, `second ${signal}`);
+      const stop = `second ${signal}`;
+      printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), null, stop);
       exitNow("REPLAY_SECOND_SIGNAL");
     }
     stopping = signal;
@@ -242,7 +243,8 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     // Where to go on should the run be killed before its summary (SIGKILL, a node lost): after each
     // acknowledged send, so the last such line resends at most one chunk.
     const at = position();
-    log.info("dlq replay progress", { sent, next_offsets: Object.fromEntries(at), resume_command: resumeCommand(args, at) });
+    const resume_command = resumeCommand(args, at);
+    log.info("dlq replay progress", { sent, next_offsets: Object.fromEntries(at), resume_command });
   };
   const range = {
     ...sel.range,
