@@ -7,7 +7,7 @@ ARG BUILD_BASE=debian:bookworm-slim
 ARG RUNTIME_BASE=gcr.io/distroless/cc-debian12:nonroot
 FROM ${BUILD_BASE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends nodejs npm ca-certificates gcc g++ libc6-dev make pkg-config \
+ && apt-get install -y --no-install-recommends nodejs npm ca-certificates gcc g++ libc6-dev make patch pkg-config \
       libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 # The binary's SHA-256 is pinned as in scripts/lib/common.sh (BUN_SHA256): another build is refused.

@@ -23,6 +23,9 @@ export const WHY: Readonly<Record<string, string>> = {
   "enable.auto.offset.store": "likewise: only acknowledged offsets are stored",
   "queued.max.messages.kbytes": "the prefetch queue, the one buffer the worker does not size itself",
   "fetch.queue.backoff.ms": "how soon a full prefetch queue is looked at again",
+  "receive.message.max.bytes":
+    "the most a record batch decompresses to (lz4 as zstd): a batch past it is dead-lettered record by record",
+  "fetch.max.bytes": "a fetch response stays below receive.message.max.bytes, as librdkafka requires",
   "enable.idempotence": "no message written twice by a retry",
   "linger.ms": "how long a message waits for others to share its request",
   "message.max.bytes": "an envelope up to the DLQ topic's `max.message.bytes`, plus headers and framing",

@@ -2,7 +2,10 @@
 # Builds librdkafka from the source inside Confluent's npm package (version.env), against Debian's
 # -dev packages: ssl, sasl (GSSAPI), lz4, zstd, zlib. Only the shared library and its header, into
 #   <out>/lib/librdkafka.so.1  <out>/include/librdkafka/rdkafka.h
-# Idempotent: a build whose stamp matches the pin and the flags prints "ok:" and does nothing.
+# The patches in patches/ are applied in name order (decompression-cap.patch: lz4 output capped at
+# receive.message.max.bytes, and a batch that cannot be decompressed reported offset by offset and
+# skipped). Idempotent: a build whose stamp matches the pin, the flags and the patches prints "ok:"
+# and does nothing.
 # Usage: scripts/librdkafka/build.sh <out dir>
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -11,7 +14,9 @@ source "$here/version.env"
 out="${1:?usage: build.sh <out dir>}"
 # libcurl (OAUTHBEARER OIDC) and syslog are not used by the worker: left out, one dependency fewer in the image.
 FLAGS=(--enable-ssl --enable-gssapi --enable-zstd --enable-zlib --enable-lz4-ext --disable-curl --disable-syslog --disable-debug-symbols)
-want="$KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION librdkafka $LIBRDKAFKA_VERSION ${FLAGS[*]}"
+patches=("$here"/patches/*.patch)
+patch_sha="$(cat "${patches[@]}" | sha256sum | cut -c1-16)"
+want="$KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION librdkafka $LIBRDKAFKA_VERSION ${FLAGS[*]} patches $patch_sha"
 stamp="$out/.build"
 say() { printf '[librdkafka] %s\n' "$*" >&2; }
 if [[ -f $stamp && "$(cat "$stamp")" == "$want" && -f $out/lib/librdkafka.so.1 ]]; then
@@ -31,7 +36,10 @@ hex="$(awk '/^#define RD_KAFKA_VERSION /{print $3}' "$src/src/rdkafka.h")"
 IFS=. read -r maj min pat <<<"$LIBRDKAFKA_VERSION"
 expect="$(printf '0x%02x%02x%02xff' "$maj" "$min" "$pat")"
 [[ $hex == "$expect" ]] || { say "error: the package carries librdkafka $hex, version.env pins $expect"; exit 1; }
-say "building librdkafka $LIBRDKAFKA_VERSION (${FLAGS[*]})"
+for p in "${patches[@]}"; do
+  patch -s -p1 -d "$src" <"$p" || { say "error: $(basename "$p") does not apply to librdkafka $LIBRDKAFKA_VERSION"; exit 1; }
+done
+say "building librdkafka $LIBRDKAFKA_VERSION (${FLAGS[*]}; patches: $(basename -a "${patches[@]}" | tr '\n' ' '))"
 (cd "$src" && ./configure --prefix="$out" "${FLAGS[@]}" >"$work/configure.log" 2>&1) \
   || { tail -30 "$work/configure.log" >&2; exit 1; }
 (cd "$src/src" && make -j"$(nproc)" librdkafka.so.1 >"$work/make.log" 2>&1) || { tail -30 "$work/make.log" >&2; exit 1; }

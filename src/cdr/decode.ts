@@ -175,10 +175,18 @@ function sum(a: number | bigint, b: number | bigint): number | bigint | null {
 }
 
 /**
- * A record librdkafka could not decode (`_BAD_MSG`, `_BAD_COMPRESSION`): its bytes never reached
- * the worker, so it is malformed_json with no field and no payload; `error` names librdkafka's error.
+ * A record librdkafka could not decode: its bytes never reached the worker. `_BAD_MSG`: malformed_json
+ * with no field and no payload; `error` names librdkafka's error. `_BAD_COMPRESSION` with librdkafka's
+ * `text`: its batch did not decompress within receive.message.max.bytes (a decompression bomb, or a
+ * producer's batch past it), and each of its records goes to the DLQ as normalization_error with that
+ * text, which names the batch's offsets and compressed size, as its payload. Only its producer's
+ * records share the fate: a producer batches only its own.
  */
-export function undecodable(error: string): Decoded {
+export function undecodable(error: string, text?: string): Decoded {
+  if (error.startsWith("_BAD_COMPRESSION") && text) {
+    const detail = `librdkafka could not decompress the record's batch: ${error}`;
+    return reject("normalization_error", null, detail, text, false);
+  }
   return reject("malformed_json", null, `librdkafka could not decode the record: ${error}`, "", false);
 }
 

@@ -8,6 +8,9 @@ import { kafkaProps, type Config } from "../config.ts";
 import { transactionalId } from "../kafka/transaction.ts";
 import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
 
+/** The most a record batch decompresses to, and a fetch response's size (16 MiB and librdkafka's 512). */
+export const RECEIVE_MAX_BYTES = 16 * 1024 * 1024 + 512;
+
 /** transaction.timeout.ms unless KAFKA_PROP_TRANSACTION_TIMEOUT_MS says otherwise. */
 export const TRANSACTION_TIMEOUT_MS = 10_000;
 
@@ -35,6 +38,12 @@ export const KAFKA_CLIENTS = {
       // leaves room for a broker further away than loopback.
       "queued.max.messages.kbytes": "4096",
       "fetch.queue.backoff.ms": "10",
+      // A record batch decompresses to at most this (the lz4 cap of scripts/librdkafka/patches/, as
+      // librdkafka caps zstd): a batch that would expand past it, such as a few hundred KiB that
+      // decompress to 200 MB, is dead-lettered record by record instead of held in memory. A fetch
+      // response is bounded by it too, so fetch.max.bytes stays below it.
+      "receive.message.max.bytes": String(RECEIVE_MAX_BYTES),
+      "fetch.max.bytes": String(RECEIVE_MAX_BYTES - 512),
     }),
   },
   dlqProducer: {

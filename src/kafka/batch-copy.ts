@@ -52,8 +52,9 @@ i64 batch_size(void **msgs, int n, double *meta) {
   for (int i = 0; i < n; i++) {
     void *m = msgs[i];
     meta[i * ${META_STRIDE} + ${META.rkt}] = (double)(unsigned long)AT(m, ${MESSAGE.rkt}, void *);
-    if (AT(m, ${MESSAGE.err}, int) != 0) continue;
+    /* An error's payload is its text: copied too, as a record error names its record's fate. */
     if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)AT(m, ${MESSAGE.len}, size_t);
+    if (AT(m, ${MESSAGE.err}, int) != 0) continue;
     if (AT(m, ${MESSAGE.key}, void *)) total += (i64)AT(m, ${MESSAGE.key_len}, size_t);
   }
   return total;
@@ -76,12 +77,11 @@ int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
     r[${META.timestamp}] = -1;
     r[${META.valueLen}] = -1;
     r[${META.keyLen}] = -1;
-    if (err == 0) {
-      if (with_ts) r[${META.timestamp}] = (double)timestamp(m, 0);
-      off = put(mcpy, slab, off, AT(m, ${MESSAGE.payload}, void *), AT(m, ${MESSAGE.len}, size_t),
-                r + ${META.valueLen});
+    if (err == 0 && with_ts) r[${META.timestamp}] = (double)timestamp(m, 0);
+    off = put(mcpy, slab, off, AT(m, ${MESSAGE.payload}, void *), AT(m, ${MESSAGE.len}, size_t),
+              r + ${META.valueLen});
+    if (err == 0)
       off = put(mcpy, slab, off, AT(m, ${MESSAGE.key}, void *), AT(m, ${MESSAGE.key_len}, size_t), r + ${META.keyLen});
-    }
     destroy(m);
   }
   return n;

@@ -90,6 +90,8 @@ export function consumerProperties(props: KafkaProps): KafkaProps {
   };
 }
 
+const ERROR_TEXT = new TextDecoder("utf-8", { fatal: false });
+
 /** The client may not use the group, read the topic or talk to the cluster: no retry helps. */
 const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
   RD.ERR_TOPIC_AUTHORIZATION_FAILED,
@@ -240,7 +242,11 @@ export class Consumer {
       const partition = meta[r + META.partition]!;
       const offset = meta[r + META.offset]!;
       if (err !== 0) {
-        if (isRecordError(err)) out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err));
+        // An error's payload, when it has one, is librdkafka's text for it.
+        const textLen = meta[r + META.valueLen]!;
+        const text = textLen > 0 ? ERROR_TEXT.decode(slab.subarray(off, off + textLen)) : undefined;
+        if (textLen > 0) off += textLen;
+        if (isRecordError(err)) out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err, text));
         else this.#consumerError(err, partition, offset);
         continue;
       }
@@ -299,10 +305,14 @@ export class Consumer {
   }
 
   /** A record at this offset that librdkafka could not decode: no value, its error instead. */
-  #undecodable(rkt: number, partition: number, offset: number, err: number): Message {
+  /** `text`: librdkafka's own words for this record (which batch, how many bytes), when it gave any. */
+  #undecodable(rkt: number, partition: number, offset: number, err: number, text?: string): Message {
     const error = `${errName(err)}: ${rdk().rd_kafka_err2str(err)}`;
-    log.warn("kafka record librdkafka could not decode; it goes to the DLQ", { partition, offset, code: errName(err) });
-    return { topic: this.#topicName(rkt), partition, offset, timestamp: -1, value: null, key: null, error };
+    const code = errName(err);
+    log.warn("kafka record librdkafka could not decode; it goes to the DLQ", { partition, offset, code, text });
+    const m: Message = { topic: this.#topicName(rkt), partition, offset, timestamp: -1, value: null, key: null, error };
+    if (text !== undefined) m.errorText = text;
+    return m;
   }
 
   /** The topic of a handle that a live message holds, or that this poll already resolved. */
@@ -341,7 +351,10 @@ export class Consumer {
           sources[kept] = null;
           lengths[kept] = 0;
           this.#kept[kept++] = m;
-          out.push(this.#undecodable(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset), err));
+          const payload = read.ptr(m, MESSAGE.payload) as Pointer | null;
+          const len = read.u32(m, MESSAGE.len);
+          const text = payload && len > 0 ? ERROR_TEXT.decode(copyBytes(payload, len) ?? new Uint8Array()) : undefined;
+          out.push(this.#undecodable(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset), err, text));
           continue;
         }
         // Only an end-of-partition event's offset is used; read without the 2^53 check, which may not

@@ -21,6 +21,11 @@ export interface Message {
    * its error, name and text. The record still has to be accounted for, so it is dead-lettered.
    */
   error?: string;
+  /**
+   * librdkafka's text for that record, when it gave one: for a record batch it could not
+   * decompress, the batch's offsets and compressed size.
+   */
+  errorText?: string;
 }
 
 /** Per-message errors that stand for a record at that offset, not for the partition or topic. */

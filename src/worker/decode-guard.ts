@@ -21,7 +21,7 @@ const STAGES: DecodeStages = { scan: scanRecord, decode };
  * A throw from either stage becomes a rejection.
  */
 export function decodeOne(m: Message, ctx: DecodeContext, stages: DecodeStages = STAGES): Verdict {
-  if (m.error !== undefined) return undecodable(m.error);
+  if (m.error !== undefined) return undecodable(m.error, m.errorText);
   try {
     const scanned = m.value === null ? null : stages.scan(m.value, ctx.phone);
     return scanned ?? stages.decode(m.value, ctx);
