@@ -5,6 +5,7 @@ import { migrate } from "../clickhouse/migrate.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
+import { queryText, SMALL_ANSWER_BYTES, versionOf } from "../clickhouse/answer.ts";
 import { readSecretFile, type Config } from "../config.ts";
 import { clientProps } from "./kafka-clients.ts";
 import { Admin } from "../kafka/admin.ts";
@@ -48,7 +49,7 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
     const migrated = `${database}.${table}`;
     console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}), columns_added: added }));
     if (role === undefined) return "OK";
-    const version = await (await ch.query({ query: "SELECT version()", format: "TabSeparated" })).text();
+    const version = versionOf(await queryText(ch, "SELECT version()", SMALL_ANSWER_BYTES));
     const v = parseVersion(version);
     if (v !== null && (v[0] < 20 || (v[0] === 20 && v[1] < 4)))
       throw new CdrWorkerError(

@@ -4,6 +4,7 @@
  * container: it exits with the code `run` would, so a pipeline can refuse a configuration that a
  * worker would refuse minutes later, in a crash loop.
  */
+import { queryText, SMALL_ANSWER_BYTES, versionOf } from "../clickhouse/answer.ts";
 import { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { OLDEST_TESTED, olderThanTested } from "../clickhouse/server-version.ts";
 import { keyRequired, type Config } from "../config.ts";
@@ -43,10 +44,7 @@ export async function checkCommand(cfg: Config): Promise<ExitKind> {
   const failed: Array<{ endpoint: string; error: unknown }> = [];
   try {
     for (const { name, client } of endpoints) {
-      const version = await client
-        .query({ query: "SELECT version()", format: "TabSeparated" })
-        .then((rs) => rs.text())
-        .then((t) => t.trim(), () => null);
+      const version = await queryText(client, "SELECT version()", SMALL_ANSWER_BYTES).then(versionOf, () => null);
       if (version !== null && olderThanTested(version))
         warnings.push(`ClickHouse ${name} is ${version}, older than the oldest tested (${OLDEST_TESTED})`);
       try {

@@ -7,6 +7,7 @@ import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
 import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
 import { CdrWorkerError, SchemaMismatchError, type ErrorCode } from "../errors.ts";
+import { LIST_ANSWER_BYTES, queryText } from "./answer.ts";
 import { serverError, withCode } from "./insert-error.ts";
 
 
@@ -115,11 +116,13 @@ async function readColumns(
   table: string,
 ): Promise<Array<{ name: string; type: string; default_kind: string }>> {
   // Literal names, not query parameters: ClickHouse 18.16 has no {name:Type} parameters.
-  const rs = await ch.query({
-    query: `SELECT name, type, default_kind FROM system.columns WHERE database = '${database}' AND table = '${table}'`,
-    format: "JSONEachRow",
-  });
-  return rs.json<{ name: string; type: string; default_kind: string }>();
+  const query =
+    `SELECT name, type, default_kind FROM system.columns WHERE database = '${database}' AND table = '${table}'`;
+  const answer = await queryText(ch, query, LIST_ANSWER_BYTES, undefined, "JSONEachRow");
+  return answer
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { name: string; type: string; default_kind: string });
 }
 
 /**

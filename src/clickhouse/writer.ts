@@ -33,6 +33,8 @@ import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
 import { offsetsTable } from "./migrate.ts";
 import { insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
+import { queryText, readCapped, versionOf } from "./answer.ts";
+import { LIST_ANSWER_BYTES, ROWS_ANSWER_BYTES, SMALL_ANSWER_BYTES } from "./answer.ts";
 
 /** The start of every insert's query id (system.processes). */
 export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
@@ -276,7 +278,7 @@ export class ClickHouseWriter {
         const which = `query_id IN (${ids.map(quote).join(", ")})`;
         await e.client.command({ query: `KILL QUERY WHERE ${which} SYNC` });
         const query = `SELECT count() FROM system.processes WHERE ${which}`;
-        const running = Number((await (await e.client.query({ query, format: "TabSeparated" })).text()).trim());
+        const running = Number((await queryText(e.client, query, SMALL_ANSWER_BYTES)).trim());
         if (running !== 0)
           throw new Error(`${running} of the inserts to end still run at ${e.name} after KILL QUERY SYNC`);
       }),
@@ -306,9 +308,7 @@ export class ClickHouseWriter {
         `WHERE (${seconds}) AND kafka_partition IN (${lookup.partitions.join(", ")}) ` +
         `AND kafka_offset >= ${lookup.minOffset} AND kafka_offset <= ${lookup.maxOffset}`;
       const settings = { max_execution_time: this.#checkSeconds };
-      const text = await this.#onAnyEndpoint((c) =>
-        c.query({ query, format: "TabSeparated", clickhouse_settings: settings }).then((r) => r.text()),
-      );
+      const text = await this.#onAnyEndpoint((c) => queryText(c, query, ROWS_ANSWER_BYTES, settings));
       for (const line of text.split("\n")) {
         if (!line) continue;
         const m = /^(-?\d+)\t(-?\d+)\t([0-9a-f-]{36})\t(\d+)$/.exec(line);
@@ -337,7 +337,7 @@ export class ClickHouseWriter {
         : insertSettings(version),
       ignore_error_response: true,
     });
-    const answer = await readText(r.stream);
+    const answer = await readCapped(r.stream, LIST_ANSWER_BYTES, "an insert's answer");
     const status = r.http_status_code ?? 200;
     if (status >= 300 || r.response_headers["x-clickhouse-exception-code"] !== undefined)
       throw refusal(status, r.response_headers, answer);
@@ -346,8 +346,7 @@ export class ClickHouseWriter {
   /** Asks the endpoint its version; a failure is classified like an insert's (it fails over alike). */
   async #learnVersion(e: Endpoint, what: string): Promise<string> {
     try {
-      const rs = await e.client.query({ query: "SELECT version()", format: "TabSeparated" });
-      e.version = (await rs.text()).trim();
+      e.version = versionOf(await queryText(e.client, "SELECT version()", SMALL_ANSWER_BYTES));
     } catch (cause) {
       throw classifyInsertError(cause, `${what}: asking the server's version`);
     }
@@ -382,8 +381,7 @@ export class ClickHouseWriter {
       .join(" OR ");
     const query = `SELECT kafka_partition, kafka_offset FROM ${this.#offsetsTable} WHERE ${where || "0"}`;
     const settings = { max_execution_time: this.#checkSeconds };
-    const read = (c: ClickHouseClient) =>
-      c.query({ query, format: "TabSeparated", clickhouse_settings: settings }).then((r) => r.text());
+    const read = (c: ClickHouseClient) => queryText(c, query, ROWS_ANSWER_BYTES, settings);
     const text = await this.#onAnyEndpoint(read).catch((err) => {
       throw permanentOr(err, "replay check: reading what the last owner stored");
     });
@@ -414,11 +412,8 @@ export class ClickHouseWriter {
       const which =
         (ids ? `query_id IN (${ids.map(quote).join(", ")})` : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`) +
         (this.#user === undefined ? "" : ` AND user = ${quote(this.#user)}`);
-      const rs = await c.query({
-        query: `SELECT query_id FROM system.processes WHERE ${which}`,
-        format: "TabSeparated",
-      });
-      return (await rs.text()).split("\n").filter(Boolean);
+      const answer = await queryText(c, `SELECT query_id FROM system.processes WHERE ${which}`, LIST_ANSWER_BYTES);
+      return answer.split("\n").filter(Boolean);
     };
     await Promise.all(
       this.#endpoints.map(async (e) => {
@@ -474,11 +469,6 @@ export class ClickHouseWriter {
   }
 }
 
-async function readText(stream: AsyncIterable<unknown>): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
 
 /**
  * A refusal no retry gets past (a grant missing, the table gone, authentication) as an error that

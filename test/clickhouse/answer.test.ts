@@ -1,0 +1,61 @@
+// ClickHouse answers read with a limit: what a broken proxy sends (an endless body, a page where a
+// version should be) is refused in bounded memory, on a real HTTP server standing in for the proxy;
+// what ClickHouse 18.16 and the 26.9 engine answer passes.
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
+import { ClickHouseLogLevel, createClient } from "@clickhouse/client";
+import { queryText, SMALL_ANSWER_BYTES, versionOf } from "../../src/clickhouse/answer.ts";
+import { CdrWorkerError } from "../../src/errors.ts";
+import { CLICKHOUSE_SERVERS } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
+
+// An endless body: 1 MiB chunks for as long as the reader takes them.
+let served = 0;
+const proxy = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  async fetch(req) {
+    // The client sends the query as the request's body.
+    const q = `${new URL(req.url).searchParams.get("query") ?? ""} ${await req.text()}`;
+    if (q.includes("version()")) return new Response("<html>Bad Gateway</html>\n");
+    const chunk = new Uint8Array(1 << 20).fill(0x41);
+    return new Response(
+      new ReadableStream({
+        pull(c) {
+          served += chunk.length;
+          c.enqueue(chunk);
+        },
+      }),
+    );
+  },
+});
+afterAll(() => proxy.stop(true));
+
+test("an endless body is refused past the limit, having read a bounded amount", async () => {
+  const ch = createClient({ url: `http://127.0.0.1:${proxy.port}`, log: { level: ClickHouseLogLevel.OFF } });
+  try {
+    const err = await queryText(ch, "SELECT query_id FROM system.processes", 4 << 20).catch((e) => e);
+    expect(err).toBeInstanceOf(CdrWorkerError);
+    expect((err as CdrWorkerError).code).toBe("CLICKHOUSE_ANSWER");
+    expect((err as Error).message).toContain("the answer is over 4194304 bytes");
+    // Read up to the limit and a little past it (the stream's buffering), nowhere near endless.
+    expect(served).toBeLessThan(64 << 20);
+    const page = await queryText(ch, "SELECT version()", SMALL_ANSWER_BYTES);
+    expect(() => versionOf(page)).toThrow('SELECT version() answered "<html>Bad Gateway</html>": not a version');
+  } finally {
+    await ch.close();
+  }
+});
+
+test.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s: its version and a list pass the limits", async (_name, server) => {
+  const ch = createClient({ url: server.url });
+  try {
+    expect(versionOf(await queryText(ch, "SELECT version()", SMALL_ANSWER_BYTES))).toMatch(server.version);
+    const rows = await queryText(ch, "SELECT number FROM system.numbers LIMIT 3", SMALL_ANSWER_BYTES);
+    expect(rows).toBe("0\n1\n2\n");
+    const json = await queryText(ch, "SELECT 1 AS x", SMALL_ANSWER_BYTES, undefined, "JSONEachRow");
+    expect(JSON.parse(json.trim())).toEqual({ x: 1 });
+  } finally {
+    await ch.close();
+  }
+});
