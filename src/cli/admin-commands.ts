@@ -57,8 +57,8 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
         `ClickHouse ${version.trim()} has no SQL roles or users (20.4 added them): define the worker's user in ` +
           "users.xml instead (docs/security.md), and run migrate without --role",
       );
-    if (user !== undefined)
-      for (const query of userStatements(user)) await ch.command({ query, query_params: { password } });
+    if (user !== undefined && password !== undefined)
+      for (const query of userStatements(user, password)) await ch.command({ query });
     for (const query of roleStatements(role, database, table, user)) await ch.command({ query });
     console.log(JSON.stringify({ role, ...(user ? { user } : {}) }));
     return "OK";

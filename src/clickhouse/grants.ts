@@ -12,6 +12,7 @@
  * start-up check runs on every server, since users.xml's readonly and allow_databases refuse the
  * same probes.
  */
+import { createHash } from "node:crypto";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { CdrWorkerError } from "../errors.ts";
 import { serverError, withCode } from "./insert-error.ts";
@@ -73,13 +74,14 @@ export function roleStatements(role: string, database: string, table: string, us
 }
 
 /**
- * Creates the user if missing and sets its password either way, with the password as a query
- * parameter, never in the text. Two statements instead of a look at system.users first, which would
- * need SHOW USERS besides.
+ * Creates the user if missing and sets its password either way, as its SHA-256 (sha256_hash, which
+ * every release with SQL users takes): the password itself is in no statement, so in no URL, access
+ * log or query log. Two statements instead of a look at system.users first, which would need SHOW
+ * USERS besides.
  */
-export function userStatements(user: string): string[] {
+export function userStatements(user: string, password: string): string[] {
   plainIdentifiers({ user }, "CONFIG_INVALID");
-  const identified = "IDENTIFIED WITH sha256_password BY {password:String}";
+  const identified = `IDENTIFIED WITH sha256_hash BY '${createHash("sha256").update(password, "utf8").digest("hex")}'`;
   return [`CREATE USER IF NOT EXISTS ${user} ${identified}`, `ALTER USER ${user} ${identified}`];
 }
 

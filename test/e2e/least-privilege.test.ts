@@ -71,7 +71,7 @@ test("26.9: the worker runs, restarts and audits under the role's grants alone; 
     ]);
     // Each is 26.9's SQL (the engine parses and formats it; it has no role storage to run it in).
     const adminCh = createClient({ url: admin.url });
-    for (const s of [...statements, ...userStatements("cdr_worker")]) {
+    for (const s of [...statements, ...userStatements("cdr_worker", "a password")]) {
       const rs = await adminCh.query({ query: "SELECT formatQuery({s:String}) AS f", query_params: { s }, format: "JSONEachRow" });
       expect(((await rs.json<{ f: string }>())[0]!.f).length).toBeGreaterThan(0);
     }
@@ -167,10 +167,10 @@ test("18.16: migrate --role says the server has no SQL roles and exits 2, after 
   expect(made.stderr.trim()).toMatch(/^config error: ClickHouse 18\.16\.\S+ has no SQL roles or users \(20\.4 added them\): define the worker's user in users\.xml/);
 });
 
-test("26.9: migrate --role --user passes the version gate and sends the user's statement with its password as a parameter", async () => {
+test("26.9: migrate --role --user passes the version gate and sends the user's statement with its password's SHA-256", async () => {
   // The engine has no writable access storage (clickhouse-local), so its own refusal of CREATE USER is
   // the furthest a run gets here: what it shows is that every statement before it is the engine's SQL,
-  // and that the password reaches it as a parameter, never in the text or the error.
+  // and that the password reaches it as its SHA-256, never itself in the text or the error.
   const n0 = await names("least-priv-role-269");
   const admin = await startChdbEndpoint({});
   try {
