@@ -10,9 +10,15 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends nodejs npm ca-certificates gcc g++ libc6-dev make patch pkg-config \
       libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
-# The binary's SHA-256 is pinned as in scripts/lib/common.sh (BUN_SHA256): another build is refused.
-RUN npm install -g --allow-scripts=bun bun@1.4.5 \
- && echo "f05d28a3862f4b84395c7fa32480b835dd47482e80b7e7a49a115227f0c06083  $(readlink -f "$(command -v bun)")" | sha256sum -c -
+# Bun as scripts/provision.sh installs it: the package that carries the binary, fetched without
+# running anything of it, its integrity and the binary's SHA-256 checked (scripts/lib/common.sh's
+# BUN_PACKAGE_INTEGRITY and BUN_SHA256) before the binary runs.
+RUN cd /tmp && npm pack --silent @oven/bun-linux-x64@1.4.5 >/dev/null \
+ && test "sha512-$(openssl dgst -sha512 -binary oven-bun-linux-x64-1.4.5.tgz | base64 -w0)" \
+      = "sha512-IWX9BELoGHAUtMonkeSaNaZwXzRk+oDw6Mk+HBFXd3KHYIBNBsIGRupMZPcgNoDbJpLu6gAJjIoIVPZtt1aJ1g==" \
+ && tar -xzf oven-bun-linux-x64-1.4.5.tgz package/bin/bun \
+ && echo "f05d28a3862f4b84395c7fa32480b835dd47482e80b7e7a49a115227f0c06083  package/bin/bun" | sha256sum -c - \
+ && install -m 0755 package/bin/bun /usr/local/bin/bun && rm -rf /tmp/package /tmp/oven-bun-linux-x64-1.4.5.tgz
 WORKDIR /src
 # librdkafka as Confluent's JavaScript client ships it, built from that npm package exactly as
 # provisioning builds it (scripts/librdkafka/version.env pins the version).

@@ -44,12 +44,21 @@ provision_bun() {
   if command -v bun >/dev/null && [[ "$(bun --version)" == "$BUN_VERSION" && "$(bun_sha256)" == "$BUN_SHA256" ]]; then
     log "ok: bun $BUN_VERSION"; return
   fi
-  log "installing bun@$BUN_VERSION from the npm registry"
-  npm install -g --allow-scripts=bun "bun@$BUN_VERSION" >/dev/null 2>&1 \
-    || npm install -g "bun@$BUN_VERSION" >/dev/null
+  # The package that carries the binary, fetched without running anything of it (npm pack runs no
+  # install script), checked against the pinned integrity, then the binary against its SHA-256.
+  log "installing bun $BUN_VERSION from the npm registry (@oven/bun-linux-x64, checked before it runs)"
+  local work; work="$(mktemp -d)"
+  (cd "$work" && npm pack --silent "@oven/bun-linux-x64@$BUN_VERSION" >/dev/null)
+  local got; got="sha512-$(openssl dgst -sha512 -binary "$work"/*.tgz | base64 -w0)"
+  [[ $got == "$BUN_PACKAGE_INTEGRITY" ]] \
+    || { rm -rf "$work"; die "@oven/bun-linux-x64@$BUN_VERSION has integrity $got, not the pinned $BUN_PACKAGE_INTEGRITY"; }
+  tar -xzf "$work"/*.tgz -C "$work" package/bin/bun
+  local sha; sha="$(sha256sum "$work/package/bin/bun" | cut -c1-64)"
+  [[ $sha == "$BUN_SHA256" ]] || { rm -rf "$work"; die "bun $BUN_VERSION's binary has SHA-256 $sha, not the pinned $BUN_SHA256"; }
+  install -m 0755 "$work/package/bin/bun" /usr/local/bin/bun
+  rm -rf "$work"
   hash -r
   [[ "$(bun --version)" == "$BUN_VERSION" ]] || die "bun $BUN_VERSION did not install (found $(bun --version 2>&1))"
-  [[ "$(bun_sha256)" == "$BUN_SHA256" ]] || die "bun $BUN_VERSION's binary has SHA-256 $(bun_sha256), not the pinned $BUN_SHA256"
 }
 
 # provision_kafka <version> <home>: the broker jars of that version into <home>/libs.

@@ -7,6 +7,9 @@ BUN_VERSION="1.4.5"
 # SHA-256 of that release's Linux x64 executable (@oven/bun-linux-x64 and -baseline ship the same
 # one): provisioning refuses a bun of that version whose binary is another.
 BUN_SHA256="f05d28a3862f4b84395c7fa32480b835dd47482e80b7e7a49a115227f0c06083"
+# The npm registry's integrity of @oven/bun-linux-x64@BUN_VERSION, the package that carries it:
+# checked on the tarball before anything in it runs.
+BUN_PACKAGE_INTEGRITY="sha512-IWX9BELoGHAUtMonkeSaNaZwXzRk+oDw6Mk+HBFXd3KHYIBNBsIGRupMZPcgNoDbJpLu6gAJjIoIVPZtt1aJ1g=="
 # The broker every suite runs on, and the newest 4.x Maven Central serves, on which the Kafka-facing
 # suites run a second time (scripts/test.sh; docs/compatibility.md). Each is a set of jars
 # resolved from scripts/kafka/pom.xml with -Dkafka.version.

@@ -17,6 +17,11 @@ test("the bun that runs the suite is the pinned binary, and the Dockerfile pins 
   const got = new Bun.CryptoHasher("sha256").update(await Bun.file(bin).arrayBuffer()).digest("hex");
   expect(got).toBe(want);
   expect(readFileSync(`${ROOT}/Dockerfile`, "utf8")).toContain(`echo "${want}  `);
+  // The package that carries it is checked before anything of it runs, here and in the image.
+  const integrity = pin("scripts/lib/common.sh", "BUN_PACKAGE_INTEGRITY");
+  expect(integrity).toMatch(/^sha512-[A-Za-z0-9+/]{86}==$/);
+  expect(readFileSync(`${ROOT}/Dockerfile`, "utf8")).toContain(`= "${integrity}"`);
+  expect(readFileSync(`${ROOT}/Dockerfile`, "utf8")).not.toContain("npm install -g");
 });
 
 test("scripts/librdkafka/build.sh refuses a package whose integrity is not the pinned one, and builds nothing", () => {
