@@ -280,7 +280,23 @@ export class SimClickHouseClient {
     });
   }
 
-  async exec(params: { query: string; values: AsyncIterable<unknown>; query_id: string }) {
+  async exec(params: {
+    query: string;
+    values?: AsyncIterable<unknown>;
+    query_id?: string;
+    clickhouse_settings?: Record<string, unknown>;
+  }) {
+    // A query read through exec() (clickhouse/answer.ts): its format named in its text, its answer a stream.
+    if (params.values === undefined) {
+      const query = params.query.replace(/ FORMAT (TabSeparated|JSONEachRow)$/, "");
+      const answer = await this.query({ query, clickhouse_settings: params.clickhouse_settings });
+      const text = await answer.text();
+      return {
+        stream: (async function* () {
+          if (text) yield Buffer.from(text);
+        })(),
+      };
+    }
     const chunks: Buffer[] = [];
     for await (const c of params.values) chunks.push(c as Buffer);
     const body = new Uint8Array(Buffer.concat(chunks));
@@ -293,7 +309,7 @@ export class SimClickHouseClient {
       if (this.ch.ownerOf(p) !== this.actor.name) zombies.add(p);
     }
     return this.#request((reply) =>
-      this.ch.runInsert(this.endpoint, params.query_id, this.user, body, zombies, (answer) => {
+      this.ch.runInsert(this.endpoint, params.query_id!, this.user, body, zombies, (answer) => {
         if (answer.kind === "reset")
           return reply(() => {
             throw netError("ECONNRESET", "socket hang up");
