@@ -12,9 +12,18 @@ export interface KnownCause {
   why: string;
 }
 
-// None open: the last, held envelopes of a worker cut off from Kafka ("held-envelope"), ended with
-// the DLQ's transactions (delivery/offsets/transactional-commits.ts), which its successor fences.
-export const KNOWN: readonly KnownCause[] = [];
+// The held envelopes of a worker cut off from Kafka ("held-envelope") ended with the DLQ's
+// transactions (delivery/offsets/transactional-commits.ts), which its successor fences.
+export const KNOWN: readonly KnownCause[] = [
+  {
+    causes: ["replayed-missed-envelope", "one-owner"],
+    fixtures: ["kafka-cut-restart-replayed-missed-envelope", "kafka-cut-restart-dead-lettered-twice-one-owner"],
+    why:
+      "not yet diagnosed: a worker restarted, then the other cut off from Kafka for 10 s while ClickHouse " +
+      "answers slowly, and an invalid record is dead-lettered twice (by one owner, or after a replay check " +
+      "that did not see the first envelope); 2 runs in 677 of seed 135818593, present at 0e713e1 too",
+  },
+];
 
 /** The known cause a signature shows, if any. */
 export function knownCause(signature: string): KnownCause | undefined {
