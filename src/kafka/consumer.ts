@@ -244,10 +244,12 @@ export class Consumer {
       if (err !== 0) {
         // An error's payload, when it has one, is librdkafka's text for it.
         const textLen = meta[r + META.valueLen]!;
-        const text = textLen > 0 ? ERROR_TEXT.decode(slab.subarray(off, off + textLen)) : undefined;
+        if (isRecordError(err)) {
+          const text = textLen > 0 ? ERROR_TEXT.decode(slab.subarray(off, off + textLen)) : undefined;
+          out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err, text));
+        } else this.#consumerError(err, partition, offset);
+        // Decoded only where it names a record's fate; skipped over either way.
         if (textLen > 0) off += textLen;
-        if (isRecordError(err)) out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err, text));
-        else this.#consumerError(err, partition, offset);
         continue;
       }
       if (!Number.isSafeInteger(offset)) throw new KafkaError("KAFKA_CLIENT", `offset of ${partition} exceeds 2^53`);

@@ -71,3 +71,19 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name,
     expect(summary.clickhouse.map((e: { passed: boolean }) => e.passed)).toEqual([false, true]);
   });
 });
+
+const pageScope = e2eScope();
+
+test("an endpoint that answers a page where a version should be is a warning beside one that answers, not a crash", async () => {
+  const page = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("<html>Bad Gateway</html>\n") });
+  try {
+    const n = await pageScope.names("check-page");
+    const env = workerEnv({ ...n, clickhouseUrl: `http://127.0.0.1:${page.port},${CLICKHOUSE_SERVERS[0]!.url}` }, { DLQ_PROVENANCE_KEY: KEY });
+    const { code, stdout, stderr } = await cli(env, "check");
+    expect(code).toBe(0);
+    expect(stderr.trim().split("\n")).toEqual([expect.stringMatching(new RegExp(`^warning: 127\\.0\\.0\\.1:${page.port}: `))]);
+    expect(JSON.parse(stdout).clickhouse.map((e: { version: string | null }) => e.version)).toEqual([null, expect.stringMatching(/^18\.16\./)]);
+  } finally {
+    page.stop(true);
+  }
+});
