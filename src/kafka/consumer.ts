@@ -16,6 +16,7 @@ import {
   createHandle,
   destroyHandle,
   errName,
+  isTransient,
   kafkaError,
   pollQueue,
   takeError,
@@ -30,6 +31,9 @@ import { fromNativeList, withNativeList, type TopicPartition } from "./partition
 import { Rebalance } from "./rebalance.ts";
 import { MESSAGE, RD } from "./structs.ts";
 import { GroupMetadata } from "./transaction.ts";
+
+/** How long one watermark query waits before it is asked again (queryWatermarks). */
+const WATERMARK_SLICE_MS = 2_000;
 
 export interface ConsumerOptions {
   /** librdkafka properties; must include bootstrap.servers and group.id. */
@@ -517,14 +521,45 @@ export class Consumer {
     return { low: Number(low[0]), high: Number(high[0]) };
   }
 
-  /** Low and high watermark asked from the broker (blocking up to timeoutMs: for tools and tests). */
+  /**
+   * Low and high watermark asked from the broker (blocking up to timeoutMs: for tools and tests).
+   * A leader that moved answers NOT_LEADER_OR_FOLLOWER once the client's metadata is stale (a
+   * broker restarted, leadership handed back): librdkafka refreshes the metadata and does not ask
+   * again, so a transient answer is asked again here until the deadline.
+   */
   queryWatermarks(topic: string, partition: number, timeoutMs = 5000): { low: number; high: number } {
     if (this.#closed) throw closedError("watermarks");
     const low = new BigInt64Array(1);
     const high = new BigInt64Array(1);
-    const err = rdk().rd_kafka_query_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high, timeoutMs);
-    if (err !== 0) throw kafkaError("KAFKA_CLIENT", `watermarks of ${topic}[${partition}]`, err);
-    return { low: Number(low[0]), high: Number(high[0]) };
+    const deadline = performance.now() + timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      // A slice of the time, not all of it: a leader that died is asked until the slice ends.
+      const slice = Math.max(1, Math.min(WATERMARK_SLICE_MS, Math.ceil(deadline - performance.now())));
+      const err = rdk().rd_kafka_query_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high, slice);
+      if (err === 0) return { low: Number(low[0]), high: Number(high[0]) };
+      if (!isTransient(err) || performance.now() >= deadline)
+        throw kafkaError("KAFKA_CLIENT", `watermarks of ${topic}[${partition}]`, err);
+      this.#refreshTopic(topic, Math.max(1, Math.min(WATERMARK_SLICE_MS, Math.ceil(deadline - performance.now()))));
+      Bun.sleepSync(Math.min(200, 10 * 2 ** attempt, Math.max(0, deadline - performance.now())));
+    }
+  }
+
+  /**
+   * Asks the topic's metadata now: the watermark query asks the leader the client last heard of,
+   * and a client without a subscription to the topic refreshes it only every few minutes. A
+   * failure here is the next query's to report.
+   */
+  #refreshTopic(topic: string, timeoutMs: number): void {
+    const lib = rdk();
+    const rkt = lib.rd_kafka_topic_new(this.#h.rk, cstr(topic), null);
+    if (!rkt) return;
+    try {
+      const out = new BigUint64Array(1);
+      if (lib.rd_kafka_metadata(this.#h.rk, 0, rkt, out, timeoutMs) === 0 && out[0])
+        lib.rd_kafka_metadata_destroy(Number(out[0]) as Pointer);
+    } finally {
+      lib.rd_kafka_topic_destroy(rkt);
+    }
   }
 
   /**

@@ -4,7 +4,10 @@
 // nothing else; a worker killed with -9 and a rolling SIGTERM restart must store and dead-letter
 // nothing twice (exactly-once: counted without FINAL, merges stopped).
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { runFault, type Scenario } from "../../scripts/cluster/faults.ts";
+import { BROKERS, runFault, type Scenario } from "../../scripts/cluster/faults.ts";
+import { Admin } from "../../src/kafka/admin.ts";
+import { Consumer } from "../../src/kafka/consumer.ts";
+import { Producer } from "../../src/kafka/producer.ts";
 import { ROOT, run } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -42,3 +45,51 @@ for (const [scenario, what] of scenarios) {
     if (scenario === "rolling" || scenario === "worker") expect([r.rows_twice, r.envelopes_twice, r.rows_inserted]).toEqual([0, 0, r.valid_produced]);
   }, 300_000);
 }
+
+/** The partition's leader as the cluster's metadata names it now (kcat -L). */
+function leaderOf(topic: string): number | null {
+  const out = Bun.spawnSync(["kcat", "-b", BROKERS, "-L", "-t", topic, "-m", "2"]).stdout.toString();
+  const m = /partition 0, leader (-?\d+)/.exec(out);
+  return m ? Number(m[1]) : null;
+}
+
+async function leaderBecomes(topic: string, ok: (leader: number) => boolean, what: string): Promise<number> {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    const l = leaderOf(topic);
+    if (l !== null && l > 0 && ok(l)) return l;
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what} (leader ${l})`);
+    await Bun.sleep(200);
+  }
+}
+
+// The tools (dlq inspect and replay, audit) and the harness ask a partition's watermarks with a
+// blocking query. A broker restart moves its partitions' leadership away and, once it serves
+// again, back (auto.leader.rebalance): a client whose metadata still names the old leader hears
+// a transport error or NOT_LEADER_OR_FOLLOWER, which a second asking gets past.
+test("regression: a watermark query rides out its partition's leader killed and handed back", async () => {
+  const topic = `leader-move.${Date.now().toString(36)}`;
+  const admin = new Admin({ "bootstrap.servers": BROKERS });
+  const reader = new Consumer({ props: { "bootstrap.servers": BROKERS, "group.id": `${topic}-reader` }, topics: [] });
+  try {
+    await admin.createTopics([{ name: topic, partitions: 1, replicationFactor: 3, configs: {} }]);
+    await admin.awaitServing([{ name: topic, partitions: 1 }]);
+    const producer = new Producer({ "bootstrap.servers": BROKERS, acks: "all" });
+    await producer.produceBatch(topic, ["a", "b", "c"]);
+    producer.close();
+    expect(reader.queryWatermarks(topic, 0).high).toBe(3);
+
+    const first = await leaderBecomes(topic, () => true, "a leader");
+    await run(["bash", `${ROOT}/scripts/cluster/kafka-brokers.sh`, "kill", String(first)]);
+    await leaderBecomes(topic, (l) => l !== first, `a leader other than ${first}`);
+    expect(reader.queryWatermarks(topic, 0, 15_000).high).toBe(3);
+
+    await run(["bash", `${ROOT}/scripts/cluster/kafka-brokers.sh`, "start", String(first)]);
+    await leaderBecomes(topic, (l) => l === first, `leadership handed back to ${first}`);
+    expect(reader.queryWatermarks(topic, 0, 15_000).high).toBe(3);
+  } finally {
+    await reader.close();
+    await admin.deleteTopics([topic]).catch(() => {});
+    admin.close();
+  }
+}, 180_000);
