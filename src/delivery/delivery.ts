@@ -337,6 +337,7 @@ export class Delivery {
   /** Revoked partitions, settled first: forgotten, so their positions are never handed out again. */
   release(partitions: readonly TopicPartition[]): void {
     this.#tracker.reset(partitions.map((p) => p.partition));
+    this.#deps.transactions?.release(partitions.map((p) => p.partition));
     this.#gate.forget(partitions);
     this.#replays?.forget(partitions);
     this.#batcher.touch();

@@ -415,7 +415,7 @@ function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>
           signature: `dead-lettered-twice/${cause}`,
           partition: p,
           offset: o,
-          detail: dead.map((e) => `${e.producer} (${stageOf(e)})`).join("; "),
+          detail: dead.map((e) => `${e.producer} (${stageOf(e)}, sent ${e.sentAt} ms, shown ${e.appendedAt} ms)`).join("; "),
         });
       }
       if (stored.length > 0 && dead.length > 0) {

@@ -101,6 +101,9 @@ function fencedError(e: TransactionError): TransactionError {
 /** The fencings judged final (fencedError): met again on the way out, they are not judged twice. */
 const STOPS = new WeakSet<TransactionError>();
 
+/** The assignment of an envelope whose partition was revoked and released (never a current one). */
+const RELEASED = -1;
+
 /** How often a commit flushes again while envelopes keep joining its transaction before it closes it. */
 const MAX_FLUSHES = 10;
 
@@ -219,6 +222,19 @@ export class TransactionalCommits<G extends GroupToken> {
       this.#committing = null;
       done.resolve();
     }
+  }
+
+  /**
+   * Revoked partitions given up after their revocation settled without a commit (the group refused
+   * it: the member had been removed meanwhile). An envelope of theirs still in the open transaction,
+   * sent again there after an abort while they were owned, must never show: their next owner, this
+   * worker included, checks the DLQ (where it is not) and dead-letters the record again. Marked as
+   * of an earlier assignment, it is dropped, and the transaction aborted, by the next commit or
+   * abandon, as an envelope of a lost assignment is.
+   */
+  release(partitions: readonly number[]): void {
+    const gone = new Set(partitions);
+    for (const p of this.#produced) if (gone.has(p.source.partition)) p.assignment = RELEASED;
   }
 
   async #commit(positions: () => TopicPartition[]): Promise<boolean> {

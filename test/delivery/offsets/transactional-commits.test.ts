@@ -263,6 +263,27 @@ test("regression: a commit that reaches the transaction before the abandon does 
   expect(tx.calls).toEqual(["begin", "produce old", "flush", "sendOffsets failed UNKNOWN_MEMBER_ID", "abort", "begin", "produce old", "flush", "abort"]);
 });
 
+// The simulation's crash-kafka-cut-lost-answers-held-envelope: a revocation whose commit the group
+// refused (the member had been removed during a cut from the brokers) settled without a loss being
+// heard. The abort sent its envelope again while the partition was owned; the revoked partition
+// was released, assigned to the same worker again, and its record dead-lettered a second time, both
+// envelopes in one transaction.
+test("regression: an envelope of a revoked partition released without a commit is never committed; the next commit aborts it", async () => {
+  const owned = [0, 1];
+  const { tx, commits } = setup(owned);
+  tx.fail.set("sendOffsets", [refusal("UNKNOWN_MEMBER_ID", "abort")]);
+  void commits.produce("dlq", "old", {}, { partition: 0, offset: 1 });
+  void commits.produce("dlq", "kept", {}, { partition: 1, offset: 4 });
+  expect(await commits.commit(() => [at(0, 2), at(1, 5)])).toBe(false); // both go again: still owned
+  commits.release([0]); // the revocation settled without a commit; partition 0 given up
+  void commits.produce("dlq", "new", {}, { partition: 0, offset: 1 }); // assigned again, dead-lettered again
+  expect(await commits.commit(() => [at(0, 2), at(1, 5)])).toBe(false);
+  expect(commits.refusal).toBe("PARTITIONS_LOST");
+  expect(await commits.commit(() => [at(0, 2), at(1, 5)])).toBe(true);
+  const shown = tx.calls.slice(tx.calls.lastIndexOf("abort") + 1);
+  expect(shown).toEqual(["begin", "produce kept", "produce new", "flush", "offsets 0@2,1@5", "commit"]);
+});
+
 // The simulation's kafka-cut-lost-assignment-waiting-envelope: an envelope of the lost assignment
 // that was waiting for the transaction to reopen went into the next one, beside the envelope the
 // new assignment made of the same record, and both were committed.
