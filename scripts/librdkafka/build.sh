@@ -2,9 +2,11 @@
 # Builds librdkafka from the source inside Confluent's npm package (version.env), against Debian's
 # -dev packages: ssl, sasl (GSSAPI), lz4, zstd, zlib. Only the shared library and its header, into
 #   <out>/lib/librdkafka.so.1  <out>/include/librdkafka/rdkafka.h
-# The patches in patches/ are applied in name order (decompression-cap.patch: lz4 output capped at
-# receive.message.max.bytes, and a batch that cannot be decompressed reported offset by offset and
-# skipped). Idempotent: a build whose stamp matches the pin, the flags and the patches prints "ok:"
+# The patches in patches/ are applied in name order (coordinator-timeout.patch: a request waiting
+# for its coordinator fails at its timeout, and asks again once a second for a coordinator that
+# stays down, so send_offsets_to_transaction returns when the group coordinator dies;
+# decompression-cap.patch: lz4 output capped at receive.message.max.bytes, and a batch that cannot
+# be decompressed reported offset by offset and skipped). Idempotent: a build whose stamp matches the pin, the flags and the patches prints "ok:"
 # and does nothing.
 # Usage: scripts/librdkafka/build.sh <out dir>
 set -euo pipefail
