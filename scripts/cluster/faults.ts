@@ -120,7 +120,7 @@ class Workers {
   async ready(name: string): Promise<void> {
     await until(async () => {
       const proc = this.live.get(name)!;
-      if (proc.exitCode !== null) throw new Error(`worker ${name} exited ${proc.exitCode}: ${this.logTail(name)}`);
+      if (proc.killed || proc.exitCode !== null) throw new Error(`worker ${name} ${this.ended(proc)}: ${this.logTail(name)}`);
       const r = await fetch(`${this.url(name)}/readyz`).catch(() => null);
       return r?.status === 200 ? true : undefined;
     }, 60_000, `worker ${name} ready`);
@@ -140,20 +140,33 @@ class Workers {
       const s = await fetch(`${this.url(name)}/internal/stats`)
         .then((r) => r.json() as Promise<Record<string, any>>)
         .catch(() => null);
-      if (s && proc.exitCode === null) this.#acknowledged.set(name, s.total_clickhouse as number);
+      if (s && !proc.killed && proc.exitCode === null) this.#acknowledged.set(name, s.total_clickhouse as number);
     }
     return [...this.#acknowledged.values()].reduce((a, b) => a + b, 0);
   }
+
+  /** Each live worker's last answer to `pending`: what a timeout reports, so that it says which partition held. */
+  lastPending: Record<string, unknown> = {};
 
   /** Sum of every live worker's partition lag and buffered records. */
   async pending(): Promise<number> {
     let sum = 0;
     for (const [name, proc] of this.live) {
-      if (proc.exitCode !== null) throw new Error(`worker ${name} exited ${proc.exitCode}: ${this.logTail(name)}`);
-      const s = (await (await fetch(`${this.url(name)}/internal/stats`)).json()) as Record<string, any>;
-      sum += s.in_flight_buffer + Object.values(s.partitions as Record<string, { lag: number }>).reduce((a, p) => a + p.lag, 0);
+      if (proc.killed || proc.exitCode !== null) throw new Error(`worker ${name} ${this.ended(proc)}: ${this.logTail(name)}`);
+      const answer = await fetch(`${this.url(name)}/internal/stats`).catch((e: Error) => {
+        throw new Error(`worker ${name} (pid ${proc.pid}) does not answer: ${e.message}`);
+      });
+      const s = (await answer.json()) as Record<string, any>;
+      const lagging = Object.entries(s.partitions as Record<string, { lag: number }>).filter(([, p]) => p.lag > 0);
+      this.lastPending[name] = { ...s, partitions: Object.fromEntries(lagging) };
+      sum += s.in_flight_buffer + lagging.reduce((a, [, p]) => a + p.lag, 0);
     }
     return sum;
+  }
+
+  /** How a worker ended: its exit code, or the signal that ended it (which leaves exitCode null). */
+  ended(proc: Bun.Subprocess): string {
+    return proc.signalCode ? `was ended by ${proc.signalCode}` : `exited ${proc.exitCode}`;
   }
 
   logTail(name: string): string {
@@ -161,6 +174,28 @@ class Workers {
       return readFileSync(`${this.logDir}/${name}.log`, "utf8").split("\n").slice(-15).join("\n");
     } catch {
       return "(no log)";
+    }
+  }
+
+  /**
+   * Each live worker's state and threads' stacks, written next to its log: what a worker that
+   * stopped answering was doing (its log may hold nothing since, a blocked event loop logs nothing).
+   */
+  snapshotStacks(): void {
+    for (const [name, proc] of this.live) {
+      const state = (() => {
+        try {
+          return readFileSync(`/proc/${proc.pid}/status`, "utf8").match(/^State:.*$/m)?.[0] ?? "?";
+        } catch {
+          return "gone";
+        }
+      })();
+      const gdb = Bun.spawnSync(["gdb", "-p", String(proc.pid), "-batch", "-ex", "thread apply all bt 12"], {
+        stdout: "pipe",
+        stderr: "pipe",
+        timeout: 30_000,
+      });
+      Bun.write(`${this.logDir}/${name}.stacks`, `exitCode ${proc.exitCode}; ${state}\n${gdb.stdout}${gdb.stderr}`);
     }
   }
 
@@ -316,8 +351,12 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
     await Promise.all([stream, faults]);
 
     const invalid = opts.records - valid;
-    await until(async () => ((await rows()).distinct >= valid ? true : undefined), 300_000, `${valid} valid rows`, 250);
-    await until(async () => ((await workers.pending()) === 0 ? true : undefined), 120_000, "every worker caught up", 250);
+    // A count that times out (a loaded machine, the replica merging parts in) is asked again.
+    await until(async () => ((await rows().catch(() => null))?.distinct ?? -1) >= valid || undefined, 300_000, `${valid} valid rows`, 250);
+    await until(async () => ((await workers.pending()) === 0 ? true : undefined), 120_000, "every worker caught up", 250)
+      .catch((e: Error) => {
+        throw new Error(`${e.message}; still pending: ${JSON.stringify(workers.lastPending)}`);
+      });
     event("every valid record stored, no lag");
     sampling = false;
     await sampler;
@@ -330,7 +369,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
       try {
         // Polled, not SYSTEM SYNC REPLICA: that waits for merges too, which are stopped.
         const caughtUp = until(async () => {
-          const d = (await rows("cdr_local", ch)).distinct;
+          const d = (await rows("cdr_local", ch).catch(() => null))?.distinct ?? -1;
           return d >= valid ? d : undefined;
         }, 120_000, `every row on ${url}`, 250);
         onReplicas.push(
@@ -380,6 +419,7 @@ export async function runFault(scenario: Scenario, opts: { records: number; seco
       sigtermCodes.every((c) => c === 0);
     return report;
   } catch (e) {
+    workers.snapshotStacks();
     const tails = [...workers.live.keys()].map((n) => `--- ${n}\n${workers.logTail(n)}`).join("\n");
     throw new Error(`${scenario}: ${(e as Error).message}\nevents: ${JSON.stringify(events)}\n${tails}`);
   } finally {
