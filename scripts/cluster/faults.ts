@@ -190,12 +190,18 @@ class Workers {
           return "gone";
         }
       })();
-      const gdb = Bun.spawnSync(["gdb", "-p", String(proc.pid), "-batch", "-ex", "thread apply all bt 12"], {
-        stdout: "pipe",
-        stderr: "pipe",
-        timeout: 30_000,
-      });
-      Bun.write(`${this.logDir}/${name}.stacks`, `exitCode ${proc.exitCode}; ${state}\n${gdb.stdout}${gdb.stderr}`);
+      let stacks: string;
+      try {
+        const gdb = Bun.spawnSync(["gdb", "-p", String(proc.pid), "-batch", "-ex", "thread apply all bt 12"], {
+          stdout: "pipe",
+          stderr: "pipe",
+          timeout: 30_000,
+        });
+        stacks = `${gdb.stdout}${gdb.stderr}`;
+      } catch (e) {
+        stacks = `no stacks: ${(e as Error).message}`; // the failure itself is what the caller reports
+      }
+      Bun.write(`${this.logDir}/${name}.stacks`, `exitCode ${proc.exitCode}; ${state}\n${stacks}`);
     }
   }
 
