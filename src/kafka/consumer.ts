@@ -523,9 +523,10 @@ export class Consumer {
 
   /**
    * Low and high watermark asked from the broker (blocking up to timeoutMs: for tools and tests).
-   * A leader that moved answers NOT_LEADER_OR_FOLLOWER once the client's metadata is stale (a
-   * broker restarted, leadership handed back): librdkafka refreshes the metadata and does not ask
-   * again, so a transient answer is asked again here until the deadline.
+   * The query goes to the leader the client last heard of: one that died times out, one that
+   * handed leadership back answers NOT_LEADER_OR_FOLLOWER, and librdkafka asks no other broker. So
+   * after a transient answer the topic's metadata is asked anew and the query made again, until the
+   * deadline.
    */
   queryWatermarks(topic: string, partition: number, timeoutMs = 5000): { low: number; high: number } {
     if (this.#closed) throw closedError("watermarks");
