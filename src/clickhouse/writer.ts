@@ -361,8 +361,9 @@ export class ClickHouseWriter {
   }
 
   /**
-   * Offsets of these partitions stored at or past each one's offset, ingested since its time: what
-   * a partition's last owner already stored (the replay check). Read from the offsets table, one
+   * Offsets of these partitions stored at or past each one's offset (and below its end, where the
+   * check read one), ingested since its time: what a partition's last owner already stored (the
+   * replay check). Read from the offsets table, one
    * key range per partition (sql/001_cdr.sql), so its cost follows the rows past the commit, not the
    * table. The server ends it (max_execution_time) a second before the client's request timeout, so
    * a slow check never leaves a read running behind a retry. Asked of the endpoints in turn until one
@@ -376,6 +377,7 @@ export class ClickHouseWriter {
       .map(
         (o) =>
           `(kafka_partition = ${o.partition} AND kafka_offset >= ${o.from} ` +
+          (o.to === undefined ? "" : `AND kafka_offset < ${o.to} `) +
           `AND ingested_at >= toDateTime(${since(o)}))`,
       )
       .join(" OR ");

@@ -214,10 +214,20 @@ export class SimClickHouse {
     }
     m = new RegExp(`^SELECT kafka_partition, kafka_offset FROM ${this.table}_offsets WHERE (.*)$`).exec(q);
     if (m) {
-      const terms = [...m[1]!.matchAll(/\(kafka_partition = (\d+) AND kafka_offset >= (\d+) AND ingested_at >= toDateTime\((\d+)\)\)/g)];
+      const terms = [
+        ...m[1]!.matchAll(
+          /\(kafka_partition = (\d+) AND kafka_offset >= (\d+) (?:AND kafka_offset < (\d+) )?AND ingested_at >= toDateTime\((\d+)\)\)/g,
+        ),
+      ];
       if (terms.map((t) => t[0]).join(" OR ") !== m[1] && m[1] !== "0") throw new Error(`simulated ClickHouse: unknown WHERE: ${m[1]}`);
       const rows = this.viewRows.filter((r) =>
-        terms.some((t) => r.partition === Number(t[1]) && r.offset >= Number(t[2]) && r.ingestedAt >= Number(t[3])),
+        terms.some(
+          (t) =>
+            r.partition === Number(t[1]) &&
+            r.offset >= Number(t[2]) &&
+            (t[3] === undefined || r.offset < Number(t[3])) &&
+            r.ingestedAt >= Number(t[4]),
+        ),
       );
       return { text: rows.map((r) => `${r.partition}\t${r.offset}\n`).join(""), ms: 2 };
     }

@@ -27,6 +27,11 @@ export interface Owned {
   partition: number;
   from: number;
   since: number;
+  /**
+   * The partition's end when the check began (its high watermark), exclusive: the last owner can
+   * have stored no record at or past it, so the read of what it stored stops there.
+   */
+  to?: number;
   /** The commit was made in a transaction with every envelope below it: the DLQ holds none past it. */
   transactional?: boolean;
 }
@@ -141,12 +146,17 @@ export async function findDelivered(
     const end = ends.get(o.partition);
     if (end !== undefined && end > o.from) delivered.get(o.partition)!.unsureBelow = end;
   }
+  // One key range per partition, closed at its end: the read's rows are the commit's to the end.
+  const bounded = owned.map((o) => {
+    const end = ends.get(o.partition);
+    return end === undefined ? o : { ...o, to: Math.max(o.from, end) };
+  });
   await d.insertsEnded();
   // Below a transactional commit every envelope is passed and past it none is visible: no DLQ read.
   const withEnvelopes = owned.filter((o) => !o.transactional);
   const none: DeadLettered = { offsets: new Map(), digests: new Map() };
   const [stored, dead] = await Promise.all([
-    d.stored(owned),
+    d.stored(bounded),
     withEnvelopes.length > 0 ? d.deadLettered(withEnvelopes) : none,
   ]);
   for (const found of [stored, dead.offsets])
