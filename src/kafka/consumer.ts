@@ -16,7 +16,6 @@ import {
   createHandle,
   destroyHandle,
   errName,
-  isTransient,
   kafkaError,
   pollQueue,
   takeError,
@@ -523,10 +522,11 @@ export class Consumer {
 
   /**
    * Low and high watermark asked from the broker (blocking up to timeoutMs: for tools and tests).
-   * The query goes to the leader the client last heard of: one that died times out, one that
-   * handed leadership back answers NOT_LEADER_OR_FOLLOWER, and librdkafka asks no other broker. So
-   * after a transient answer the topic's metadata is asked anew and the query made again, until the
-   * deadline.
+   * The query goes to the leader the client last heard of, and librdkafka asks no other broker:
+   * one that died times out, or is dropped from the metadata (_DESTROY_BROKER); one that handed
+   * leadership back answers NOT_LEADER_OR_FOLLOWER; while the leader moves the metadata may name
+   * none (_UNKNOWN_PARTITION). So after any answer but a refusal of access the topic's metadata is
+   * asked anew and the query made again, until the deadline, when the last answer is reported.
    */
   queryWatermarks(topic: string, partition: number, timeoutMs = 5000): { low: number; high: number } {
     if (this.#closed) throw closedError("watermarks");
@@ -538,7 +538,7 @@ export class Consumer {
       const slice = Math.max(1, Math.min(WATERMARK_SLICE_MS, Math.ceil(deadline - performance.now())));
       const err = rdk().rd_kafka_query_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high, slice);
       if (err === 0) return { low: Number(low[0]), high: Number(high[0]) };
-      if (!isTransient(err) || performance.now() >= deadline)
+      if (AUTHORIZATION_ERRORS.has(err) || performance.now() >= deadline)
         throw kafkaError("KAFKA_CLIENT", `watermarks of ${topic}[${partition}]`, err);
       this.#refreshTopic(topic, Math.max(1, Math.min(WATERMARK_SLICE_MS, Math.ceil(deadline - performance.now()))));
       Bun.sleepSync(Math.min(200, 10 * 2 ** attempt, Math.max(0, deadline - performance.now())));
