@@ -97,20 +97,34 @@ export class GroupMetadata {
 
 export type TransactionState = "uninitialized" | "ready" | "open" | "ending" | "failed";
 
+/**
+ * How long a call on its thread may take before the producer is given up: librdkafka bounds each
+ * call by its timeout, save where it waits for a coordinator that never comes (librdkafka issues
+ * #5456, #5511; scripts/librdkafka/patches/coordinator-timeout.patch covers one such wait).
+ */
+const stuckAfter = (timeoutMs: number) => 2 * timeoutMs + 10_000;
+
 export class Transactions {
   readonly #producer: Producer;
   readonly #sliceMs: number;
   readonly #thread: TxnThread | null;
+  readonly #stuckAfterMs: (timeoutMs: number) => number;
   #state: TransactionState = "uninitialized";
 
   /**
    * `producer` was made with a `transactional.id`; nothing else may produce through it. The calls
    * go on threads of their own (txn-thread.ts) unless `onEventLoop`, or unless that cannot be built.
+   * `thread` and `stuckAfterMs` are for tests.
    */
-  constructor(producer: Producer, opts: { sliceMs?: number; onEventLoop?: boolean } = {}) {
+  constructor(
+    producer: Producer,
+    opts: { sliceMs?: number; onEventLoop?: boolean; thread?: TxnThread; stuckAfterMs?: number } = {},
+  ) {
     this.#producer = producer;
     this.#sliceMs = opts.sliceMs ?? SLICE_MS;
-    this.#thread = opts.onEventLoop ? null : loadTxnThread();
+    this.#thread = opts.onEventLoop ? null : (opts.thread ?? loadTxnThread());
+    const fixed = opts.stuckAfterMs;
+    this.#stuckAfterMs = fixed === undefined ? stuckAfter : () => fixed;
   }
 
   /** ready: none open; open: records and offsets may join; ending: a commit or abort is under way. */
@@ -219,7 +233,19 @@ export class Transactions {
       const rk = this.#producer.handle;
       const tick = () => this.#producer.serveReports();
       const args = { tick, ...(native.a ? { a: native.a, b: native.b! } : {}) };
-      const e = takeTransactionError(what, await this.#producer.lend(() => thread.call(fn, rk, timeoutMs, args)));
+      const call = this.#producer.lend(() => thread.call(fn, rk, timeoutMs, args));
+      // A call that never returns would hold every commit for ever, with nothing logged. Past the
+      // limit it is left to its thread (the handle stays lent, so close() does not free it) and the
+      // producer fails for good: the commits make it again and send the envelopes again.
+      const limit = this.#stuckAfterMs(timeoutMs);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const stuck = new Promise<"stuck">((resolve) => (timer = setTimeout(() => resolve("stuck"), limit)));
+      const result = await Promise.race([call, stuck]).finally(() => clearTimeout(timer));
+      if (result === "stuck") {
+        const text = `${what}: no answer within ${limit} ms (librdkafka waits for a coordinator that does not come)`;
+        throw this.#failed(new TransactionError(text, -185, "_TIMED_OUT", false, false, true));
+      }
+      const e = takeTransactionError(what, result);
       if (e) throw this.#failed(e);
       return;
     }
