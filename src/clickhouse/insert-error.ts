@@ -28,6 +28,17 @@ import { CdrWorkerError } from "../errors.ts";
 
 export type InsertErrorKind = "transient" | "data" | "shape" | "permanent";
 
+/** An insert that failed after it may have stored its rows. */
+export interface UncertainAttempt {
+  endpoint: number;
+  queryId: string;
+  /**
+   * When (the writer's monotonic clock, ms) the server has ended this insert whatever it did, where
+   * the server bounds an insert's life (server-version.ts's boundsInsertLife); absent elsewhere.
+   */
+  endedBy?: number;
+}
+
 // ClickHouse error codes (src/Common/ErrorCodes.cpp), the same numbers on 18.16 and current releases.
 const DATA_CODES = new Set([
   6, // CANNOT_PARSE_TEXT
@@ -110,8 +121,8 @@ export class ClickHouseInsertError extends CdrWorkerError {
    * (a value, the table, a grant) or a connection never made is known to have stored nothing.
    */
   readonly mayHaveStored: boolean;
-  /** The query ids of the attempts that may have stored rows, with the endpoint each went to. */
-  attempts: Array<{ endpoint: number; queryId: string }> = [];
+  /** The attempts that may have stored rows: each one's endpoint and query id (writer.ts's endInserts). */
+  attempts: UncertainAttempt[] = [];
   constructor(
     message: string,
     readonly kind: InsertErrorKind,

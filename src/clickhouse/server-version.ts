@@ -36,3 +36,16 @@ export function olderThanTested(version: string): boolean {
 export function insertSettings(version: string): ClickHouseSettings {
   return atLeast(version, 21, 11) ? { async_insert: 0 } : {};
 }
+
+/**
+ * The oldest release on which an insert's `max_execution_time` is known to end it on the server:
+ * test/clickhouse/insert-life.test.ts shows the 26.9 engine end an insert at its limit and 18.16 run
+ * one past it (18.16 checks the limit for SELECT only). Releases between are not relied on.
+ */
+export const INSERT_LIFE_BOUNDED_SINCE = "26.9";
+
+/** True when an insert sent with max_execution_time has ended on this server once that time has passed. */
+export function boundsInsertLife(version: string): boolean {
+  const [major, minor] = parseVersion(INSERT_LIFE_BOUNDED_SINCE)!;
+  return atLeast(version, major, minor);
+}

@@ -22,17 +22,21 @@
  * (endInserts) and reads which rows are stored (storedRows) before it sends the rest
  * (delivery/flush/insert-once.ts). Only failures that stored nothing (a refused connection, a
  * refusal of the endpoint's own) go on to the next endpoint at once.
+ *
+ * Every insert carries max_execution_time, a second under the request timeout. Where the server
+ * ends an insert at it (server-version.ts's boundsInsertLife), an endpoint that stops answering
+ * holds a lost answer's check only until that bound has passed; the rows are then read on another.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
 import { systemClock, type Clock } from "../delivery/clock.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
-import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
+import { ClickHouseInsertError, classifyInsertError, refusal, type UncertainAttempt } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
 import { offsetsTable } from "./migrate.ts";
-import { insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
+import { boundsInsertLife, insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 import { queryText, readCapped, versionOf } from "./answer.ts";
 import { LIST_ANSWER_BYTES, ROWS_ANSWER_BYTES, SMALL_ANSWER_BYTES } from "./answer.ts";
 
@@ -41,6 +45,13 @@ export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
 /** How often the replay check looks whether earlier inserts still run, and how long it waits in all. */
 const RUNNING_POLL_MS = 100;
 const RUNNING_WAIT_MS = 120_000;
+/**
+ * How long past its max_execution_time an insert whose answer was lost may still run on a server
+ * that bounds it: the limit is checked between the steps of the insert's pipeline, not at an
+ * instant, and the request's last bytes can still be on their way when the worker closes its
+ * socket. Past it, an endpoint that does not answer holds no check (endInserts).
+ */
+export const INSERT_END_MARGIN_MS = 2_000;
 
 /**
  * Where a batch's rows are looked up: their provenance, at the sorting key's own points. A row is
@@ -113,7 +124,10 @@ export class ClickHouseWriter {
   readonly #queryIdPrefix: string;
   readonly #syncDistributed: boolean;
   readonly #user: string | undefined;
-  /** The replay check's max_execution_time: a second under the request timeout, at least one. */
+  /**
+   * The max_execution_time of the replay check's reads and of every insert: a second under the
+   * request timeout, at least one, so the server ends either before the client gives up on it.
+   */
   readonly #checkSeconds: number;
   readonly #clock: Clock;
   #current = 0;
@@ -176,14 +190,22 @@ export class ClickHouseWriter {
     let permanent: ClickHouseInsertError | undefined;
     let answered = false;
     // Every attempt that may have stored the rows, on whichever endpoint: the caller must know them all.
-    const uncertain: ClickHouseInsertError["attempts"] = [];
+    const uncertain: UncertainAttempt[] = [];
+    // Taken once the request has failed, so once its socket is closed: no byte of it can reach the
+    // server later, and a server that bounds an insert's life has ended it by then.
+    const attempt = (i: number, queryId: string, version: string | null): UncertainAttempt =>
+      version !== null && boundsInsertLife(version)
+        ? { endpoint: i, queryId, endedBy: this.#clock.mono() + this.#checkSeconds * 1000 + INSERT_END_MARGIN_MS }
+        : { endpoint: i, queryId };
     const withAttempts = (e: ClickHouseInsertError) => ((e.attempts = uncertain), e);
     for (let k = 0; k < n; k++) {
       const i = (this.#current + k) % n;
       const e = this.#endpoints[i]!;
       const queryId = `${this.#queryIdPrefix}${++this.#inserts}`;
+      // The version this attempt was sent under: a concurrent insert's failure can forget e.version meanwhile.
+      const sent = { version: null as string | null };
       try {
-        await this.#insertInto(e, body, rows, queryId, admit);
+        await this.#insertInto(e, body, rows, queryId, sent, admit);
         e.up = true;
         e.inserts++;
         this.#current = i;
@@ -193,14 +215,15 @@ export class ClickHouseWriter {
         // Not ClickHouse's answer (admit refused: the partitions were lost): nothing more is sent.
         if (!(err instanceof ClickHouseInsertError)) throw err;
         const failure = err;
+        const version = sent.version;
         if (failure.kind === "data" || failure.kind === "shape") {
-          if (failure.mayHaveStored) uncertain.push({ endpoint: i, queryId });
+          if (failure.mayHaveStored) uncertain.push(attempt(i, queryId, version));
           throw withAttempts(failure);
         }
         if (failure.mayHaveStored) {
           // The rows may be stored here: sent on to the next endpoint they could be stored twice (two
           // entry points of one table). The caller ends this insert and reads what it stored first.
-          uncertain.push({ endpoint: i, queryId });
+          uncertain.push(attempt(i, queryId, version));
           e.failures++;
           if (failure.kind === "transient") {
             e.up = false;
@@ -251,12 +274,14 @@ export class ClickHouseWriter {
     body: Uint8Array | string,
     rows: number,
     queryId: string,
+    sent: { version: string | null },
     admit?: () => Promise<void>,
   ): Promise<void> {
     const what = `insert of ${rows} rows into ${this.#table}${this.#endpoints.length > 1 ? ` at ${e.name}` : ""}`;
     const version = e.version ?? (await this.#learnVersion(e, what));
     // Asked right before the body goes, after any wait for the version: a freeze can fall anywhere before.
     await admit?.();
+    sent.version = version;
     try {
       await this.#send(e.client, body, version, queryId);
     } catch (cause) {
@@ -266,19 +291,39 @@ export class ClickHouseWriter {
 
   /**
    * Ends the inserts of these attempts on the endpoints they went to (`KILL QUERY … SYNC`: one still
-   * running could store after the rows were read) and makes sure none runs any more. Throws when an
-   * endpoint does not answer: what runs there is unknown.
+   * running could store after the rows were read) and makes sure none runs any more. An endpoint
+   * that does not answer holds the check only while one of its inserts may still run: on a server
+   * that bounds an insert's life each has ended by its `endedBy`, so this waits until then, and the
+   * rows are then read on another endpoint. Throws otherwise: what runs there is unknown.
    */
-  async endInserts(attempts: ClickHouseInsertError["attempts"]): Promise<void> {
-    const byEndpoint = new Map<number, string[]>();
-    for (const a of attempts) byEndpoint.set(a.endpoint, [...(byEndpoint.get(a.endpoint) ?? []), a.queryId]);
+  async endInserts(attempts: readonly UncertainAttempt[]): Promise<void> {
+    const byEndpoint = new Map<number, UncertainAttempt[]>();
+    for (const a of attempts) byEndpoint.set(a.endpoint, [...(byEndpoint.get(a.endpoint) ?? []), a]);
     await Promise.all(
-      [...byEndpoint].map(async ([i, ids]) => {
+      [...byEndpoint].map(async ([i, list]) => {
         const e = this.#endpoints[i]!;
-        const which = `query_id IN (${ids.map(quote).join(", ")})`;
-        await e.client.command({ query: `KILL QUERY WHERE ${which} SYNC` });
-        const query = `SELECT count() FROM system.processes WHERE ${which}`;
-        const running = Number((await queryText(e.client, query, SMALL_ANSWER_BYTES)).trim());
+        const which = `query_id IN (${list.map((a) => quote(a.queryId)).join(", ")})`;
+        let running: number;
+        try {
+          await e.client.command({ query: `KILL QUERY WHERE ${which} SYNC` });
+          const query = `SELECT count() FROM system.processes WHERE ${which}`;
+          running = Number((await queryText(e.client, query, SMALL_ANSWER_BYTES)).trim());
+        } catch (err) {
+          const silent = classifyInsertError(err, "").serverCode === null;
+          const until = Math.max(...list.map((a) => a.endedBy ?? Infinity));
+          if (!silent || until === Infinity) throw err;
+          // Bounded: at most the insert's life and the margin past the failure.
+          const wait = until - this.#clock.mono();
+          const msg = "an endpoint that does not answer held inserts whose answers were lost; read elsewhere once over";
+          log.warn(msg, {
+            endpoint: e.name,
+            inserts: list.length,
+            wait_ms: Math.max(0, Math.round(wait)),
+            err: err as Error,
+          });
+          if (wait > 0) await this.#clock.sleep(wait);
+          return;
+        }
         if (running !== 0)
           throw new Error(`${running} of the inserts to end still run at ${e.name} after KILL QUERY SYNC`);
       }),
@@ -332,9 +377,12 @@ export class ClickHouseWriter {
         { objectMode: false },
       ),
       query_id: queryId,
-      clickhouse_settings: this.#syncDistributed
-        ? { ...insertSettings(version), insert_distributed_sync: 1 }
-        : insertSettings(version),
+      // max_execution_time bounds the insert's life where the server applies it to inserts (endInserts).
+      clickhouse_settings: {
+        ...insertSettings(version),
+        max_execution_time: this.#checkSeconds,
+        ...(this.#syncDistributed ? { insert_distributed_sync: 1 } : {}),
+      },
       ignore_error_response: true,
     });
     const answer = await readCapped(r.stream, LIST_ANSWER_BYTES, "an insert's answer");
