@@ -6,6 +6,9 @@
  * PAST rows before the end (PAST/3 a partition): its time (best of 3) and the rows the server read
  * (the server's query log; the 26.9 engine keeps none). Beside it, the same question asked of the
  * table itself, as a check without the offsets table must ask it (no key to use): time, rows read.
+ * session_start_time spreads over the last 12 whole months (12 monthly partitions). Last, a lost
+ * answer's read (ClickHouseWriter.storedRows) of a batch of BATCH rows of one partition with one row
+ * at epoch_start 0 beside them: its time, and the rows it found.
  * Usage: bun scripts/bench/replay-check.ts [rows=100000000] [past=1000000]
  *        (services running: ClickHouse 18.16 on CLICKHOUSE_URL, the 26.9 engine on CLICKHOUSE_CURRENT_URL)
  */
@@ -21,6 +24,12 @@ const SERVERS = [
   ["ClickHouse 26.9 engine", process.env.CLICKHOUSE_CURRENT_URL ?? "http://127.0.0.1:8127"],
 ] as const;
 const T0 = Math.floor(Date.now() / 1000) - ROWS - 3600;
+const BATCH = 10_000;
+// The last 12 whole months, in seconds: row n starts at S0 + floor(n × SPAN / ROWS).
+const today = new Date();
+const S0 = Date.UTC(today.getUTCFullYear(), today.getUTCMonth() - 12, 1) / 1000;
+const SPAN = Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), 1) / 1000 - S0;
+const startOf = (n: number) => S0 + Math.floor((n * SPAN) / ROWS);
 
 for (const [name, url] of SERVERS) {
   const table = `replay_check_${process.pid}`;
@@ -29,7 +38,7 @@ for (const [name, url] of SERVERS) {
     await migrate(ch, "bench", table);
     const fillStart = performance.now();
     // Offsets per partition 0 … ROWS/3 − 1; ingested_at one second apart; session_start_time over
-    // the same seconds (≈ 38 months at 10^8: fewer partitions than 18.16 takes in one insert block).
+    // 12 months. n × SPAN stays below 2^63 for any ROWS here.
     await ch.command({
       query:
         `INSERT INTO bench.${table} (cdr_id, raw_id, device_id, msisdn, service_type, radio_access_type, cell_id, ` +
@@ -37,7 +46,8 @@ for (const [name, url] of SERVERS) {
         "ingested_at, kafka_partition, kafka_offset) " +
         `SELECT generateUUIDv4(), toString(number), concat('dev-', toString(number % 100000)), ` +
         `concat('+1555', toString(1000000 + number % 9000000)), 'data', 'LTE_4G', toString(number % 5000), ` +
-        `toDateTime(${T0} + number), toDateTime(${T0} + number + 60), 60, number, number, 2 * number, 167772161, ` +
+        `toDateTime(${S0} + intDiv(number * ${SPAN}, ${ROWS})), toDateTime(${S0} + intDiv(number * ${SPAN}, ${ROWS}) + 60), ` +
+        `60, number, number, 2 * number, 167772161, ` +
         `toDateTime(${T0} + number), toInt32(number % ${PARTITIONS}), toInt64(intDiv(number, ${PARTITIONS})) ` +
         `FROM numbers(${ROWS})`,
     });
@@ -85,6 +95,18 @@ for (const [name, url] of SERVERS) {
         whole_table_rows_read: whole.rows,
       };
     }
+    // A lost answer's read: the last BATCH offsets of partition 0, their seconds, and epoch_start 0.
+    const offsets = Array.from({ length: BATCH }, (_, i) => end - BATCH + i);
+    const starts = [0, ...offsets.map((o) => startOf(o * PARTITIONS))];
+    let bestLookup = Infinity;
+    let stored = 0;
+    for (let i = 0; i < 3; i++) {
+      const t = performance.now();
+      const found = await writer.storedRows({ partitions: [0], minOffset: offsets[0]!, maxOffset: end - 1, starts });
+      bestLookup = Math.min(bestLookup, performance.now() - t);
+      stored = found.size;
+    }
+    results.lost_answer_read = { rows: BATCH, with_epoch_start_0: true, ms: Number(bestLookup.toFixed(1)), found: stored };
     console.log(JSON.stringify(results));
   } finally {
     for (const t of [`${table}_offsets_mv`, `${table}_offsets`, table])
