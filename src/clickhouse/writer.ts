@@ -40,6 +40,9 @@ import { boundsInsertLife, insertSettings, OLDEST_TESTED, olderThanTested } from
 import { queryText, readCapped, versionOf } from "./answer.ts";
 import { LIST_ANSWER_BYTES, ROWS_ANSWER_BYTES, SMALL_ANSWER_BYTES } from "./answer.ts";
 
+/** Awaited right before an insert's send; may resolve to the time (monotonic ms) its request ends by. */
+export type Admit = () => Promise<number | undefined | void>;
+
 /** The start of every insert's query id (system.processes). */
 export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
 /** How often the replay check looks whether earlier inserts still run, and how long it waits in all. */
@@ -182,9 +185,10 @@ export class ClickHouseWriter {
    * Resolves once ClickHouse acknowledged every row of `body` (RowBinary rows); throws a
    * ClickHouseInsertError that says whether a resend, a split or neither can help. `admit` is
    * awaited right before each send, on every endpoint, and may throw to stop there (the partitions
-   * were lost).
+   * were lost); it may resolve to a time (the clock's monotonic ms) at which the request is ended,
+   * answered or not (the membership lease's end).
    */
-  async insert(body: Uint8Array | string, rows: number, admit?: () => Promise<void>): Promise<void> {
+  async insert(body: Uint8Array | string, rows: number, admit?: Admit): Promise<void> {
     const n = this.#endpoints.length;
     let transient: ClickHouseInsertError | undefined;
     let permanent: ClickHouseInsertError | undefined;
@@ -275,15 +279,15 @@ export class ClickHouseWriter {
     rows: number,
     queryId: string,
     sent: { version: string | null },
-    admit?: () => Promise<void>,
+    admit?: Admit,
   ): Promise<void> {
     const what = `insert of ${rows} rows into ${this.#table}${this.#endpoints.length > 1 ? ` at ${e.name}` : ""}`;
     const version = e.version ?? (await this.#learnVersion(e, what));
     // Asked right before the body goes, after any wait for the version: a freeze can fall anywhere before.
-    await admit?.();
+    const endBy = (await admit?.()) ?? undefined;
     sent.version = version;
     try {
-      await this.#send(e.client, body, version, queryId);
+      await this.#send(e.client, body, version, queryId, endBy);
     } catch (cause) {
       throw classifyInsertError(cause, what);
     }
@@ -369,8 +373,32 @@ export class ClickHouseWriter {
    * Sent with `exec`, the whole answer read here: on a refusal the client's own error would keep
    * only the last line of a current server's text, without the row and column (insert-error.ts).
    */
-  async #send(client: ClickHouseClient, body: Uint8Array | string, version: string, queryId: string): Promise<void> {
+  async #send(
+    client: ClickHouseClient,
+    body: Uint8Array | string,
+    version: string,
+    queryId: string,
+    endBy?: number,
+  ): Promise<void> {
+    // Aborting destroys the socket: whatever of the request has not left by then never will.
+    const abort = new AbortController();
+    const cancel = endBy === undefined ? () => {} : this.#clock.setTimeout(() => abort.abort(), endBy - this.#clock.mono());
+    try {
+      await this.#exec(client, body, version, queryId, abort.signal);
+    } finally {
+      cancel();
+    }
+  }
+
+  async #exec(
+    client: ClickHouseClient,
+    body: Uint8Array | string,
+    version: string,
+    queryId: string,
+    signal: AbortSignal,
+  ): Promise<void> {
     const r = await client.exec({
+      abort_signal: signal,
       query: this.#insertQuery,
       values: Readable.from(
         [typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)],

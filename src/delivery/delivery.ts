@@ -351,12 +351,15 @@ export class Delivery {
 
   /**
    * Before each insert is sent: not while a freeze's verdict is awaited, not past the membership
-   * lease (renewed first), never after a loss.
+   * lease (renewed first), never after a loss. Resolves to the lease's end (monotonic ms), where
+   * there is one: the insert's request is ended then, so none of its bytes reaches ClickHouse after
+   * the group may have given its partitions to a successor.
    */
-  async #admit(signal: AbortSignal): Promise<void> {
+  async #admit(signal: AbortSignal): Promise<number | undefined> {
     await this.#lease.clear();
     await this.#membership?.hold(signal);
     if (signal.aborted) throw new AssignmentLostError("insert not sent");
+    return this.#membership?.until;
   }
 
   /**

@@ -10,7 +10,9 @@
  * nothing: the answer that carried it may have been held up past the session (by a cut from the
  * brokers), and when it was sent is unknown.
  *
- * Inserts and DLQ sends go only within the lease (Delivery's admit). Past it, the worker renews
+ * Inserts and DLQ sends go only within the lease (Delivery's admit), and an insert's request is
+ * ended at the lease's end, answered or not: its bytes reach ClickHouse within the lease or never,
+ * so the margin covers only those already on their way. Past it, the worker renews
  * with a commit of the positions it holds, and sends nothing until one is accepted. A worker cut
  * off from Kafka but not from ClickHouse so stops sending before the group can give its partitions
  * to another, however late librdkafka declares the loss; an idle worker's first send, and a new
@@ -55,6 +57,11 @@ export class MembershipLease {
 
   get held(): boolean {
     return this.#clock.mono() < this.#until;
+  }
+
+  /** Monotonic ms the lease ends at: an insert sent within it has its request ended then. */
+  get until(): number {
+    return this.#until;
   }
 
   /** Resolves once the lease holds, renewing it as needed, or once `signal` aborts (the partitions are gone). */

@@ -126,3 +126,28 @@ test("a lost answer's check waits for an endpoint that no longer answers only un
     await b.close();
   }
 });
+
+test("an insert's request ends at the time its admission gives (the membership lease's end), answered or not: the attempt is uncertain", async () => {
+  const server = CLICKHOUSE_SERVERS[0]!;
+  await migrate(clients[0]!, "e2e", table);
+  const proxy = TcpProxy.inFrontOf(server.url);
+  const client = createClickHouse(cfg(proxy.url), "default");
+  try {
+    const w = new ClickHouseWriter(client, "e2e", table, { requestTimeoutMs: 10_000 });
+    await w.insert(body(1), 1); // the version learned: the next request is the insert itself
+    const held = proxy.hold("INSERT"); // in the URL, encoded
+    const started = performance.now();
+    const err = await w.insert(body(1), 1, async () => performance.now() + 300).then(() => null, (e: unknown) => e);
+    const elapsed = performance.now() - started;
+    await held.seen;
+    expect(err).toBeInstanceOf(ClickHouseInsertError);
+    const failure = err as ClickHouseInsertError;
+    expect([failure.kind, failure.mayHaveStored, failure.attempts.length]).toEqual(["transient", true, 1]);
+    // At the admission's time, not at the request timeout.
+    expect(elapsed).toBeGreaterThanOrEqual(290);
+    expect(elapsed).toBeLessThan(2_000);
+  } finally {
+    proxy.down();
+    await client.close();
+  }
+});

@@ -26,7 +26,8 @@ export interface FlushDeps {
   /** Hears when this batch starts and stops waiting for an unreachable ClickHouse. */
   onWaiting: (waiting: boolean) => void;
   /** Awaited before each insert is sent; throws once the partitions were lost. */
-  admit: (signal: AbortSignal) => Promise<void>;
+  /** Before each insert's send; resolves to the time (monotonic ms) its request must end by, if any. */
+  admit: (signal: AbortSignal) => Promise<number | undefined | void>;
   /**
    * Exactly-once: awaited before any of the batch's rows goes to the DLQ, until every record before
    * the batch is durable, so the commit of the envelopes' transaction passes them.

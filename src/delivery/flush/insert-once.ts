@@ -29,8 +29,15 @@ export interface InsertOnce {
   settle(): Promise<void>;
 }
 
-/** `admit` is awaited before each send and throws when the batch may no longer be sent (lost partitions). */
-export function insertOnce(batch: Batch, writer: ClickHouseWriter, admit = async () => {}): InsertOnce {
+/**
+ * `admit` is awaited before each send and throws when the batch may no longer be sent (lost
+ * partitions); it resolves to the time the send's request must end by, if any (the lease's end).
+ */
+export function insertOnce(
+  batch: Batch,
+  writer: ClickHouseWriter,
+  admit: () => Promise<number | undefined | void> = async () => {},
+): InsertOnce {
   const stored = new Uint8Array(batch.count);
   // Failed attempts not yet checked, and the rows they carried. Rows a partition's last owner may
   // have stored (Batch.unsure) start out so, with no attempt of this worker's to end.
