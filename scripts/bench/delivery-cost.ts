@@ -1,0 +1,103 @@
+/**
+ * What exactly-once costs beside at-least-once: the same binary, the same backlog (N synthetic
+ * records, 3 % invalid, produced once a run into fresh topics), drained with DELIVERY=exactly-once
+ * (the default) and with DELIVERY=at-least-once, in alternated pairs (the first of each pair
+ * alternates too, so neither mode always runs on a warmer machine). For each run: records/s from the
+ * worker's spawn to its last commit (start-up included, as a user meets it), the worker's CPU µs a
+ * record and ClickHouse's CPU µs a row over the drain. Per batch size (the default, then 10000): the
+ * median of each figure per mode with its spread (min … max), and the median of the pairs' ratios
+ * exactly-once / at-least-once. Progress is read as an operator's scraper would, once a second.
+ * Usage: bun scripts/bench/delivery-cost.ts [records=300000] [pairs=5] [binary=bun src/main.ts]   (services running)
+ */
+import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { prepareRun, processCpuSeconds, servicePid } from "../lib/harness.ts";
+
+const N = Number(process.argv[2] ?? 300_000);
+const PAIRS = Number(process.argv[3] ?? 5);
+const binary = process.argv[4];
+const SIZES: Array<{ label: string; env: Record<string, string> }> = [
+  { label: "defaults", env: {} },
+  { label: "BATCH_SIZE=10000", env: { BATCH_SIZE: "10000" } },
+];
+const MODES = ["exactly-once", "at-least-once"] as const;
+type Mode = (typeof MODES)[number];
+
+interface Run {
+  records_per_s: number;
+  worker_us_per_record: number;
+  clickhouse_us_per_row: number;
+}
+
+const texts = (() => {
+  const g = new SyntheticCdrs({ seed: 5, invalidShare: 0.03, idPrefix: `cost${process.pid}` });
+  return Array.from({ length: N }, () => g.next().text);
+})();
+
+async function once(mode: Mode, env: Record<string, string>): Promise<Run> {
+  const run = await prepareRun("cost", "bench");
+  try {
+    const p = new Producer({ "bootstrap.servers": run.brokers, "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" });
+    for (let i = 0; i < N; i += 10_000) await p.produceBatch(run.raw, texts.slice(i, i + 10_000));
+    p.close();
+    const chPid = servicePid("clickhouse");
+    const spawned = Date.now();
+    const ch0 = processCpuSeconds(chPid);
+    const worker = await run.startWorker({ binary, extra: { ...env, DELIVERY: mode } });
+    let last: Record<string, any>;
+    for (;;) {
+      await Bun.sleep(1_000);
+      last = await run.stats();
+      if (last.total_processed >= N && committedAll(last)) break;
+    }
+    const workerCpu = run.cpuSeconds(worker.pid);
+    const chCpu = processCpuSeconds(chPid) - ch0;
+    worker.kill("SIGTERM");
+    await worker.exited;
+    const seconds = (Date.parse(last.last_commit_at) - spawned) / 1000;
+    return {
+      records_per_s: Math.round(N / seconds),
+      worker_us_per_record: +((workerCpu * 1e6) / N).toFixed(1),
+      clickhouse_us_per_row: +((chCpu * 1e6) / Math.max(1, last.total_clickhouse)).toFixed(1),
+    };
+  } finally {
+    await run.cleanup();
+  }
+}
+
+/** Every partition's commit at its end: the drain is over, not only read. */
+function committedAll(s: Record<string, any>): boolean {
+  const parts = Object.values(s.partitions as Record<string, { lag: number | null }>);
+  return parts.length > 0 && parts.every((p) => p.lag === 0);
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const summary = (xs: number[]) => ({ median: +median(xs).toFixed(2), min: Math.min(...xs), max: Math.max(...xs) });
+
+const report: Array<Record<string, unknown>> = [];
+for (const size of SIZES) {
+  const runs: Record<Mode, Run[]> = { "exactly-once": [], "at-least-once": [] };
+  for (let i = 0; i < PAIRS; i++) {
+    const order = i % 2 === 0 ? MODES : ([...MODES].reverse() as Mode[]);
+    for (const mode of order) {
+      const r = await once(mode, size.env);
+      runs[mode].push(r);
+      console.log(JSON.stringify({ setting: size.label, pair: i + 1, delivery: mode, ...r }));
+    }
+  }
+  const ratio = (k: keyof Run) => summary(runs["exactly-once"].map((r, i) => +(r[k] / runs["at-least-once"][i]![k]).toFixed(3)));
+  const line = {
+    setting: size.label,
+    records: N,
+    pairs: PAIRS,
+    "exactly-once": { records_per_s: summary(runs["exactly-once"].map((r) => r.records_per_s)), worker_us_per_record: summary(runs["exactly-once"].map((r) => r.worker_us_per_record)), clickhouse_us_per_row: summary(runs["exactly-once"].map((r) => r.clickhouse_us_per_row)) },
+    "at-least-once": { records_per_s: summary(runs["at-least-once"].map((r) => r.records_per_s)), worker_us_per_record: summary(runs["at-least-once"].map((r) => r.worker_us_per_record)), clickhouse_us_per_row: summary(runs["at-least-once"].map((r) => r.clickhouse_us_per_row)) },
+    exactly_once_over_at_least_once: { records_per_s: ratio("records_per_s"), worker_us_per_record: ratio("worker_us_per_record"), clickhouse_us_per_row: ratio("clickhouse_us_per_row") },
+  };
+  report.push(line);
+  console.log(JSON.stringify(line));
+}
+process.exit(0);
