@@ -382,7 +382,8 @@ export class ClickHouseWriter {
   ): Promise<void> {
     // Aborting destroys the socket: whatever of the request has not left by then never will.
     const abort = new AbortController();
-    const cancel = endBy === undefined ? () => {} : this.#clock.setTimeout(() => abort.abort(), endBy - this.#clock.mono());
+    const cancel =
+      endBy === undefined ? () => {} : this.#clock.setTimeout(() => abort.abort(), endBy - this.#clock.mono());
     try {
       await this.#exec(client, body, version, queryId, abort.signal);
     } finally {
