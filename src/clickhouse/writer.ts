@@ -284,7 +284,9 @@ export class ClickHouseWriter {
     const what = `insert of ${rows} rows into ${this.#table}${this.#endpoints.length > 1 ? ` at ${e.name}` : ""}`;
     const version = e.version ?? (await this.#learnVersion(e, what));
     // Asked right before the body goes, after any wait for the version: a freeze can fall anywhere before.
-    const endBy = (await admit?.()) ?? undefined;
+    let endBy = (await admit?.()) ?? undefined;
+    // A freeze after the admission can outlast the lease it gave: admitted again, never sent past it.
+    while (endBy !== undefined && endBy <= this.#clock.mono()) endBy = (await admit!()) ?? undefined;
     sent.version = version;
     try {
       await this.#send(e.client, body, version, queryId, endBy);

@@ -151,3 +151,17 @@ test("an insert's request ends at the time its admission gives (the membership l
     await client.close();
   }
 });
+
+test("an admission whose lease has ended by the send (a freeze after it) is asked again: nothing is sent past the lease", async () => {
+  await migrate(clients[0]!, "e2e", table);
+  const w = new ClickHouseWriter(clients[0]!, "e2e", table, { requestTimeoutMs: 10_000 });
+  const given: number[] = [];
+  const admit = async () => {
+    // The first lease has ended by the time it is given; the second holds.
+    const end = given.length === 0 ? performance.now() - 1 : performance.now() + 5_000;
+    given.push(end);
+    return end;
+  };
+  await w.insert(body(1), 1, admit);
+  expect(given).toHaveLength(2);
+});

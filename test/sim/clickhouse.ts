@@ -14,10 +14,16 @@
  * - the offsets view is written after the table, and can fail after it: the table then holds rows
  *   its view lacks, and the insert is answered with the view's error;
  * - a read by session_start_time scans the part of the table its range covers (10^8 rows a year
- *   stand behind the rows the run writes), and max_execution_time ends it (TIMEOUT_EXCEEDED).
+ *   stand behind the rows the run writes), and max_execution_time ends it (TIMEOUT_EXCEEDED);
+ * - the release decides whether max_execution_time ends an insert too: 18.16 runs one past it,
+ *   26.9 ends it there, the table's rows written and the view's not (as the engine did in
+ *   test/clickhouse/insert-life.test.ts), answered TIMEOUT_EXCEEDED;
+ * - a request its client aborts (the membership lease's end) fails on the client at once, while
+ *   the server goes on with what it received.
  * test/sim/fidelity.test.ts holds the reads to ClickHouse 18.16 and the 26.9 engine.
  */
 import { ClickHouseError } from "@clickhouse/client";
+import { boundsInsertLife } from "../../src/clickhouse/server-version.ts";
 import { rowBinaryToTsv } from "../support/row-binary.ts";
 import type { Actor, Scheduler } from "./scheduler.ts";
 
@@ -82,6 +88,7 @@ export class SimClickHouse {
     endpoints: number,
     readonly table = "telecom.cdr",
     readonly scanMsPerYear = SCAN_MS_PER_YEAR,
+    readonly version: string = VERSION,
   ) {
     this.faults = Array.from({ length: endpoints }, () => ({
       downUntil: 0,
@@ -119,10 +126,14 @@ export class SimClickHouse {
     body: Uint8Array,
     zombies: ReadonlySet<number>,
     answer: (a: InsertAnswer) => void,
+    limitMs = 0,
   ) {
     const f = this.faults[endpoint]!;
     const now = this.sched.now;
-    const ms = now < f.slowUntil ? this.sched.int(1_000, 15_000) : this.sched.int(2, 20);
+    const runs = now < f.slowUntil ? this.sched.int(1_000, 15_000) : this.sched.int(2, 20);
+    // A release that bounds an insert ends it at its limit: the table written, the view not.
+    const ended = limitMs > 0 && boundsInsertLife(this.version) && runs > limitMs;
+    const ms = ended ? limitMs : runs;
     let killed = false;
     const proc: Proc = {
       queryId,
@@ -146,6 +157,7 @@ export class SimClickHouse {
         });
       const rows = decodeRows(body, queryId, endpoint, t, zombies);
       this.rows.push(...rows);
+      if (ended) return answer({ kind: "refused", code: 159, text: `Timeout exceeded: elapsed ${limitMs / 1000} seconds, maximum: ${limitMs / 1000}` });
       if (t < f.viewFailsUntil)
         return answer({ kind: "refused", code: 252, text: "Too many parts (300) while pushing to view telecom.cdr_offsets_mv" });
       this.viewRows.push(...rows);
@@ -161,7 +173,7 @@ export class SimClickHouse {
   read(query: string, settings: Record<string, unknown> | undefined, reader = "-"): { text: string; ms: number } {
     const limitMs = Number(settings?.max_execution_time ?? 0) * 1000 || Infinity;
     const q = query.replace(/\s+/g, " ").trim();
-    if (q === "SELECT version()") return { text: `${VERSION}\n`, ms: 1 };
+    if (q === "SELECT version()") return { text: `${this.version}\n`, ms: 1 };
     let m = /^SELECT count\(\) FROM system\.processes WHERE query_id IN \((.*)\)$/.exec(q);
     if (m) {
       const ids = quotedList(m[1]!);
@@ -242,6 +254,9 @@ export class SimClickHouse {
   }
 }
 
+/** The names current releases append to an exception, for the codes this server answers inserts with. */
+const CODE_NAMES: Record<number, string> = { 159: "TIMEOUT_EXCEEDED", 252: "TOO_MANY_PARTS", 394: "QUERY_WAS_CANCELLED" };
+
 type InsertAnswer = { kind: "ok" } | { kind: "reset" } | { kind: "refused"; code: number; text: string };
 
 /** The ClickHouseClient of one worker for one endpoint, with the client's own request timeout. */
@@ -258,7 +273,7 @@ export class SimClickHouseClient {
    * One HTTP request: refused at once by an endpoint that is down, lost on a cut path (the client
    * times out), else handled at the server after a network delay and answered to the actor.
    */
-  #request<T>(serve: (reply: (fn: () => T) => void) => void): Promise<T> {
+  #request<T>(serve: (reply: (fn: () => T) => void) => void, signal?: AbortSignal): Promise<T> {
     const { sched } = this.ch;
     const a = this.actor;
     return new Promise<T>((resolve, reject) => {
@@ -274,6 +289,10 @@ export class SimClickHouseClient {
         }
       };
       const cancelTimeout = sched.at(this.requestTimeoutMs, () => settle(() => { throw new Error("Timeout error."); }), a); // prettier-ignore
+      // The client's abort ends the request on its side; what already reached the server goes on.
+      const aborted = () => settle(() => { throw new Error("The user aborted a request."); }); // prettier-ignore
+      if (signal?.aborted) return void sched.at(0, aborted, a);
+      signal?.addEventListener("abort", aborted, { once: true });
       if (this.ch.isDown(this.endpoint)) {
         sched.at(1, () => settle(() => { throw netError("ECONNREFUSED", "connect ECONNREFUSED"); }), a); // prettier-ignore
         return;
@@ -295,6 +314,7 @@ export class SimClickHouseClient {
     values?: AsyncIterable<unknown>;
     query_id?: string;
     clickhouse_settings?: Record<string, unknown>;
+    abort_signal?: AbortSignal;
   }) {
     // A query read through exec() (clickhouse/answer.ts): its format named in its text, its answer a stream.
     if (params.values === undefined) {
@@ -318,22 +338,31 @@ export class SimClickHouseClient {
       const p = Number(line.split("\t")[15]);
       if (this.ch.ownerOf(p) !== this.actor.name) zombies.add(p);
     }
-    return this.#request((reply) =>
-      this.ch.runInsert(this.endpoint, params.query_id!, this.user, body, zombies, (answer) => {
-        if (answer.kind === "reset")
-          return reply(() => {
-            throw netError("ECONNRESET", "socket hang up");
-          });
-        const refused = answer.kind === "refused";
-        const text = refused ? `Code: ${answer.code}, e.displayText() = DB::Exception: ${answer.text}, e.what() = DB::Exception\n` : "";
-        reply(() => ({
-          stream: (async function* () {
-            if (text) yield Buffer.from(text);
-          })(),
-          http_status_code: refused ? 500 : 200,
-          response_headers: {} as Record<string, unknown>,
-        }));
-      }),
+    const limitMs = Number(params.clickhouse_settings?.max_execution_time ?? 0) * 1000;
+    const current = boundsInsertLife(this.ch.version);
+    return this.#request(
+      (reply) =>
+        this.ch.runInsert(this.endpoint, params.query_id!, this.user, body, zombies, (answer) => {
+          if (answer.kind === "reset")
+            return reply(() => {
+              throw netError("ECONNRESET", "socket hang up");
+            });
+          const refused = answer.kind === "refused";
+          // Each release's form of an exception (insert-error.ts reads both), and a current one's header.
+          const text = !refused
+            ? ""
+            : current
+              ? `Code: ${answer.code}. DB::Exception: ${answer.text}. (${CODE_NAMES[answer.code] ?? "UNKNOWN"}) (version ${this.ch.version})\n`
+              : `Code: ${answer.code}, e.displayText() = DB::Exception: ${answer.text}, e.what() = DB::Exception\n`;
+          reply(() => ({
+            stream: (async function* () {
+              if (text) yield Buffer.from(text);
+            })(),
+            http_status_code: refused ? 500 : 200,
+            response_headers: (refused && current ? { "x-clickhouse-exception-code": String(answer.code) } : {}) as Record<string, unknown>,
+          }));
+        }, limitMs),
+      params.abort_signal,
     );
   }
 

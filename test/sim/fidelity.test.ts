@@ -167,3 +167,40 @@ describe("simulated Kafka against the broker", () => {
     expect(sc.assignment[0]!.topic).toBe(RAW);
   });
 });
+
+describe("an insert past its max_execution_time, simulated against the 26.9 engine", () => {
+  const life = `${table}_life`;
+  const i = CLICKHOUSE_SERVERS.findIndex((s) => s.version.test("26.9."));
+  /** What the writer and the table show of it: the answer, the attempt's bound, the rows the table holds. */
+  const outcome = async (w: ClickHouseWriter, tableRows: () => Promise<number>) => {
+    const e = await w.insert(body(ROWS), ROWS.length).then(() => null, (err: unknown) => err as { serverCode: number | null; kind: string; mayHaveStored: boolean; attempts: Array<{ endedBy?: number }> });
+    return { code: e?.serverCode, kind: e?.kind, mayHaveStored: e?.mayHaveStored, bounded: e?.attempts[0]?.endedBy !== undefined, rows: await tableRows() };
+  };
+
+  test("both end it at the limit, answer TIMEOUT_EXCEEDED, bound the attempt and hold the table's rows", async () => {
+    const ch = clients[i]!;
+    await migrate(ch, "e2e", life);
+    try {
+      // The engine's insert outlives 1 s in a view that sleeps (2.8 s); the simulated one is slow.
+      await ch.command({ query: `CREATE TABLE e2e.${life}_sink (x UInt8) ENGINE = MergeTree ORDER BY x` });
+      await ch.command({ query: `CREATE MATERIALIZED VIEW e2e.${life}_slow TO e2e.${life}_sink AS SELECT sleepEachRow(0.4) AS x FROM e2e.${life}` });
+      const count = async () => Number((await (await ch.query({ query: `SELECT count() FROM e2e.${life}`, format: "TabSeparated" })).text()).trim());
+      const real = await outcome(new ClickHouseWriter(ch, "e2e", life, { requestTimeoutMs: 2_000 }), count);
+
+      const sched = new Scheduler(1);
+      const sim = new SimClickHouse(sched, 1, `e2e.${life}`, 0, "26.9.2.1");
+      sim.faults[0]!.slowUntil = Number.POSITIVE_INFINITY;
+      const a = new Actor("fidelity");
+      const w = new ClickHouseWriter([{ name: "sim", client: sim.client(a, 0, 2_000) as unknown as ClickHouseClient }], "e2e", life, { clock: sched.clockOf(a), requestTimeoutMs: 2_000 });
+      let simulated: Awaited<ReturnType<typeof outcome>> | null = null;
+      outcome(w, async () => sim.rows.length).then((r) => (simulated = r));
+      await sched.run(600_000, () => simulated !== null);
+
+      expect(simulated!).toEqual(real);
+      expect(real).toEqual({ code: 159, kind: "transient", mayHaveStored: true, bounded: true, rows: ROWS.length });
+    } finally {
+      for (const name of [`${life}_slow`, `${life}_sink`, `${life}_offsets_mv`, `${life}_offsets`, life])
+        await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
+    }
+  });
+});

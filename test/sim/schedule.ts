@@ -54,6 +54,11 @@ export interface Schedule {
    */
   focus: number | null;
   faults: Fault[];
+  /**
+   * The ClickHouse release the endpoints run: 18.16 runs an insert past its max_execution_time,
+   * 26.9 ends it there (test/clickhouse/insert-life.test.ts). Absent: 18.16.
+   */
+  clickhouse?: "18.16.1" | "26.9.2.1";
 }
 
 /** When the last fault is over. */
@@ -99,6 +104,7 @@ export const scheduleArb: fc.Arbitrary<Schedule> = fc.record({
   policy: fc.constantFrom("dlq" as const, "wait" as const),
   focus: fc.option(fc.integer({ min: 2_000, max: 20_000 }), { nil: null, freq: 2 }),
   faults: fc.array(faultArb, { minLength: 1, maxLength: 6 }),
+  clickhouse: fc.constantFrom("18.16.1" as const, "26.9.2.1" as const),
 });
 
 /**

@@ -89,7 +89,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
     prefetch: 300,
     messageTimeoutMs: 300_000,
   });
-  const ch = new SimClickHouse(sched, s.endpoints);
+  const ch = new SimClickHouse(sched, s.endpoints, undefined, undefined, s.clickhouse);
   ch.ownerOf = (p) => kafka.ownerOf(p);
   const phone = new PhoneNormalizer({ cacheSize: 10_000 });
   const violations: Violation[] = [];
