@@ -132,6 +132,10 @@ export class SimKafka {
   readonly #txns = new Map<string, SimTxn>();
   /** Hears each commit the coordinator takes, before it is stored. */
   onCommit: (c: CommitSeen) => void = () => {};
+  /** Each TxnOffsetCommit accepted, with the last heartbeat the coordinator had from that member then. */
+  readonly txnOffsetsAccepted: Array<{ member: string; at: number; lastHeartbeat: number }> = [];
+  /** Members removed for silence (no heartbeat for a session), and when. */
+  readonly expiredSilent: Array<{ member: string; at: number; lastHeartbeat: number }> = [];
 
   constructor(
     readonly sched: Scheduler,
@@ -297,6 +301,8 @@ export class SimKafka {
     const m = this.#members.get(member);
     if (!m) throw txnRefusal("send offsets", "UNKNOWN_MEMBER_ID", "abort");
     if (generation !== this.#generation) throw txnRefusal("send offsets", "ILLEGAL_GENERATION", "abort");
+    // A TxnOffsetCommit does not keep the session (the producer sends it, not the member's heartbeats).
+    this.txnOffsetsAccepted.push({ member, at: this.sched.now, lastHeartbeat: m.lastHeartbeat });
     if (!t.open) {
       t.open = true;
       t.openedAt = this.sched.now;
@@ -353,6 +359,7 @@ export class SimKafka {
       const silent = now - m.lastHeartbeat > this.opts.sessionTimeoutMs;
       const stuck = this.#rebalancing && !m.joined && now - this.#rebalanceStarted > this.opts.maxPollIntervalMs;
       if (silent || stuck) {
+        if (silent) this.expiredSilent.push({ member: id, at: now, lastHeartbeat: m.lastHeartbeat });
         this.#members.delete(id);
         gone = true;
       }

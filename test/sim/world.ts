@@ -388,7 +388,7 @@ function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>
       const k = `${p}:${o}`;
       const stored = rows.get(k) ?? [], dead = envelopes.get(k) ?? [];
       if (stored.length > 1) {
-        const cause = againCause(stored, ch);
+        const cause = againCause(stored, ch, kafka);
         violations.push({
           signature: `stored-twice/${cause}`,
           partition: p,
@@ -436,7 +436,7 @@ function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>
           : dead.some((e) => e.zombie)
             ? "zombie-dead-letter"
             : stored.some((r) => r.zombie)
-              ? "zombie-insert"
+              ? zombieCause(stored, kafka)
               : missedEnvelope
                 ? "replayed-missed-envelope"
                 : missedByCheck(stored[0]!, dead[0]!.producer, stored[0]!.storedAt, firstDead, ch)
@@ -456,6 +456,26 @@ function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>
   return { violations, exhaustedUnknown };
 }
 
+/** Two heartbeat intervals: a commit accepted later than this after a member's last heartbeat came without them. */
+const HEARTBEAT_GAP_MS = 2_000;
+
+/**
+ * A zombie insert's cause: `lease-without-heartbeats` when its sender's membership lease was renewed
+ * by a transactional commit the coordinator accepted well after the last heartbeat it had from that
+ * member, and the member was then removed for silence (the producer's connection got through while
+ * the consumer's heartbeats did not, and a TxnOffsetCommit keeps no session); else `zombie-insert`.
+ */
+function zombieCause(stored: StoredRow[], kafka: SimKafka): string {
+  for (const r of stored.filter((x) => x.zombie)) {
+    const who = workerOf(r.queryId);
+    const removed = kafka.expiredSilent.find((e) => e.member.startsWith(`${who}#`) && e.at <= r.storedAt);
+    const unproven = (c: { member: string; at: number; lastHeartbeat: number }) =>
+      c.member === removed?.member && c.at > c.lastHeartbeat + HEARTBEAT_GAP_MS && c.at < removed.at;
+    if (removed && kafka.txnOffsetsAccepted.some(unproven)) return "lease-without-heartbeats";
+  }
+  return "zombie-insert";
+}
+
 /** An envelope a cut between its producer and the brokers held back, to be appended after it healed. */
 function held(e: DlqRecord): boolean {
   return e.appendedAt - e.sentAt > 1_000;
@@ -467,9 +487,9 @@ function held(e: DlqRecord): boolean {
  * missed it, or the rows were sent again with no read at all (an unchecked resend, to the same
  * endpoint or the next).
  */
-function againCause(stored: StoredRow[], ch: SimClickHouse): string {
+function againCause(stored: StoredRow[], ch: SimClickHouse, kafka: SimKafka): string {
   const first = stored[0]!, again = stored[1]!;
-  if (stored.some((r) => r.zombie)) return "zombie-insert";
+  if (stored.some((r) => r.zombie)) return zombieCause(stored, kafka);
   const who = workerOf(again.queryId);
   const checkedAt = ch.offsetReads.get(who) ?? [];
   const replayed = checkedAt.some((t) => t > first.storedAt && t < again.storedAt);
