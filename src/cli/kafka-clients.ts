@@ -14,6 +14,13 @@ export const RECEIVE_MAX_BYTES = 16 * 1024 * 1024 + 512;
 /** transaction.timeout.ms unless KAFKA_PROP_TRANSACTION_TIMEOUT_MS says otherwise. */
 export const TRANSACTION_TIMEOUT_MS = 10_000;
 
+/**
+ * The consumer's statistics.interval.ms under exactly-once: it divides none of the usual heartbeat
+ * intervals (1, 3 or 5 s), so the samples do not keep meeting the heartbeats on their way
+ * (heartbeat-proof.ts).
+ */
+export const STATISTICS_INTERVAL_MS = 700;
+
 export interface KafkaClient {
   /** Which librdkafka client type, and so which class defaults apply (consumer.ts, producer.ts). */
   type: "consumer" | "producer" | "admin";
@@ -44,6 +51,9 @@ export const KAFKA_CLIENTS = {
       // response is bounded by it too, so fetch.max.bytes stays below it.
       "receive.message.max.bytes": String(RECEIVE_MAX_BYTES),
       "fetch.max.bytes": String(RECEIVE_MAX_BYTES - 512),
+      // The membership lease is read from the coordinator connection's counters in the statistics
+      // (kafka/heartbeat-proof.ts): a heartbeat proven within two or three of these.
+      ...(cfg.delivery === "exactly-once" ? { "statistics.interval.ms": String(STATISTICS_INTERVAL_MS) } : {}),
     }),
   },
   dlqProducer: {

@@ -106,7 +106,6 @@ export function buildPipeline(
       dlqRatioWindow: cfg.dlq.ratioWindow,
       // A freeze, a stuck revocation and the membership lease are judged by the session.
       sessionTimeoutMs: terms.sessionTimeoutMs,
-      heartbeatIntervalMs: terms.heartbeatIntervalMs,
       maxPollIntervalMs: Number(consumerProps["max.poll.interval.ms"] ?? 300_000),
     },
     {

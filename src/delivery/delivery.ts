@@ -59,8 +59,6 @@ export interface DeliveryOptions {
   dlqRatioWindow: number;
   /** The group's session.timeout.ms (librdkafka's default 45 s): half of it unseen looks like a freeze. */
   sessionTimeoutMs?: number;
-  /** heartbeat.interval.ms (3 s; the broker's 5 s under group.protocol=consumer): the membership lease's terms. */
-  heartbeatIntervalMs?: number;
   /** max.poll.interval.ms (default 300 s): a revocation unsettled past it is dropped, not flushed. */
   maxPollIntervalMs?: number;
 }
@@ -159,11 +157,17 @@ export class Delivery {
       undefined,
       clock,
     );
-    const terms = {
-      sessionTimeoutMs: opts.sessionTimeoutMs ?? 45_000,
-      heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 3_000,
+    // While a send waits for a proof of membership, consumption pauses and the loop goes on polling
+    // (awaitingMembership): the proofs come from the consumer's statistics, served by its polls.
+    const onMembershipWait = (waiting: boolean) => {
+      if (waiting) return this.#gate.closeAll("membership");
+      this.#gate.openAll("membership");
+      this.#events.onSettled();
     };
-    this.#membership = deps.replays ? new MembershipLease(terms, () => this.#renew(), clock) : null;
+    const terms = { sessionTimeoutMs: opts.sessionTimeoutMs ?? 45_000 };
+    const membership = deps.replays ? new MembershipLease(terms, clock, onMembershipWait) : null;
+    this.#membership = membership;
+    if (membership) deps.consumer.onHeartbeatProof((sentAfter) => membership.proven(sentAfter));
     this.#pending = new Pending(
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
@@ -200,6 +204,11 @@ export class Delivery {
   }
 
   /** No room for another record: every batch slot is busy, or the DLQ sends awaited are at their bound. */
+  /** A send waits for a proof of membership: the loop polls, full or not (consumption is paused meanwhile). */
+  get awaitingMembership(): boolean {
+    return this.#membership?.waiting ?? false;
+  }
+
   get full(): boolean {
     return (
       this.#batcher.room === 0 || this.#dlqAwaited >= MAX_DLQ_AWAITED || this.#dlqAwaitedBytes >= MAX_DLQ_AWAITED_BYTES
@@ -276,8 +285,8 @@ export class Delivery {
   assigned(partitions: readonly TopicPartition[]): void {
     this.#tracker.reset(partitions.map((p) => p.partition));
     // No proof of membership: the answer that carried the assignment may have been held up (a cut
-    // from the brokers) past the member's session, and its send time is unknown. The first send
-    // renews the lease with a commit.
+    // from the brokers) past the member's session, and its send time is unknown. Sends wait for a
+    // heartbeat proven (membership.ts).
     // The check's pause first: the gate resumes only what no reason holds.
     this.#replays?.check(partitions);
     this.#gate.assigned(partitions);
@@ -351,7 +360,7 @@ export class Delivery {
 
   /**
    * Before each insert is sent: not while a freeze's verdict is awaited, not past the membership
-   * lease (renewed first), never after a loss. Resolves to the lease's end (monotonic ms), where
+   * lease (until a heartbeat renews it), never after a loss. Resolves to the lease's end (monotonic ms), where
    * there is one: the insert's request is ended then, so none of its bytes reaches ClickHouse after
    * the group may have given its partitions to a successor.
    */
@@ -370,27 +379,6 @@ export class Delivery {
   async #admitEnvelopes(signal: AbortSignal): Promise<void> {
     await this.#lease.clear();
     if (signal.aborted) throw new AssignmentLostError("envelopes not sent");
-  }
-
-  /**
-   * Renews the membership lease: the positions held, committed again; for a partition with none yet,
-   * the commit its replay check read or made. False when nothing could be committed or the group
-   * refused it (then the lease waits for the next try, or for the loss).
-   */
-  async #renew(): Promise<boolean> {
-    const positions = this.#tracker.standing(this.#clock.now());
-    const held = new Set(positions.map((p) => p.partition));
-    for (const { partition } of this.#deps.consumer.assignment) {
-      const s = held.has(partition) ? undefined : this.#replays?.standing(partition);
-      if (s) positions.push({ partition, ...s });
-    }
-    if (positions.length === 0) return false;
-    try {
-      return await this.#commit(positions);
-    } catch (e) {
-      this.#events.onFatal(e);
-      return false;
-    }
   }
 
   /** Resolves once every earlier hold of `hold`'s partition is done (tracker.whenReached), or on a loss. */
@@ -511,7 +499,6 @@ export class Delivery {
    */
   async #commit(positions: Advanced[]): Promise<boolean> {
     const { consumer, counters, transactions } = this.#deps;
-    const sentAt = this.#clock.mono();
     // The assignment the positions were handed out under.
     const { signal } = this.#epoch;
     let sent = positions;
@@ -540,7 +527,6 @@ export class Delivery {
       this.#refused(sent, e.kafkaName);
       return false;
     }
-    this.#membership?.proven(sentAt);
     this.#tracker.confirm(sent);
     counters.commits++;
     counters.lastCommitAt = this.#clock.now();

@@ -1,13 +1,14 @@
 /**
  * Why consumption is paused, the one place that pauses and resumes the consumer's partitions.
  * Reasons that hold for every partition (the DLQ breaker tripped; a batch waits for an unreachable
- * ClickHouse; a revocation settles; the worker may have been frozen, lease.ts) and reasons of some
+ * ClickHouse; a revocation settles; the worker may have been frozen, lease.ts; a send waits for a
+ * proof of membership, membership.ts) and reasons of some
  * partitions (a replay check under way) add up: a partition fetches again only once no reason
  * holds for it, so lifting one reason never resumes what another still holds.
  */
 import type { TopicPartition } from "../kafka/partition-list.ts";
 
-export type PauseReason = "breaker" | "clickhouse" | "replay-check" | "revoke" | "lease";
+export type PauseReason = "breaker" | "clickhouse" | "replay-check" | "revoke" | "lease" | "membership";
 
 export interface Pausable {
   readonly assignment: readonly TopicPartition[];

@@ -43,8 +43,6 @@ export class Replays {
    * it skips: such a commit must lead the next owner's check back as far (commitSince).
    */
   readonly #checked = new Map<number, { max: number; since: number; dlqRead: boolean }>();
-  /** Per partition, the commit that stood when the check ended: a lease renewal commits it while none is held. */
-  readonly #standing = new Map<number, { offset: number; since: number }>();
   /** Per partition, the end (high watermark) below which records the check did not find may be stored. */
   readonly #unsure = new Map<number, number>();
   /**
@@ -121,11 +119,6 @@ export class Replays {
     return true;
   }
 
-  /** The commit that stood when the partition's check ended, if the check found or made one. */
-  standing(partition: number): { offset: number; since: number } | undefined {
-    return this.#standing.get(partition);
-  }
-
   /**
    * True for a record its partition's last owner may have stored although the check did not find
    * it: past the commit and below the end the check saw. Its row is looked up before it is sent.
@@ -179,7 +172,6 @@ export class Replays {
       this.#delivered.delete(partition);
       this.#checked.delete(partition);
       this.#unsure.delete(partition);
-      this.#standing.delete(partition);
       this.#below.delete(partition);
     }
   }
@@ -216,7 +208,6 @@ export class Replays {
       const f = found.get(p);
       if (f?.unsureBelow !== undefined) this.#unsure.set(p, f.unsureBelow);
       if (f?.committed !== undefined) {
-        this.#standing.set(p, { offset: f.committed, since: f.since });
         this.#below.set(p, { commit: f.committed, warned: false });
       }
       if (!f || f.offsets.size === 0) continue;

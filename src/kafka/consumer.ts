@@ -8,7 +8,7 @@
  * - Commit: rd_kafka_commit_queue onto a private queue, polled without blocking; the promise
  *   settles with per-partition results.
  */
-import { JSCallback, ptr, read, type Pointer } from "bun:ffi";
+import { CString, JSCallback, ptr, read, type Pointer } from "bun:ffi";
 import { KafkaError } from "../errors.ts";
 import { log } from "../log.ts";
 import {
@@ -24,6 +24,8 @@ import {
 } from "./handle.ts";
 import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
+import { coordinatorSample, HeartbeatProofs } from "./heartbeat-proof.ts";
+import { monotonicOffsetMs } from "./libc.ts";
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
@@ -76,6 +78,7 @@ export type GroupConsumer = Pick<
   | "resume"
   | "completeRevoke"
   | "close"
+  | "onHeartbeatProof"
 >;
 
 /** What a reader of a topic range uses (dlq/reader.ts): partitions assigned directly, read to their ends. */
@@ -129,6 +132,10 @@ export class Consumer {
   #fatal: KafkaError | null = null;
   #closing = false;
   #commitChain: Promise<unknown> = Promise.resolve();
+  readonly #proofs = new HeartbeatProofs();
+  readonly #proofListeners: Array<(sentAfterMono: number) => void> = [];
+  /** performance.now() less librdkafka's clock, in ms: statistics are stamped with the latter. */
+  readonly #monoOffsetMs = monotonicOffsetMs();
 
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
@@ -138,8 +145,18 @@ export class Consumer {
         (rk: Pointer, err: number, partitions: Pointer) => this.#rebalance.onRebalance(rk, err, partitions),
         { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
       );
-      callbacks.push(cb);
+      // Statistics come only with statistics.interval.ms set (kafka-clients.ts, under exactly-once),
+      // served by the poll like the rebalance callback: on this thread.
+      const statsCb = new JSCallback(
+        (_rk: Pointer, json: Pointer, len: number | bigint) => {
+          this.#onStatistics(json, Number(len));
+          return 0; // librdkafka frees the JSON
+        },
+        { args: ["ptr", "ptr", "usize", "ptr"], returns: "i32" },
+      );
+      callbacks.push(cb, statsCb);
       lib.rd_kafka_conf_set_rebalance_cb(conf, cb.ptr);
+      lib.rd_kafka_conf_set_stats_cb(conf, statsCb.ptr);
     });
     const rk = this.#h.rk;
     lib.rd_kafka_poll_set_consumer(rk);
@@ -175,6 +192,38 @@ export class Consumer {
     const md = rdk().rd_kafka_consumer_group_metadata(this.#h.rk);
     if (!md) throw new KafkaError("KAFKA_CLIENT", "no group metadata: the consumer has no group.id");
     return new GroupMetadata(md);
+  }
+
+  /**
+   * Calls `fn` with each proof the statistics give that the coordinator accepted a heartbeat of
+   * this member sent after the given monotonic ms (heartbeat-proof.ts): the membership lease's.
+   */
+  onHeartbeatProof(fn: (sentAfterMono: number) => void): void {
+    this.#proofListeners.push(fn);
+  }
+
+  #onStatistics(json: Pointer, len: number): void {
+    if (this.#proofListeners.length === 0 || this.#closed) return;
+    try {
+      const toMono = (us: number) => us / 1_000 + this.#monoOffsetMs;
+      const sample = coordinatorSample(String(new CString(json, 0, len)), this.#memberId(), toMono);
+      const proof = sample && this.#proofs.take(sample);
+      if (proof !== null && proof !== undefined) for (const fn of this.#proofListeners) fn(proof);
+    } catch (e) {
+      log.warn("librdkafka statistics not read", { err: e instanceof Error ? e.message : String(e) });
+    }
+  }
+
+  /** The member id the group gave this member, "" while it has none. */
+  #memberId(): string {
+    const lib = rdk();
+    const p = lib.rd_kafka_memberid(this.#h.rk);
+    if (!p) return "";
+    try {
+      return String(new CString(p));
+    } finally {
+      lib.rd_kafka_mem_free(this.#h.rk, p);
+    }
   }
 
   /** Partitions currently assigned to this member. */

@@ -41,6 +41,7 @@ const symbols = {
   rd_kafka_conf_set_rebalance_cb: { args: ["ptr", "ptr"], returns: "void" },
   rd_kafka_conf_set_error_cb: { args: ["ptr", "ptr"], returns: "void" },
   rd_kafka_conf_set_log_cb: { args: ["ptr", "ptr"], returns: "void" },
+  rd_kafka_conf_set_stats_cb: { args: ["ptr", "ptr"], returns: "void" },
 
   // rd_kafka_t
   rd_kafka_new: { args: ["i32", "ptr", "ptr", "usize"], returns: "ptr" },
@@ -117,6 +118,8 @@ const symbols = {
   rd_kafka_commit_transaction: { args: ["ptr", "i32"], returns: "ptr" },
   rd_kafka_abort_transaction: { args: ["ptr", "i32"], returns: "ptr" },
   rd_kafka_consumer_group_metadata: { args: ["ptr"], returns: "ptr" },
+  // char *rd_kafka_memberid(const rd_kafka_t *rk): freed with rd_kafka_mem_free; NULL without a group.
+  rd_kafka_memberid: { args: ["ptr"], returns: "ptr" },
   rd_kafka_consumer_group_metadata_destroy: { args: ["ptr"], returns: "void" },
 
   // metadata

@@ -65,8 +65,8 @@ export class Worker {
         continue;
       }
       this.#delivery.flushIfDue();
-      if (this.#delivery.full) {
-        await this.#consumer.waitForMessages(FULL_WAIT_MS); // backpressure: poll nothing until something settles
+      if (this.#delivery.full && !this.#delivery.awaitingMembership) {
+        await this.#consumer.waitForMessages(FULL_WAIT_MS); // backpressure, unless a send awaits polls' proof
         continue;
       }
       const messages = this.#poll();

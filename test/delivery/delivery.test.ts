@@ -38,6 +38,8 @@ function harness(opts: { dlqMaxRatio?: number; delivered?: number[]; commitRefus
       }
       events.push(`commit ${offsets.map((o) => o.offset).join(",")}`);
     },
+    // Exactly-once's membership lease: one heartbeat proven at the start holds it for the test.
+    onHeartbeatProof: (fn: (sentAfter: number) => void) => fn(performance.now()),
   } as unknown as Consumer;
   const writer = { insert: async (body: Uint8Array) => void events.push(`insert ${rowBinaryToTsv(body).map((l) => l.split("\t")[1]).join(",")}`) } as unknown as ClickHouseWriter;
   const dlq = opts.dlq ?? ({ encodeRejection: () => ({ bytes: 1 }), publish: async () => void events.push("dlq") } as unknown as DlqPublisher);

@@ -4,7 +4,8 @@
 // What the invariants depend on: which rows a lost-answer read and a replay check find (their
 // bounds: offsets, session_start_time, ingested_at), that a KILL of an insert that no longer runs
 // is a no-op and leaves nothing in system.processes, that every query the writer sends is one the
-// simulated server understands, and that a paused partition resumes after the last record handed out.
+// simulated server understands, that a paused partition resumes after the last record handed out,
+// and that a member cut off from the broker proves no heartbeat it sent during the cut until healed.
 import type { ClickHouseClient } from "@clickhouse/client";
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
@@ -18,7 +19,8 @@ import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { createTopic, deleteTopics, props } from "../support/kafka.ts";
-import { CLICKHOUSE_SERVERS, uniqueName, waitFor } from "../support/services.ts";
+import { KafkaCut } from "../support/cut.ts";
+import { CLICKHOUSE_SERVERS, KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "../support/services.ts";
 import { SimClickHouse } from "./clickhouse.ts";
 import { RAW, SimConsumer, SimKafka } from "./kafka.ts";
 import { Actor, EPOCH_MS, Scheduler } from "./scheduler.ts";
@@ -166,7 +168,78 @@ describe("simulated Kafka against the broker", () => {
     expect(next.offset).toBe(last + 1);
     expect(sc.assignment[0]!.topic).toBe(RAW);
   });
+
+  test("a member cut off for half a session: no heartbeat sent after the cut is proven before the heal; proofs again after it", async () => {
+    // The real member, in a cgroup the test cuts off from the broker (test/support/heartbeat-member.ts).
+    const topic = await createTopic("simfid", 1);
+    topics.push(topic);
+    const cut = new KafkaCut(Number(KAFKA_BROKERS.split(",")[0]!.split(":").at(-1)));
+    const group = uniqueName("simfid");
+    const member = Bun.spawn(cut.command(["bun", `${ROOT}/test/support/heartbeat-member.ts`, KAFKA_BROKERS, topic, group]), {
+      stdout: "pipe",
+      stderr: "inherit",
+    });
+    const proofs: Array<{ proof: number; at: number }> = [];
+    const reading = (async () => {
+      let rest = "";
+      for await (const chunk of member.stdout.pipeThrough(new TextDecoderStream())) {
+        const lines = (rest + chunk).split("\n");
+        rest = lines.pop()!;
+        for (const l of lines) if (l.startsWith("{")) proofs.push(JSON.parse(l));
+      }
+    })();
+    let real: ReturnType<typeof cutSummary>;
+    try {
+      await waitFor(() => (proofs.length >= 2 ? true : undefined), 30_000, "heartbeats proven before the cut");
+      await cut.cut();
+      const cutAt = Date.now();
+      // The cut's length is the scenario: half of the member's session.timeout.ms (6 s).
+      await Bun.sleep(3_000);
+      const healAt = Date.now();
+      await cut.heal();
+      await waitFor(() => (proofs.some((p) => p.proof > healAt) ? true : undefined), 20_000, "a heartbeat proven after the heal");
+      real = cutSummary(proofs, cutAt, healAt);
+    } finally {
+      member.kill();
+      await member.exited;
+      await reading;
+      await cut.remove([member.pid]);
+    }
+    // The simulated member, the same steps on the virtual clock.
+    const sched = new Scheduler(3);
+    const kafka = new SimKafka(sched, { partitions: 1, sessionTimeoutMs: 6_000, maxPollIntervalMs: 30_000, prefetch: 300, messageTimeoutMs: 300_000 });
+    const actor = new Actor("fidelity");
+    const sc = new SimConsumer(kafka, actor);
+    const simProofs: Array<{ proof: number; at: number }> = [];
+    sc.onHeartbeatProof((t) => simProofs.push({ proof: t, at: sched.now }));
+    // Polled as the real member is: the statistics are served by its polls.
+    const polling = () => {
+      sc.poll(100);
+      sched.at(100, polling, actor);
+    };
+    sched.at(100, polling, actor);
+    await sched.run(30_000, () => simProofs.length >= 2);
+    kafka.cut(actor);
+    const simCutAt = sched.now;
+    await sched.run(simCutAt + 3_000);
+    const simHealAt = sched.now;
+    kafka.heal(actor);
+    await sched.run(simHealAt + 20_000, () => simProofs.some((p) => p.proof > simHealAt));
+    const sim = cutSummary(simProofs, simCutAt, simHealAt);
+    expect(sim).toEqual(real);
+    expect(real).toEqual({ beforeCut: true, sentAfterCutProvenWhileCut: 0, provenAfterHeal: true, eachBeforeItCame: true });
+  });
 });
+
+/** What a member's proofs say of a cut: the same for the real member and the simulated one. */
+function cutSummary(proofs: ReadonlyArray<{ proof: number; at: number }>, cutAt: number, healAt: number) {
+  return {
+    beforeCut: proofs.some((p) => p.at < cutAt),
+    sentAfterCutProvenWhileCut: proofs.filter((p) => p.proof >= cutAt && p.at < healAt).length,
+    provenAfterHeal: proofs.some((p) => p.proof > healAt),
+    eachBeforeItCame: proofs.every((p) => p.proof < p.at),
+  };
+}
 
 describe("an insert past its max_execution_time, simulated against the 26.9 engine", () => {
   const life = `${table}_life`;

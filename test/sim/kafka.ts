@@ -8,6 +8,11 @@
  *   session.timeout.ms is removed and its partitions are given to the others;
  * - librdkafka declares the assignment lost on its own when no heartbeat succeeded for a session,
  *   and when a heartbeat is answered UNKNOWN_MEMBER_ID;
+ * - librdkafka's statistics of the coordinator connection, every 0.7 s: requests sent by type
+ *   when sent (a cut holds them unanswered), awaiting an answer, answers received; a heartbeat
+ *   unanswered for a session times out, and its late answer matches no request. The member reads
+ *   its heartbeat proofs from them with the worker's own kafka/heartbeat-proof.ts, in its polls
+ *   only (librdkafka serves the statistics callback there);
  * - a commit carries the member id and generation it was sent with: an unknown member is refused
  *   UNKNOWN_MEMBER_ID, an old generation ILLEGAL_GENERATION; a rebalance that is preparing still
  *   takes commits of the current generation (the revoking member commits then);
@@ -26,6 +31,7 @@
 import { envelopeSource } from "../../src/dlq/envelope.ts";
 import { KafkaError } from "../../src/errors.ts";
 import type { Message } from "../../src/kafka/message.ts";
+import { HeartbeatProofs, type CoordinatorSample } from "../../src/kafka/heartbeat-proof.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
 import { TransactionError } from "../../src/kafka/transaction.ts";
 import type { Actor, Scheduler } from "./scheduler.ts";
@@ -92,6 +98,9 @@ interface SimTxn {
   records: DlqRecord[];
   offsets: TopicPartition[];
 }
+
+/** statistics.interval.ms: the worker's under exactly-once (cli/kafka-clients.ts). */
+const STATISTICS_MS = 700;
 
 const TXN_CODES: Record<string, number> = { ...CODES, _FENCED: -144 };
 
@@ -387,7 +396,7 @@ export class SimKafka {
     for (let p = 0; p < this.opts.partitions && members.length > 0; p++) members[p % members.length]!.assignment.push(p);
     for (const m of members) {
       const gen = this.#generation, assignment = [...m.assignment];
-      this.request(m.client.actor, () => null).then(() => m.client.assigned(m.id, gen, assignment));
+      m.client.coordinatorRequest("SyncGroup", () => null).then(() => m.client.assigned(m.id, gen, assignment));
     }
   }
 }
@@ -410,6 +419,17 @@ export class SimConsumer {
   readonly #waiting: Array<() => void> = [];
   #closed = false;
   #commitChain: Promise<unknown> = Promise.resolve();
+  /** The coordinator connection's counters, as librdkafka's statistics show them. */
+  readonly #link = { waitresp: 0, rx: 0, rxcorriderrs: 0, requests: {} as Record<string, number> };
+  readonly #inFlight: Array<{ answer: (() => void) | null; timedOut: boolean }> = [];
+  /** When the member last got an id (the group `up` since), and whether its assignment is awaited. */
+  #upSince = 0;
+  #syncing = true;
+  #rebalances = 0;
+  readonly #proofs = new HeartbeatProofs();
+  /** Samples taken, served (to the proofs) only by a poll, as librdkafka serves its statistics callback. */
+  #samples: CoordinatorSample[] = [];
+  readonly #proofListeners: Array<(sentAfterMono: number) => void> = [];
 
   constructor(
     readonly kafka: SimKafka,
@@ -430,6 +450,78 @@ export class SimConsumer {
       kafka.sched.at(50, fetch, actor);
     };
     kafka.sched.at(50, fetch, actor);
+    const stats = () => {
+      if (this.#closed) return;
+      this.#statistics();
+      kafka.sched.at(STATISTICS_MS, stats, actor);
+    };
+    kafka.sched.at(kafka.sched.int(1, STATISTICS_MS), stats, actor);
+  }
+
+  onHeartbeatProof(fn: (sentAfterMono: number) => void): void {
+    this.#proofListeners.push(fn);
+  }
+
+  /**
+   * A request on the coordinator connection, counted as librdkafka counts it, its answer handed over
+   * in the order the requests were sent (one TCP connection). One unanswered past `timeoutMs` times
+   * out: it no longer awaits an answer, and its answer, if it comes, matches no request and is
+   * dropped (the returned promise never settles).
+   */
+  coordinatorRequest<T>(type: string, handle: () => T, timeoutMs = Number.POSITIVE_INFINITY): Promise<T> {
+    const link = this.#link;
+    link.requests[type] = (link.requests[type] ?? 0) + 1;
+    link.waitresp++;
+    const slot: { answer: (() => void) | null; timedOut: boolean } = { answer: null, timedOut: false };
+    this.#inFlight.push(slot);
+    const cancel = Number.isFinite(timeoutMs)
+      ? this.kafka.sched.at(timeoutMs, () => {
+          slot.timedOut = true;
+          link.waitresp--;
+          this.#handOver();
+        }, this.actor)
+      : () => {};
+    return new Promise<T>((resolve, reject) => {
+      const arrived = (settle: () => void) => {
+        link.rx++;
+        if (slot.timedOut) return void link.rxcorriderrs++;
+        cancel();
+        slot.answer = () => {
+          link.waitresp--;
+          settle();
+        };
+        this.#handOver();
+      };
+      this.kafka.request(this.actor, handle).then(
+        (v) => arrived(() => resolve(v)),
+        (e) => arrived(() => reject(e)),
+      );
+    });
+  }
+
+  /** Answers that arrived, oldest request first; a request that timed out no longer holds the line. */
+  #handOver(): void {
+    for (;;) {
+      const head = this.#inFlight[0];
+      if (!head || (!head.answer && !head.timedOut)) return;
+      this.#inFlight.shift();
+      head.answer?.();
+    }
+  }
+
+  #statistics(): void {
+    const up = this.#memberId !== null;
+    const joinState = !up ? "init" : this.#pendingRevoke ? "wait-unassign-call" : this.#syncing ? "wait-sync" : "steady";
+    const now = this.kafka.sched.now;
+    const sample: CoordinatorSample = {
+      at: now,
+      member: this.#memberId ?? "",
+      group: { state: up ? "up" : "wait-coord", stateAgeMs: up ? now - this.#upSince : 0, joinState, rebalances: this.#rebalances },
+      coordinator: { ...this.#link, requests: { ...this.#link.requests } },
+      findCoordinator: 0,
+    };
+    this.#samples.push(sample);
+    this.wake();
   }
 
   get assignment(): readonly TopicPartition[] {
@@ -473,6 +565,10 @@ export class SimConsumer {
 
   poll(max = 1000, revoking = false): Message[] {
     if (this.#closed || (this.#pendingRevoke && !revoking) || max <= 0) return [];
+    for (const sample of this.#samples.splice(0)) {
+      const proof = this.#proofs.take(sample);
+      if (proof !== null) for (const fn of this.#proofListeners) fn(proof);
+    }
     if (this.kafka.reachable(this.actor)) this.#fetch();
     const out: Message[] = [];
     for (const tp of this.#assignment) {
@@ -491,7 +587,7 @@ export class SimConsumer {
 
   commit(offsets: readonly TopicPartition[]): Promise<TopicPartition[]> {
     const id = this.#memberId, gen = this.#generation;
-    const run = () => this.kafka.request(this.actor, () => this.kafka.commit(id ?? "", gen, offsets));
+    const run = () => this.coordinatorRequest("OffsetCommit", () => this.kafka.commit(id ?? "", gen, offsets));
     const p = this.#commitChain.then(run, run);
     this.#commitChain = p.catch(() => {});
     return p;
@@ -529,7 +625,7 @@ export class SimConsumer {
     if (this.#closed) return true;
     this.#closed = true;
     const id = this.#memberId;
-    if (id !== null) await this.kafka.request(this.actor, () => this.kafka.leave(id));
+    if (id !== null) await this.coordinatorRequest("LeaveGroup", () => this.kafka.leave(id));
     return true;
   }
 
@@ -537,8 +633,10 @@ export class SimConsumer {
   assigned(memberId: string, generation: number, partitions: number[]): void {
     // The assignment can overtake the join's answer (they are two requests): the id it was given counts.
     if (this.#closed || (memberId !== this.#memberId && memberId !== this.#joining)) return;
-    this.#memberId = memberId;
+    this.#setMember(memberId);
     this.#generation = generation;
+    this.#syncing = false;
+    this.#rebalances++;
     const tps = partitions.map((partition) => ({ topic: RAW, partition }));
     this.#assignment = tps;
     // The commit as it stands, even while a transaction holds offsets of the partition: harsher than
@@ -570,17 +668,24 @@ export class SimConsumer {
   }
 
   #join(): void {
-    this.kafka.request(this.actor, () => (this.#joining = this.kafka.join(this))).then((id) => {
+    this.#syncing = true;
+    this.coordinatorRequest("JoinGroup", () => (this.#joining = this.kafka.join(this))).then((id) => {
       if (this.#joining !== id) return;
-      this.#memberId = id;
+      this.#setMember(id);
       this.#lastHeartbeatOk = this.kafka.sched.now;
     });
+  }
+
+  #setMember(id: string): void {
+    if (this.#memberId === null) this.#upSince = this.kafka.sched.now;
+    this.#memberId = id;
   }
 
   #rejoin(): void {
     const id = this.#memberId;
     if (id === null) return this.#join();
-    this.kafka.request(this.actor, () => this.kafka.rejoin(id)).then((known) => {
+    this.#syncing = true;
+    this.coordinatorRequest("JoinGroup", () => this.kafka.rejoin(id)).then((known) => {
       if (!known && this.#memberId === id) {
         this.#memberId = null;
         this.#join();
@@ -595,13 +700,17 @@ export class SimConsumer {
     const id = this.#memberId;
     if (id === null || !this.kafka.reachable(this.actor)) return;
     // A heartbeat is not retried: one the network drops is simply missing.
-    this.kafka.request(this.actor, () => this.kafka.heartbeat(id)).then((answer) => {
+    const timeout = this.kafka.opts.sessionTimeoutMs;
+    this.coordinatorRequest("Heartbeat", () => this.kafka.heartbeat(id), timeout).then((answer) => {
       if (this.#memberId !== id) return;
       if (answer === "unknown") return this.#lost();
       this.#lastHeartbeatOk = this.kafka.sched.now;
       if (answer === "rebalance" && !this.#pendingRevoke) {
         if (this.#assignment.length === 0) this.#rejoin();
-        else this.#pendingRevoke = [...this.#assignment];
+        else {
+          this.#pendingRevoke = [...this.#assignment];
+          this.#rebalances++;
+        }
         this.wake();
       }
     });
@@ -615,6 +724,7 @@ export class SimConsumer {
     if (this.#assignment.length > 0) {
       this.#pendingRevoke = [...this.#assignment];
       this.#revokeLost = true;
+      this.#rebalances++;
     } else this.#join();
     this.wake();
   }

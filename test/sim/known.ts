@@ -12,20 +12,7 @@ export interface KnownCause {
   why: string;
 }
 
-export const KNOWN: readonly KnownCause[] = [
-  {
-    causes: ["lease-without-heartbeats"],
-    fixtures: ["kafka-cut-lease-without-heartbeats"],
-    why:
-      "The membership lease counts a session from the send of a transactional commit the coordinator " +
-      "accepted. But the session runs from the member's last heartbeat the coordinator received, and a " +
-      "TxnOffsetCommit (the producer's request) does not renew it: after a cut from the brokers shorter " +
-      "than a session, the commit got through at once while the member's next heartbeat came after its " +
-      "session had run out, so the member was removed inside the lease the commit gave, and its next " +
-      "insert was a zombie's. The fix needs a proof from the consumer's own heartbeats, which librdkafka " +
-      "2.15 does not show (its statistics show the coordinator connection's idle time).",
-  },
-];
+export const KNOWN: readonly KnownCause[] = [];
 
 /** The known cause a signature shows, if any. */
 export function knownCause(signature: string): KnownCause | undefined {

@@ -201,7 +201,6 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         dlqMaxRatio: 1,
         dlqRatioWindow: 1_000,
         sessionTimeoutMs: SESSION_TIMEOUT_MS,
-        heartbeatIntervalMs: 1_000,
         maxPollIntervalMs: MAX_POLL_INTERVAL_MS,
       },
       { consumer, writer, dlq, counters, replays, transactions, clock },

@@ -146,9 +146,9 @@ export class OffsetTracker {
   }
 
   /**
-   * Every partition's position as it stands, moved or not, for partitions with one: what a renewal
-   * of the membership lease (membership.ts) commits again. An unchanged position is accepted like
-   * any other commit, and its `since` is worked out as `advanced()` does.
+   * Every partition's position as it stands, moved or not, for partitions with one: a transaction
+   * commits them all (delivery.ts). An unchanged position is accepted like any other commit, and
+   * its `since` is worked out as `advanced()` does.
    */
   standing(now = this.#now()): Advanced[] {
     const out: Advanced[] = [];

@@ -1,0 +1,26 @@
+// A group member that prints each heartbeat proof its statistics give (kafka/heartbeat-proof.ts), for
+// test/kafka/heartbeat-proof-cut.test.ts, which runs it in a cgroup it cuts off from the broker.
+// Usage: bun heartbeat-member.ts <brokers> <topic> <group>. Prints a JSON line per proof, times in
+// wall-clock ms so the test can compare them with its own: {"proof": sentAfter, "at": now}.
+import { Consumer } from "../../src/kafka/consumer.ts";
+
+const [brokers, topic, group] = process.argv.slice(2) as [string, string, string];
+const consumer = new Consumer({
+  props: {
+    "bootstrap.servers": brokers,
+    "group.id": group,
+    "statistics.interval.ms": "700",
+    "session.timeout.ms": "6000",
+    "heartbeat.interval.ms": "1000",
+  },
+  topics: [topic],
+});
+const wall = (mono: number) => Math.round(Date.now() - (performance.now() - mono));
+consumer.onHeartbeatProof((t) => console.log(JSON.stringify({ proof: wall(t), at: Date.now() })));
+let stopping = false;
+process.on("SIGTERM", () => (stopping = true));
+while (!stopping) {
+  consumer.poll(100);
+  await consumer.waitForMessages(200);
+}
+await consumer.close();
