@@ -105,7 +105,7 @@ export const VARIABLES = {
     help:
       "rows a batch may grow to while every insert is in flight (a backlog), so that a busy ClickHouse gets " +
       "fewer, larger inserts; 0: 10 × BATCH_SIZE, at most what keeps the memory bound (2 × BATCH_MAX_BYTES ÷ " +
-      "8 KiB rows), never below BATCH_SIZE; BATCH_SIZE turns it off",
+      `${HEAP_BYTES_PER_ROW / 1024} KiB rows: 8192 at the defaults), never below BATCH_SIZE; BATCH_SIZE turns it off`,
   },
   BATCH_FLUSH_INTERVAL_SECONDS: {
     schema: num(0.01, 3600),
@@ -341,7 +341,7 @@ export function kafkaPropName(suffix: string): string {
 /**
  * BATCH_BACKLOG_ROWS as the batcher uses it. Its default grows a batch tenfold under a backlog, but
  * no further than the memory bound already allows for a batch of BATCH_MAX_BYTES
- * (stats/memory-bound.ts: a slot holds max(2 × bytes, 8 KiB a row)), so the default does not raise it.
+ * (stats/memory-bound.ts: a slot holds max(2 × bytes, 4 KiB a row)), so the default does not raise it.
  */
 export function backlogRows(size: number, setting: number, maxBytes: number): number {
   if (setting > 0) return Math.max(size, setting);

@@ -12,8 +12,8 @@ test("defaults follow DECISIONS.md, but for the stats server's address: loopback
   expect(c.kafka).toEqual({ brokers: "127.0.0.1:9092", groupId: "cdr-worker", topicRaw: "cdr.raw", topicDlq: "cdr.raw.dlq", props: {} });
   expect(c.clickhouse.url).toBe("http://127.0.0.1:8123");
   expect([c.clickhouse.database, c.clickhouse.table]).toEqual(["telecom", "cdr"]);
-  // Under a backlog a batch grows to 4096 rows: 10 × BATCH_SIZE, held to what the memory bound allows.
-  expect(c.batch).toEqual({ size: 1000, backlogRows: 4096, maxBytes: 16 * 2 ** 20, flushIntervalMs: 2000, concurrency: 2 });
+  // Under a backlog a batch grows to 8192 rows: 10 × BATCH_SIZE, held to what the memory bound allows.
+  expect(c.batch).toEqual({ size: 1000, backlogRows: 8192, maxBytes: 16 * 2 ** 20, flushIntervalMs: 2000, concurrency: 2 });
   expect(c.retry).toEqual({ maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2, whenUnreachable: "dlq" });
   expect(c.stats).toEqual({ host: "127.0.0.1", port: 8081 });
   expect(c.dlq.storageFailureReason).toBe("normalization_error");
@@ -200,7 +200,7 @@ test("CLICKHOUSE_DATABASE and CLICKHOUSE_TABLE are plain identifiers, checked on
 test("BATCH_BACKLOG_ROWS: by default 10 × BATCH_SIZE within the memory bound's rows, never below BATCH_SIZE; set, at least BATCH_SIZE", () => {
   const rows = (env: Record<string, string>) => loadConfig(env).batch.backlogRows;
   expect(rows({ BATCH_SIZE: "100" })).toBe(1000);
-  expect(rows({ BATCH_SIZE: "10000" })).toBe(10000); // 4096 rows fit the bound: no growth past BATCH_SIZE
+  expect(rows({ BATCH_SIZE: "10000" })).toBe(10000); // 8192 rows fit the bound: no growth past BATCH_SIZE
   expect(rows({ BATCH_SIZE: "1000", BATCH_MAX_BYTES: String(64 << 20) })).toBe(10000);
   expect(rows({ BATCH_SIZE: "1000", BATCH_BACKLOG_ROWS: "1000" })).toBe(1000); // off
   expect(rows({ BATCH_SIZE: "1000", BATCH_BACKLOG_ROWS: "500" })).toBe(1000);

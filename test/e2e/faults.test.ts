@@ -168,8 +168,8 @@ describe("bounded memory and the breaker", () => {
       maxBuffered = Math.max(maxBuffered, s.buffered_rows);
       return s.total_processed === 150_000;
     }, 120_000, "flood processed");
-    // Three slots of at most BATCH_BACKLOG_ROWS each: 10 × 2000 held to the memory bound's 4096 rows.
-    expect(maxBuffered).toBeLessThanOrEqual(3 * 4096);
+    // Three slots of at most BATCH_BACKLOG_ROWS each: 10 × 2000 held to the memory bound's 8192 rows.
+    expect(maxBuffered).toBeLessThanOrEqual(3 * 8192);
     const bound = Number(/cdr_worker_memory_bound_bytes (\d+)/.exec(await (await fetch(`${w.statsUrl}/metrics`)).text())![1]);
     expect(peak).toBeLessThan(bound);
     expect(peak / 2 ** 20).toBeLessThan(230);
