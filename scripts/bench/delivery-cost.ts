@@ -10,8 +10,7 @@
  * Usage: bun scripts/bench/delivery-cost.ts [records=300000] [pairs=5] [binary=bun src/main.ts]   (services running)
  */
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
-import { Producer } from "../../src/kafka/producer.ts";
-import { prepareRun, processCpuSeconds, servicePid } from "../lib/harness.ts";
+import { drainOnce, type Drain } from "./drain.ts";
 
 const N = Number(process.argv[2] ?? 300_000);
 const PAIRS = Number(process.argv[3] ?? 5);
@@ -23,53 +22,14 @@ const SIZES: Array<{ label: string; env: Record<string, string> }> = [
 const MODES = ["exactly-once", "at-least-once"] as const;
 type Mode = (typeof MODES)[number];
 
-interface Run {
-  records_per_s: number;
-  worker_us_per_record: number;
-  clickhouse_us_per_row: number;
-}
+type Run = Drain;
 
 const texts = (() => {
   const g = new SyntheticCdrs({ seed: 5, invalidShare: 0.03, idPrefix: `cost${process.pid}` });
   return Array.from({ length: N }, () => g.next().text);
 })();
 
-async function once(mode: Mode, env: Record<string, string>): Promise<Run> {
-  const run = await prepareRun("cost", "bench");
-  try {
-    const p = new Producer({ "bootstrap.servers": run.brokers, "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" });
-    for (let i = 0; i < N; i += 10_000) await p.produceBatch(run.raw, texts.slice(i, i + 10_000));
-    p.close();
-    const chPid = servicePid("clickhouse");
-    const spawned = Date.now();
-    const ch0 = processCpuSeconds(chPid);
-    const worker = await run.startWorker({ binary, extra: { ...env, DELIVERY: mode } });
-    let last: Record<string, any>;
-    for (;;) {
-      await Bun.sleep(1_000);
-      last = await run.stats();
-      if (last.total_processed >= N && committedAll(last)) break;
-    }
-    const workerCpu = run.cpuSeconds(worker.pid);
-    const chCpu = processCpuSeconds(chPid) - ch0;
-    worker.kill("SIGTERM");
-    await worker.exited;
-    const seconds = (Date.parse(last.last_commit_at) - spawned) / 1000;
-    return {
-      records_per_s: Math.round(N / seconds),
-      worker_us_per_record: +((workerCpu * 1e6) / N).toFixed(1),
-      clickhouse_us_per_row: +((chCpu * 1e6) / Math.max(1, last.total_clickhouse)).toFixed(1),
-    };
-  } finally {
-    await run.cleanup();
-  }
-}
-
-/** Every partition's commit at its end: the drain is over, not only read. */
-function committedAll(s: Record<string, any>): boolean {
-  const parts = Object.values(s.partitions as Record<string, { lag: number | null }>);
-  return parts.length > 0 && parts.every((p) => p.lag === 0);
-}
+const once = (mode: Mode, env: Record<string, string>) => drainOnce(texts, { ...env, DELIVERY: mode }, binary);
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -17,7 +17,10 @@
  *     peer's run without its final stream_flush_interval_ms wait (18.16 holds a partial block
  *     that long before writing it);
  *  4. latency: a paced stream whose raw_id carries its send time; visibility in ClickHouse
- *     (polled every 50 ms) minus send time, p50 / p99.
+ *     (polled every 50 ms) minus send time, p50 / p99;
+ *  5. the same backlog drained again with DELIVERY=at-least-once (drain.ts): exactly-once's cost
+ *     beside it, one pair (delivery-cost.ts takes the median of several). BENCH_DELIVERY_PAIR=0
+ *     skips it. And the memory bound the worker exports at the setting against the peak RSS.
  * Steps 1–4 run for each setting, in the order a user meets them: first the defaults (BATCH_SIZE,
  * the flush interval and the insert concurrency as the worker ships them), then BATCH_SIZE 10000.
  * One JSON line a setting, then a summary line comparing them. BENCH_BATCH_SIZE=n measures that
@@ -31,6 +34,9 @@ import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { prepareRun, processCpuSeconds, servicePid, type ThreadGroup } from "../lib/harness.ts";
+import { loadConfig } from "../../src/config.ts";
+import { memoryBoundBytes } from "../../src/stats/memory-bound.ts";
+import { drainOnce } from "./drain.ts";
 import { runKafkaEnginePeer } from "./kafka-engine-peer.ts";
 
 // 10^6 by default: the JIT's start-up compiles are amortized.
@@ -74,7 +80,9 @@ console.log(JSON.stringify({
   summary: results.map((r) => ({
     setting: r.setting, records_per_s: r.worker_records_per_s, sustained_records_per_s: r.sustained_records_per_s, rows_per_insert: r.inserts.rows_per_insert, inserts_per_s: r.inserts.per_s,
     us_per_record: { worker: r.cpu.worker_us_per_record, worker_main_thread: r.cpu.worker_by_thread_us_per_record.main, clickhouse: r.cpu.clickhouse_us_per_record, kafka: r.cpu.kafka_us_per_record, sum: r.cpu.sum_us_per_record },
-    share_of_machine_limit: r.cpu.share_of_machine_limit, peak_rss_mib: r.peak_rss_mib, visibility_p99_ms: r.visibility_latency_ms.p99,
+    share_of_machine_limit: r.cpu.share_of_machine_limit, peak_rss_mib: r.peak_rss_mib, memory_bound_mib: r.memory.bound_mib, visibility_p99_ms: r.visibility_latency_ms.p99,
+    worker_over_peer: r.kafka_engine_peer?.worker_whole_run_over_peer_whole_run ?? null,
+    exactly_once_over_at_least_once: r.at_least_once?.exactly_once_over_at_least_once ?? null,
   })),
 }));
 process.exit(0);
@@ -209,6 +217,20 @@ async function measure(setting: Setting): Promise<Record<string, any>> {
   });
 
   await ch.command({ query: `DROP TABLE bench.${table}_ceiling` });
+  // Exactly-once (the default) beside at-least-once: the same texts drained by the same binary.
+  const pair = process.env.BENCH_DELIVERY_PAIR === "0" ? null : await (async () => {
+    const once = await drainOnce(texts, { ...setting.env, DELIVERY: "at-least-once" }, process.argv[3]);
+    const eo = N / wholeRunSeconds;
+    return {
+      whole_run_records_per_s: once.records_per_s, worker_us_per_record: once.worker_us_per_record, clickhouse_us_per_row: once.clickhouse_us_per_row,
+      exactly_once_over_at_least_once: {
+        records_per_s: +(eo / once.records_per_s).toFixed(2),
+        worker_us_per_record: +(cpu.worker_us_per_record / once.worker_us_per_record).toFixed(2),
+      },
+    };
+  })();
+  const cfg = loadConfig(setting.env);
+  const boundMiB = memoryBoundBytes(cfg.batch, cfg.phone.cacheSize) / 2 ** 20;
   const pct = (a: number[], p: number) => (a.length ? Math.round(a[Math.min(a.length - 1, Math.floor(a.length * p))]!) : null);
   statsLatency.sort((a, b) => a - b);
   const r = Math.round;
@@ -227,6 +249,8 @@ async function measure(setting: Setting): Promise<Record<string, any>> {
       worker_whole_run_over_peer_without_wait: +(N / wholeRunSeconds / peer.rowsPerSecondWithoutFinalWait).toFixed(2),
     },
     visibility_latency_ms: { samples: latencies.length, of: sent.size, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) },
+    at_least_once: pair,
+    memory: { bound_mib: r(boundMiB), peak_rss_mib: r(peakRss), peak_over_bound: +(peakRss / boundMiB).toFixed(2) },
     stats_latency_ms: { samples: statsLatency.length, p50: +statsLatency[Math.floor(statsLatency.length * 0.5)]!.toFixed(1), p99: +statsLatency[Math.floor(statsLatency.length * 0.99)]!.toFixed(1) },
   };
   console.log(JSON.stringify(result));

@@ -1,0 +1,53 @@
+/**
+ * One drain of a backlog by the worker, as delivery-cost.ts and e2e.ts measure it: the records
+ * produced into fresh topics, then the worker (a subprocess) started with `env`, read as an operator's
+ * scraper would, once a second, until every partition is committed to its end. Records/s from the
+ * worker's spawn to its last commit (start-up included, as a user meets it), the worker's CPU µs a
+ * record and ClickHouse's CPU µs a row over the drain.
+ */
+import { Producer } from "../../src/kafka/producer.ts";
+import { prepareRun, processCpuSeconds, servicePid } from "../lib/harness.ts";
+
+export interface Drain {
+  records_per_s: number;
+  worker_us_per_record: number;
+  clickhouse_us_per_row: number;
+}
+
+export async function drainOnce(texts: readonly string[], env: Record<string, string>, binary?: string): Promise<Drain> {
+  const N = texts.length;
+  const run = await prepareRun("cost", "bench");
+  try {
+    const p = new Producer({ "bootstrap.servers": run.brokers, "linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4" });
+    for (let i = 0; i < N; i += 10_000) await p.produceBatch(run.raw, texts.slice(i, i + 10_000));
+    p.close();
+    const chPid = servicePid("clickhouse");
+    const spawned = Date.now();
+    const ch0 = processCpuSeconds(chPid);
+    const worker = await run.startWorker({ binary, extra: env });
+    let last: Record<string, any>;
+    for (;;) {
+      await Bun.sleep(1_000);
+      last = await run.stats();
+      if (last.total_processed >= N && committedAll(last)) break;
+    }
+    const workerCpu = run.cpuSeconds(worker.pid);
+    const chCpu = processCpuSeconds(chPid) - ch0;
+    worker.kill("SIGTERM");
+    await worker.exited;
+    const seconds = (Date.parse(last.last_commit_at) - spawned) / 1000;
+    return {
+      records_per_s: Math.round(N / seconds),
+      worker_us_per_record: +((workerCpu * 1e6) / N).toFixed(1),
+      clickhouse_us_per_row: +((chCpu * 1e6) / Math.max(1, last.total_clickhouse)).toFixed(1),
+    };
+  } finally {
+    await run.cleanup();
+  }
+}
+
+/** Every partition's commit at its end: the drain is over, not only read. */
+function committedAll(s: Record<string, any>): boolean {
+  const parts = Object.values(s.partitions as Record<string, { lag: number | null }>);
+  return parts.length > 0 && parts.every((p) => p.lag === 0);
+}
