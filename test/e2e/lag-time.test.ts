@@ -24,8 +24,17 @@ test("records left behind a tripped breaker: their age in stats and metrics, gro
       await statsWhen(w, (s) => s.state === "tripped", 20_000, "breaker");
       type P = { lag: number | null; lag_seconds: number | null };
       const waiting = (s: any) => Object.entries(s.partitions as Record<string, P>).filter(([, p]) => (p.lag ?? 0) > 0);
+      // What was handed over before the trip is delivered and committed first (its inserts wait for
+      // the worker's first heartbeat proven, a few seconds after it joined); nothing after it.
+      type Q = P & { in_flight: number; consumed: number; committed_offset: number | null };
+      const settled = (s: any) => Object.values(s.partitions as Record<string, Q>).every((p) => p.in_flight === 0 && (p.committed_offset ?? 0) === p.consumed);
       // Every partition with records behind its commit has an age once a read has answered.
-      const first = await statsWhen(w, (s) => waiting(s).length > 0 && waiting(s).every(([, p]) => (p.lag_seconds ?? 0) > 0), 20_000, "ages read");
+      const first = await statsWhen(
+        w,
+        (s) => settled(s) && waiting(s).length > 0 && waiting(s).every(([, p]) => (p.lag_seconds ?? 0) > 0),
+        20_000,
+        "what was handed over committed, and ages read",
+      );
       const at = Date.now();
       expect(first.raw_retention_seconds).toBe(86_400);
       for (const [, p] of waiting(first)) {
