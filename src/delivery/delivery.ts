@@ -102,6 +102,8 @@ export class Delivery {
   readonly #lease: Lease;
   /** Exactly-once: sends go only while the coordinator's answers prove membership (membership.ts). */
   readonly #membership: MembershipLease | null;
+  /** Partitions assigned before any proof of membership, paused until one. */
+  #unproven: TopicPartition[] = [];
   /** Aborted when the assignment is lost: what was sent under it sends nothing more. */
   #epoch = new AbortController();
   /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
@@ -167,7 +169,7 @@ export class Delivery {
     const terms = { sessionTimeoutMs: opts.sessionTimeoutMs ?? 45_000 };
     const membership = deps.replays ? new MembershipLease(terms, clock, onMembershipWait) : null;
     this.#membership = membership;
-    if (membership) deps.consumer.onHeartbeatProof((sentAfter) => membership.proven(sentAfter));
+    if (membership) deps.consumer.onHeartbeatProof((sentAfter) => this.#proven(membership, sentAfter));
     this.#pending = new Pending(
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
@@ -286,10 +288,31 @@ export class Delivery {
     this.#tracker.reset(partitions.map((p) => p.partition));
     // No proof of membership: the answer that carried the assignment may have been held up (a cut
     // from the brokers) past the member's session, and its send time is unknown. Sends wait for a
-    // heartbeat proven (membership.ts).
+    // heartbeat proven (membership.ts). Without a lease yet (a worker that has just joined), the
+    // partitions wait paused as the consumer handed them over, fetching nothing: records taken now
+    // would only fill the batches while the first heartbeat is proven.
     // The check's pause first: the gate resumes only what no reason holds.
     this.#replays?.check(partitions);
+    if (this.#membership && !this.#membership.held) {
+      this.#gate.close(partitions, "membership");
+      this.#unproven.push(...partitions);
+    }
     this.#gate.assigned(partitions);
+  }
+
+  /**
+   * A heartbeat proven: the lease renewed, and partitions assigned without one may fetch. Resumed
+   * after the poll that served the proof has returned, so that poll hands nothing out.
+   */
+  #proven(membership: MembershipLease, sentAfter: number): void {
+    membership.proven(sentAfter);
+    if (this.#unproven.length === 0 || !membership.held) return;
+    queueMicrotask(() => {
+      const owned = new Set(this.#deps.consumer.assignment.map((p) => p.partition));
+      const ready = this.#unproven.splice(0).filter((p) => owned.has(p.partition));
+      this.#gate.open(ready, "membership");
+      this.#events.onSettled();
+    });
   }
 
   /** Flushes what is buffered and waits until every record is durable and its offset committed. */
