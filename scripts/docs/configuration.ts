@@ -31,6 +31,8 @@ export const WHY: Readonly<Record<string, string>> = {
   "message.max.bytes": "an envelope up to the DLQ topic's `max.message.bytes`, plus headers and framing",
   "transactional.id": "envelopes and the group's commit in one transaction, fenced by the group's generation",
   "transaction.timeout.ms": "how long a dead owner's open transaction holds its successor's read of the committed offsets",
+  "heartbeat.interval.ms":
+    "exactly-once, classic protocol: a worker that has just joined inserts once its first heartbeat is proven, within about 2.5 s",
   "statistics.interval.ms":
     "exactly-once: the membership lease is proven by heartbeats read from the statistics (0.7 s divides none of the usual heartbeat intervals)",
   "enable.partition.eof": "a read ends at each partition's end as the fetcher reports it, never after a quiet spell",

@@ -5,6 +5,7 @@
  * (scripts/docs/configuration.ts): the group and client names an ACL must allow are the ones used.
  */
 import { kafkaProps, type Config } from "../config.ts";
+import { usesConsumerProtocol } from "../kafka/group-session.ts";
 import { transactionalId } from "../kafka/transaction.ts";
 import { DLQ_MAX_MESSAGE_BYTES } from "../topics/topology.ts";
 
@@ -54,6 +55,12 @@ export const KAFKA_CLIENTS = {
       // The membership lease is read from the coordinator connection's counters in the statistics
       // (kafka/heartbeat-proof.ts): a heartbeat proven within two or three of these.
       ...(cfg.delivery === "exactly-once" ? { "statistics.interval.ms": String(STATISTICS_INTERVAL_MS) } : {}),
+      // A worker that has just joined inserts once its first heartbeat is proven: a heartbeat a
+      // second (librdkafka's 3 s unless set) proves it within about 2.5 s. Under group.protocol=consumer
+      // the broker sets the interval, and librdkafka refuses the property.
+      ...(cfg.delivery === "exactly-once" && !usesConsumerProtocol(cfg.kafka.props)
+        ? { "heartbeat.interval.ms": "1000" }
+        : {}),
     }),
   },
   dlqProducer: {

@@ -92,7 +92,9 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
 
   test("scheduled by the worker (AUDIT_INTERVAL_SECONDS): clean, then a row stored twice shows in stats and metrics", async () => {
     const n = await names("auditsched");
-    const w = await startWorker(workerEnv(n, { AUDIT_INTERVAL_SECONDS: "5" }));
+    // Each run covers the last two intervals: 12 s keeps the records in the run after the one that
+    // saw them committed, though a worker that has just joined inserts only ~4 s after it started.
+    const w = await startWorker(workerEnv(n, { AUDIT_INTERVAL_SECONDS: "12" }));
     try {
       const producer = new Producer(props);
       for (let i = 0; i < 20; i++) await producer.produce(n.raw, value(i), { partition: 1 });

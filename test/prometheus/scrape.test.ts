@@ -61,6 +61,10 @@ beforeAll(async () => {
   // The paced stream: RATE records a second for SECONDS, one in INVALID_EVERY with a bad rat.
   const p = new Producer(props);
   try {
+    // The stream starts once the worker delivers: one that has just joined inserts only after its
+    // first heartbeat is proven (docs/internals.md), and the rules are held to the steady stream.
+    await p.produce(n.raw, toJson(withFields({ raw_id: "prom-first" })));
+    await statsWhen(worker, (s) => s.total_clickhouse >= 1, 30_000, "the worker delivering");
     for (let s = 0; s < SECONDS * 10; s++) {
       const started = Date.now();
       const batch = Array.from({ length: RATE / 10 }, (_, k) => {
