@@ -37,6 +37,8 @@ export interface UncertainAttempt {
    * the server bounds an insert's life (server-version.ts's boundsInsertLife); absent elsewhere.
    */
   endedBy?: number;
+  /** When (the same clock) the attempt failed: how long an endpoint's silence has held its check. */
+  failedAt?: number;
 }
 
 // ClickHouse error codes (src/Common/ErrorCodes.cpp), the same numbers on 18.16 and current releases.
@@ -121,21 +123,46 @@ export class ClickHouseInsertError extends CdrWorkerError {
    * (a value, the table, a grant) or a connection never made is known to have stored nothing.
    */
   readonly mayHaveStored: boolean;
+  /**
+   * A lost answer's check waits for the one endpoint that can answer it (HeldCheckError): no attempt
+   * is spent on it (retry.ts), whatever CH_UNREACHABLE_POLICY says.
+   */
+  readonly held: boolean;
   /** The attempts that may have stored rows: each one's endpoint and query id (writer.ts's endInserts). */
   attempts: UncertainAttempt[] = [];
   constructor(
     message: string,
     readonly kind: InsertErrorKind,
     answer: ServerAnswer = { code: null },
-    options?: { cause?: unknown; unreachable?: boolean; mayHaveStored?: boolean },
+    options?: { cause?: unknown; unreachable?: boolean; mayHaveStored?: boolean; held?: boolean },
   ) {
     super("CLICKHOUSE_INSERT", message, kind === "transient", options);
     this.unreachable = options?.unreachable ?? false;
     this.mayHaveStored = options?.mayHaveStored ?? false;
+    this.held = options?.held ?? false;
     this.serverCode = answer.code;
     this.serverType = answer.type ?? null;
     this.row = answer.row ?? null;
     this.column = answer.column ?? null;
+  }
+}
+
+/**
+ * A lost answer's check that one endpoint holds: the endpoint that took the insert does not answer
+ * while another does. Only it can say what it stored (a replica's rows reach the others when they
+ * fetch from it), and a resend elsewhere could store the rows twice, so the check waits for it
+ * until `until` (the writer's monotonic ms); past that its silence counts as any other failure's.
+ * Retryable: the endpoint's return is what it waits for.
+ */
+export class HeldCheckError extends CdrWorkerError {
+  override name = "HeldCheckError";
+  constructor(
+    readonly endpoint: string,
+    readonly until: number,
+    cause: unknown,
+  ) {
+    const what = `the endpoint ${endpoint} took an insert whose answer was lost and does not answer`;
+    super("CLICKHOUSE_INSERT", what, true, { cause });
   }
 }
 

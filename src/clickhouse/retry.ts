@@ -25,7 +25,8 @@ export function backoffDelay(policy: RetryPolicy, attempt: number): number {
 
 /**
  * Runs `fn` up to maxAttempts times while its errors say a retry can help (`retryable`; an error
- * without the flag counts as retryable). `onRetry` hears each failure that will be retried;
+ * without the flag counts as retryable). An error that is `held` spends no attempt, under either
+ * policy. `onRetry` hears each failure that will be retried;
  * `onWaiting` hears true when a wait for an unreachable ClickHouse begins and false when it ends.
  * Never throws: exhausting the attempts, or an error no retry helps, is an outcome the caller routes.
  */
@@ -38,6 +39,7 @@ export async function withRetry(
 ): Promise<RetryOutcome> {
   let error: unknown;
   let waits = 0;
+  let holds = 0;
   try {
     for (let attempt = 1; attempt <= policy.maxAttempts; attempt++) {
       try {
@@ -45,6 +47,14 @@ export async function withRetry(
         return { ok: true, attempts: attempt };
       } catch (e) {
         error = e;
+        if (isHeld(e)) {
+          // A lost answer's check waiting for the one endpoint that can answer it, while others
+          // answer: not a failure of ClickHouse's, and bounded by the writer (endInserts).
+          attempt--;
+          const delay = Math.min(MAX_WAIT_DELAY_MS, Math.max(MIN_WAIT_DELAY_MS, backoffDelay(policy, ++holds)));
+          await sleep(delay);
+          continue;
+        }
         if (policy.whenUnreachable === "wait" && isUnreachable(e)) {
           if (waits++ === 0) onWaiting(true);
           attempt--; // not spent: nobody refused, nobody answered
@@ -62,6 +72,10 @@ export async function withRetry(
   } finally {
     if (waits > 0) onWaiting(false);
   }
+}
+
+function isHeld(e: unknown): boolean {
+  return (e as { held?: unknown } | null)?.held === true;
 }
 
 function isUnreachable(e: unknown): boolean {

@@ -32,7 +32,8 @@ import { Readable } from "node:stream";
 import { systemClock, type Clock } from "../delivery/clock.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
-import { ClickHouseInsertError, classifyInsertError, refusal, type UncertainAttempt } from "./insert-error.ts";
+import { ClickHouseInsertError, classifyInsertError, HeldCheckError, refusal } from "./insert-error.ts";
+import type { UncertainAttempt } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
 import { offsetsTable } from "./migrate.ts";
@@ -55,6 +56,12 @@ const RUNNING_WAIT_MS = 120_000;
  * socket. Past it, an endpoint that does not answer holds no check (endInserts).
  */
 export const INSERT_END_MARGIN_MS = 2_000;
+/**
+ * How long an endpoint that took an insert whose answer was lost, and has no bound on an insert's
+ * life, may hold its check while another endpoint answers: a replica restarted by its service
+ * manager (up to 30 s to stop, then its tables to load) is back well within it.
+ */
+export const SILENT_ENDPOINT_HOLD_MS = 120_000;
 
 /**
  * Where a batch's rows are looked up: their provenance, at the sorting key's own points. A row is
@@ -136,6 +143,8 @@ export class ClickHouseWriter {
   #current = 0;
   #inserts = 0;
   #failing = false;
+  /** Attempts whose held check was said in the log: once an attempt, not at every retry. */
+  readonly #heldSaid = new WeakSet<UncertainAttempt>();
 
   constructor(
     ch: ClickHouseClient | ReadonlyArray<{ name: string; client: ClickHouseClient }>,
@@ -197,10 +206,12 @@ export class ClickHouseWriter {
     const uncertain: UncertainAttempt[] = [];
     // Taken once the request has failed, so once its socket is closed: no byte of it can reach the
     // server later, and a server that bounds an insert's life has ended it by then.
-    const attempt = (i: number, queryId: string, version: string | null): UncertainAttempt =>
-      version !== null && boundsInsertLife(version)
-        ? { endpoint: i, queryId, endedBy: this.#clock.mono() + this.#checkSeconds * 1000 + INSERT_END_MARGIN_MS }
-        : { endpoint: i, queryId };
+    const attempt = (i: number, queryId: string, version: string | null): UncertainAttempt => {
+      const failedAt = this.#clock.mono();
+      return version !== null && boundsInsertLife(version)
+        ? { endpoint: i, queryId, failedAt, endedBy: failedAt + this.#checkSeconds * 1000 + INSERT_END_MARGIN_MS }
+        : { endpoint: i, queryId, failedAt };
+    };
     const withAttempts = (e: ClickHouseInsertError) => ((e.attempts = uncertain), e);
     for (let k = 0; k < n; k++) {
       const i = (this.#current + k) % n;
@@ -300,7 +311,9 @@ export class ClickHouseWriter {
    * running could store after the rows were read) and makes sure none runs any more. An endpoint
    * that does not answer holds the check only while one of its inserts may still run: on a server
    * that bounds an insert's life each has ended by its `endedBy`, so this waits until then, and the
-   * rows are then read on another endpoint. Throws otherwise: what runs there is unknown.
+   * rows are then read on another endpoint. Elsewhere, while another endpoint answers, it throws a
+   * HeldCheckError for SILENT_ENDPOINT_HOLD_MS after the failure: the check waits for that endpoint
+   * without spending the retry budget. Throws the endpoint's own error otherwise.
    */
   async endInserts(attempts: readonly UncertainAttempt[]): Promise<void> {
     const byEndpoint = new Map<number, UncertainAttempt[]>();
@@ -317,7 +330,8 @@ export class ClickHouseWriter {
         } catch (err) {
           const silent = classifyInsertError(err, "").serverCode === null;
           const until = Math.max(...list.map((a) => a.endedBy ?? Infinity));
-          if (!silent || until === Infinity) throw err;
+          if (!silent) throw err;
+          if (until === Infinity) throw await this.#held(i, list, err);
           // Bounded: at most the insert's life and the margin past the failure.
           const wait = until - this.#clock.mono();
           const msg = "an endpoint that does not answer held inserts whose answers were lost; read elsewhere once over";
@@ -330,6 +344,7 @@ export class ClickHouseWriter {
           if (wait > 0) await this.#clock.sleep(wait);
           return;
         }
+        e.up = true;
         if (running !== 0)
           throw new Error(`${running} of the inserts to end still run at ${e.name} after KILL QUERY SYNC`);
       }),
@@ -337,12 +352,37 @@ export class ClickHouseWriter {
   }
 
   /**
-   * Which of the rows `lookup` names are stored, as storedRowKey()s: asked of the endpoints in turn
-   * until one answers; throws when none does, or when an answer has a line that does not parse
-   * (ClickHouse can append an exception to a 200 answer it already began). Each read is ended by
-   * the server (max_execution_time) before the client gives up on it.
+   * The error a silent endpoint's check throws: a HeldCheckError while another endpoint answers and
+   * the oldest failure is younger than SILENT_ENDPOINT_HOLD_MS (said once an attempt), else `err`.
    */
-  async storedRows(lookup: RowLookup): Promise<Set<string>> {
+  async #held(i: number, list: readonly UncertainAttempt[], err: unknown): Promise<unknown> {
+    const now = this.#clock.mono();
+    const until = Math.min(...list.map((a) => a.failedAt ?? now)) + SILENT_ENDPOINT_HOLD_MS;
+    if (now >= until) return err;
+    const others = this.#endpoints.filter((_, k) => k !== i);
+    const answers = await Promise.all(others.map((o) => o.client.ping().then((p) => p.success, () => false)));
+    if (!answers.includes(true)) return err;
+    const e = this.#endpoints[i]!;
+    if (!list.every((a) => this.#heldSaid.has(a))) {
+      for (const a of list) this.#heldSaid.add(a);
+      log.warn("a lost answer's check waits for the endpoint that took the insert; the others answer", {
+        endpoint: e.name,
+        inserts: list.length,
+        wait_at_most_ms: Math.round(until - now),
+        err: err as Error,
+      });
+    }
+    return new HeldCheckError(e.name, until, err);
+  }
+
+  /**
+   * Which of the rows `lookup` names are stored, as storedRowKey()s: asked of the endpoints in turn,
+   * `first` first when it answered last (the one that took the insert: a replica holds its own rows
+   * before the others fetch them), until one answers; throws when none does, or when an answer has a line that does
+   * not parse (ClickHouse can append an exception to a 200 answer it already began). Each read is
+   * ended by the server (max_execution_time) before the client gives up on it.
+   */
+  async storedRows(lookup: RowLookup, first?: number): Promise<Set<string>> {
     const runs = secondRuns(lookup.starts);
     const out = new Set<string>();
     for (let i = 0; i < runs.length; i += RUNS_PER_READ) {
@@ -359,7 +399,8 @@ export class ClickHouseWriter {
         `WHERE (${seconds}) AND kafka_partition IN (${lookup.partitions.join(", ")}) ` +
         `AND kafka_offset >= ${lookup.minOffset} AND kafka_offset <= ${lookup.maxOffset}`;
       const settings = { max_execution_time: this.#checkSeconds };
-      const text = await this.#onAnyEndpoint((c) => queryText(c, query, ROWS_ANSWER_BYTES, settings));
+      const from = first !== undefined && this.#endpoints[first]?.up ? first : this.#current;
+      const text = await this.#onAnyEndpoint((c) => queryText(c, query, ROWS_ANSWER_BYTES, settings), from);
       for (const line of text.split("\n")) {
         if (!line) continue;
         const m = /^(-?\d+)\t(-?\d+)\t([0-9a-f-]{36})\t(\d+)$/.exec(line);
@@ -519,10 +560,10 @@ export class ClickHouseWriter {
     );
   }
 
-  async #onAnyEndpoint<T>(fn: (c: ClickHouseClient) => Promise<T>): Promise<T> {
+  async #onAnyEndpoint<T>(fn: (c: ClickHouseClient) => Promise<T>, first = this.#current): Promise<T> {
     let last: unknown;
     for (let k = 0; k < this.#endpoints.length; k++) {
-      const e = this.#endpoints[(this.#current + k) % this.#endpoints.length]!;
+      const e = this.#endpoints[(first + k) % this.#endpoints.length]!;
       try {
         return await fn(e.client);
       } catch (err) {

@@ -7,11 +7,11 @@ import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
-import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
+import { classifyInsertError, ClickHouseInsertError, HeldCheckError } from "../../src/clickhouse/insert-error.ts";
 import { migrate } from "../../src/clickhouse/migrate.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { boundsInsertLife } from "../../src/clickhouse/server-version.ts";
-import { ClickHouseWriter, INSERT_END_MARGIN_MS, storedRowKey } from "../../src/clickhouse/writer.ts";
+import { ClickHouseWriter, INSERT_END_MARGIN_MS, SILENT_ENDPOINT_HOLD_MS, storedRowKey } from "../../src/clickhouse/writer.ts";
 import { systemClock, type Clock } from "../../src/delivery/clock.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { CLICKHOUSE_SERVERS, uniqueName } from "../support/services.ts";
@@ -119,6 +119,44 @@ test("a lost answer's check waits for an endpoint that no longer answers only un
     // An attempt with no bound (a server that does not end inserts) holds the check for as long as it is silent.
     await expect(w.endInserts([{ endpoint: attempt.endpoint, queryId: attempt.queryId }])).rejects.toThrow();
     expect(now).toBe(attempt.endedBy!);
+  } finally {
+    gone.down();
+    other.down();
+    await a.close();
+    await b.close();
+  }
+});
+
+test.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s: a lost answer's check with no bound is held by its silent endpoint while another answers, for SILENT_ENDPOINT_HOLD_MS, and no longer", async (_n, server) => {
+  const gone = TcpProxy.inFrontOf(server.url);
+  const other = TcpProxy.inFrontOf(server.url);
+  const a = createClickHouse(cfg(gone.url), "default");
+  const b = createClickHouse(cfg(other.url), "default");
+  let now = 0;
+  const clock: Clock = { ...systemClock, mono: () => now, now: () => now, sleep: async (ms: number) => void (now += ms) };
+  try {
+    const w = new ClickHouseWriter([{ name: "a", client: a }, { name: "b", client: b }], "e2e", table, { requestTimeoutMs: REQUEST_TIMEOUT_MS, clock });
+    // An insert to a whose answer was lost, as a server that does not bound an insert's life leaves it.
+    const attempt = { endpoint: 0, queryId: `cdr-worker:held:${crypto.randomUUID()}`, failedAt: 0 };
+    await w.endInserts([attempt]); // a answers: nothing of it runs, the check goes on
+    gone.down();
+    now = 1_000;
+    const held = await w.endInserts([attempt]).then(() => null, (e: unknown) => e);
+    expect(held).toBeInstanceOf(HeldCheckError);
+    expect([(held as HeldCheckError).endpoint, (held as HeldCheckError).until]).toEqual(["a", SILENT_ENDPOINT_HOLD_MS]);
+    expect(classifyInsertError((held as HeldCheckError).cause, "").serverCode).toBeNull(); // the refused connection itself
+    // Neither answers: ClickHouse is away, the policy's business (CH_UNREACHABLE_POLICY), not held.
+    other.down();
+    const away = await w.endInserts([attempt]).then(() => null, (e: unknown) => e);
+    expect(away).toBeInstanceOf(Error);
+    expect(away).not.toBeInstanceOf(HeldCheckError);
+    // Past the hold the endpoint's silence counts as any failure's.
+    other.up();
+    now = SILENT_ENDPOINT_HOLD_MS;
+    const past = await w.endInserts([attempt]).then(() => null, (e: unknown) => e);
+    expect(past).toBeInstanceOf(Error);
+    expect(past).not.toBeInstanceOf(HeldCheckError);
+    expect(now).toBe(SILENT_ENDPOINT_HOLD_MS); // held checks sleep in the retry policy, never here
   } finally {
     gone.down();
     other.down();

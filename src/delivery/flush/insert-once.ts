@@ -13,7 +13,7 @@
  * exhausted path, and `storedAfterAll` tells the flush stage which of them ClickHouse holds.
  */
 import type { Batch } from "../batch/batch.ts";
-import { ClickHouseInsertError, classifyInsertError } from "../../clickhouse/insert-error.ts";
+import { ClickHouseInsertError, classifyInsertError, HeldCheckError } from "../../clickhouse/insert-error.ts";
 import type { InsertRange } from "../../clickhouse/store.ts";
 import { storedRowKey, type ClickHouseWriter, type RowLookup } from "../../clickhouse/writer.ts";
 import { log } from "../../log.ts";
@@ -47,7 +47,7 @@ export function insertOnce(
   const check = async (): Promise<void> => {
     const { attempts, rows } = unchecked!;
     await writer.endInserts(attempts);
-    const found = await writer.storedRows(lookupOf(batch, rows));
+    const found = await writer.storedRows(lookupOf(batch, rows), attempts[0]?.endpoint);
     let n = 0;
     for (const i of rows)
       if (found.has(keyOf(batch, i))) {
@@ -72,17 +72,23 @@ export function insertOnce(
 
   /**
    * The check, failing as an insert would: a ClickHouse that does not answer is `unreachable`, so the
-   * retry policy waits for it under CH_UNREACHABLE_POLICY=wait instead of spending attempts.
+   * retry policy waits for it under CH_UNREACHABLE_POLICY=wait instead of spending attempts; a check
+   * only the silent endpoint that took the insert can answer, while others answer, is `held`, and
+   * waited for under either policy (writer.ts's endInserts bounds how long).
    */
   const checkOrFail = async (): Promise<void> => {
     try {
       await check();
     } catch (err) {
-      const c = classifyInsertError(err, "reading what an insert whose answer was lost stored");
-      const failure = new ClickHouseInsertError(c.message, "transient", { code: c.serverCode }, {
+      const what = "reading what an insert whose answer was lost stored";
+      const held = err instanceof HeldCheckError;
+      const c = classifyInsertError(held ? err.cause : err, what);
+      const message = held ? `${what}: ${err.message}` : c.message;
+      const failure = new ClickHouseInsertError(message, "transient", { code: c.serverCode }, {
         cause: err,
-        unreachable: c.serverCode === null,
+        unreachable: !held && c.serverCode === null,
         mayHaveStored: true,
+        held,
       });
       failure.attempts = unchecked?.attempts ?? [];
       throw failure;

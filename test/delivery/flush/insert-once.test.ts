@@ -3,7 +3,8 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../../src/cdr/phone.ts";
-import { ClickHouseInsertError } from "../../../src/clickhouse/insert-error.ts";
+import { ClickHouseInsertError, HeldCheckError } from "../../../src/clickhouse/insert-error.ts";
+import { storeBatch } from "../../../src/clickhouse/store.ts";
 import { RowBuffer } from "../../../src/clickhouse/row-encoder.ts";
 import { storedRowKey, type ClickHouseWriter, type RowLookup } from "../../../src/clickhouse/writer.ts";
 import { Batch } from "../../../src/delivery/batch/batch.ts";
@@ -122,6 +123,28 @@ test("regression: a check ClickHouse does not answer fails as unreachable, so th
   expect(err).toBeInstanceOf(ClickHouseInsertError);
   expect([err!.unreachable, err!.retryable, err!.mayHaveStored]).toEqual([true, true, true]);
   expect(f.sends).toEqual([3]); // nothing sent again while what was stored is unknown
+});
+
+// One endpoint of two was stopped while it took an insert, and the answer was lost: only it can say
+// what it stored. Its check failed as any other, the spec's three attempts ran out within 1.5 s, and
+// 1000 valid records went to the DLQ while the other endpoint answered (the cluster's replica fault).
+test("regression: a check held by the silent endpoint that took the insert, while another answers, spends no attempt; the rows are stored when it is back", async () => {
+  const b = batchOf(4);
+  let silentFor = 5; // the checks the endpoint holds before it answers again
+  const f = writer((k) => k === 1);
+  f.w.endInserts = (async () => {
+    if (silentFor-- > 0) throw new HeldCheckError("r1", 120_000, Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }));
+  }) as ClickHouseWriter["endInserts"];
+  const once = insertOnce(b, f.w);
+  const slept: number[] = [];
+  const policy = { maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2, whenUnreachable: "dlq" as const };
+  const out = await storeBatch(b.count, once.insert, policy, { sleep: async (ms) => void slept.push(ms) });
+  expect(out.failed).toBeNull();
+  expect(out.inserted).toBe(4);
+  expect(f.sends).toEqual([4]); // stored by the lost send, found by the check once the endpoint answered
+  expect([once.lost, once.foundStored]).toEqual([1, 4]);
+  // One delay for the lost answer's attempt, then five held checks that spent none: 7 tries in all.
+  expect(slept).toEqual([500, 500, 1000, 2000, 4000, 5000]);
 });
 
 // The lookup reads the table at the rows' own session_start_time seconds: with one row of epoch 0 and
