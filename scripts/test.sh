@@ -3,8 +3,13 @@
 # on Kafka $KAFKA_VERSION, then the Kafka-facing suites again on the newest Kafka 4.x served
 # ($KAFKA_NEWEST_VERSION; docs/compatibility.md). Every ClickHouse-facing suite runs on both
 # ClickHouse 18.16 and the 26.9 engine's test endpoint within the first pass.
-# Extra arguments go to `bun test` in both passes (e.g. a reporter); a path filter runs the first
-# pass only. A --reporter-outfile=F.xml of the second pass is written to F.kafka-<version>.xml.
+# Files run in two processes at once (bun test --parallel=2), slowest first (test/timings.json): most
+# tests wait on a broker, a server, a session or a process of their own rather than compute, so two
+# share the cores. Each test names its own topics, groups and tables, so both share the services;
+# the files that stop or freeze the shared broker (SERIAL) run after the others, alone.
+# Extra arguments go to `bun test` in every run (e.g. a reporter); a path filter runs those paths
+# alone, in one process. A --reporter-outfile=F.xml is written per run: F.xml, F.serial.xml, and
+# F.kafka-<version>.xml for the newest Kafka's.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 "$ROOT/scripts/provision.sh"
 "$ROOT/scripts/services.sh" start
@@ -16,18 +21,30 @@ export KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT" KAFKA_SASL_BROKERS="127.0.0.1:$KAFK
 # The suites that speak to the broker: the binding, topics, the worker end to end, group protocols, DLQ tools.
 KAFKA_FACING=(test/kafka/ test/topics/ test/e2e/worker.test.ts test/e2e/group-protocol.test.ts test/e2e/commit-refused.test.ts
   test/e2e/dlq-tools.test.ts)
+# The suites that restart or freeze the broker every other test talks to.
+SERIAL=(test/chaos/broker-restart.test.ts test/e2e/slow-broker-check.test.ts)
+PARALLEL=(--parallel=2 --timings=test/timings.json)
 
 # Integration tests wait on real services; bun's 5 s default is too short for some.
-# Both passes run whatever the first's outcome (common.sh sets -e): the exit status is the worse.
+for a in "$@"; do [[ $a == -* ]] || exec bun test --timeout 60000 "$@"; done
+# The arguments with a --reporter-outfile=F.xml written to F.$1.xml instead.
+args_for() {
+  local a out=()
+  for a in "${@:2}"; do
+    [[ $a == --reporter-outfile=* ]] && a="${a%.xml}.$1.xml"
+    out+=("$a")
+  done
+  printf '%s\0' "${out[@]}"
+}
+mapfile -t files < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${SERIAL[@]}"))
+# Every run runs whatever the others' outcome (common.sh sets -e): the exit status is the worst.
 rc=0
-bun test --timeout 60000 "$@" || rc=$?
-for a in "$@"; do [[ $a == -* ]] || exit $rc; done
-args=()
-for a in "$@"; do
-  [[ $a == --reporter-outfile=* ]] && a="${a%.xml}.kafka-$KAFKA_NEWEST_VERSION.xml"
-  args+=("$a")
-done
+bun test --timeout 60000 "${PARALLEL[@]}" "$@" "${files[@]}" || rc=$?
+mapfile -d '' -t serial < <(args_for serial "$@")
+echo "== the suites that stop or freeze the broker, alone"
+bun test --timeout 60000 "${serial[@]}" "${SERIAL[@]}" || rc=1
+mapfile -d '' -t newest < <(args_for "kafka-$KAFKA_NEWEST_VERSION" "$@")
 echo "== the Kafka-facing suites on Kafka $KAFKA_NEWEST_VERSION (127.0.0.1:$KAFKA_NEWEST_BASE_PORT)"
 KAFKA_BROKERS="127.0.0.1:$KAFKA_NEWEST_BASE_PORT" KAFKA_SASL_BROKERS="127.0.0.1:$((KAFKA_NEWEST_BASE_PORT + 2))" \
-  bun test --timeout 60000 "${args[@]}" "${KAFKA_FACING[@]}" || rc=1
+  bun test --timeout 60000 "${PARALLEL[@]}" "${newest[@]}" "${KAFKA_FACING[@]}" || rc=1
 exit $rc
