@@ -24,6 +24,7 @@ import { CLICKHOUSE_SERVERS, KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "..
 import { SimClickHouse } from "./clickhouse.ts";
 import { RAW, SimConsumer, SimKafka } from "./kafka.ts";
 import { Actor, EPOCH_MS, Scheduler } from "./scheduler.ts";
+import { forEachLine } from "../support/lines.ts";
 
 setDefaultTimeout(60_000);
 
@@ -180,14 +181,7 @@ describe("simulated Kafka against the broker", () => {
       stderr: "inherit",
     });
     const proofs: Array<{ proof: number; at: number }> = [];
-    const reading = (async () => {
-      let rest = "";
-      for await (const chunk of member.stdout.pipeThrough(new TextDecoderStream())) {
-        const lines = (rest + chunk).split("\n");
-        rest = lines.pop()!;
-        for (const l of lines) if (l.startsWith("{")) proofs.push(JSON.parse(l));
-      }
-    })();
+    const reading = forEachLine(member.stdout, (l) => void (l.startsWith("{") && proofs.push(JSON.parse(l))));
     let real: ReturnType<typeof cutSummary>;
     try {
       await waitFor(() => (proofs.length >= 2 ? true : undefined), 30_000, "heartbeats proven before the cut");

@@ -1,5 +1,5 @@
 // A group member that prints each heartbeat proof its statistics give (kafka/heartbeat-proof.ts), for
-// test/kafka/heartbeat-proof-cut.test.ts, which runs it in a cgroup it cuts off from the broker.
+// test/sim/fidelity.test.ts, which runs it in a cgroup it cuts off from the broker.
 // Usage: bun heartbeat-member.ts <brokers> <topic> <group>. Prints a JSON line per proof, times in
 // wall-clock ms so the test can compare them with its own: {"proof": sentAfter, "at": now}.
 import { Consumer } from "../../src/kafka/consumer.ts";

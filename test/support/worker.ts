@@ -6,6 +6,7 @@ import { createClickHouse } from "../../src/clickhouse/client.ts";
 import { migrate } from "../../src/clickhouse/migrate.ts";
 import { CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "./services.ts";
 import { props } from "./kafka.ts";
+import { forEachLine } from "./lines.ts";
 
 export interface Names {
   raw: string;
@@ -89,21 +90,11 @@ export async function startWorker(env: Record<string, string>, cmd: string[] = [
   void proc.exited.then(() => live.delete(proc));
   const logs: string[] = [];
   let statsUrl = "";
-  (async () => {
-    const decoder = new TextDecoder();
-    let buf = "";
-    for await (const chunk of proc.stderr) {
-      buf += decoder.decode(chunk, { stream: true });
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        logs.push(line);
-        const m = line.match(/"stats":"http:\/\/[^:]+:(\d+)\//);
-        if (m) statsUrl = `http://127.0.0.1:${m[1]}`;
-      }
-    }
-  })();
+  void forEachLine(proc.stderr, (line) => {
+    logs.push(line);
+    const m = line.match(/"stats":"http:\/\/[^:]+:(\d+)\//);
+    if (m) statsUrl = `http://127.0.0.1:${m[1]}`;
+  });
   await waitFor(() => (statsUrl ? true : proc.exitCode !== null ? (() => { throw new Error(`worker exited ${proc.exitCode}: ${logs.join("\n")}`); })() : undefined), 30_000, "worker start");
   return {
     proc,
