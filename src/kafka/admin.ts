@@ -46,6 +46,8 @@ export interface TopicResult {
 }
 
 const NONE: ReadonlySet<number> = new Set();
+/** The longest a blocking metadata request waits before the error callbacks are served (partitionCounts). */
+const METADATA_SLICE_MS = 500;
 
 /**
  * ListOffsets' _NOENT ("Failed to query partition leaders: No leaders found"): the metadata names no
@@ -230,12 +232,19 @@ export class Admin {
     if (this.#closed) throw closedError("metadata");
     const lib = rdk();
     const out = new BigUint64Array(1);
-    const err = lib.rd_kafka_metadata(this.#h.rk, 1, null, out, timeoutMs);
-    if (err !== 0) {
-      // Serve the queued log and error callbacks first: they say why (e.g. SASL authentication
-      // failed), where the metadata error alone only says "transport failure".
+    // Asked in slices, with the error callbacks served between them: brokers that refuse this client
+    // (a wrong password, a certificate that fails verification) end the wait at once, not at its end.
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const slice = Math.max(1, Math.min(METADATA_SLICE_MS, Math.round(deadline - performance.now())));
+      const err = lib.rd_kafka_metadata(this.#h.rk, 1, null, out, slice);
+      if (err === 0) break;
+      // The queued log and error callbacks say why (e.g. SASL authentication failed), where the
+      // metadata error alone only says "transport failure".
       lib.rd_kafka_poll(this.#h.rk, 0);
-      throw kafkaError("KAFKA_ADMIN", "metadata", err, true);
+      const refused = this.#h.refused;
+      if (refused) throw kafkaError("KAFKA_ADMIN", `metadata: ${refused.reason}`, refused.code, false);
+      if (performance.now() >= deadline) throw kafkaError("KAFKA_ADMIN", "metadata", err, true);
     }
     const md = Number(out[0]) as Pointer;
     try {

@@ -156,6 +156,19 @@ export function refusedProps(props: KafkaProps): Array<{ name: string; reason: s
 export interface Handle {
   rk: Pointer;
   callbacks: JSCallback[];
+  /**
+   * The last error that says the brokers refuse this client as configured: SASL authentication
+   * failed, or the broker's certificate failed verification. No retry gets past either.
+   */
+  refused: { code: number; reason: string } | null;
+}
+
+const AUTHENTICATION = -169; // _AUTHENTICATION
+const SSL = -181; // _SSL
+
+/** An error callback's code and reason that no reconnect can get past (Handle.refused). */
+export function refusesClient(code: number, reason: string): boolean {
+  return code === AUTHENTICATION || (code === SSL && /certificate verify failed/i.test(reason));
 }
 
 /** Every client's properties, with the one no caller may change. */
@@ -184,6 +197,7 @@ export function createHandle(
     }
   }
   const callbacks: JSCallback[] = [];
+  let refused: Handle["refused"] = null;
   const logCb = new JSCallback(
     (_rk: Pointer, level: number, fac: Pointer, buf: Pointer) => {
       logAt(level, String(new CString(buf)), { component: "librdkafka", facility: String(new CString(fac)) });
@@ -192,11 +206,9 @@ export function createHandle(
   );
   const errorCb = new JSCallback(
     (_rk: Pointer, err: number, reason: Pointer) => {
-      log.warn("kafka client error", {
-        component: "librdkafka",
-        code: errName(err),
-        reason: String(new CString(reason)),
-      });
+      const text = String(new CString(reason));
+      if (refusesClient(err, text)) refused = { code: err, reason: text };
+      log.warn("kafka client error", { component: "librdkafka", code: errName(err), reason: text });
     },
     { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
   );
@@ -212,7 +224,13 @@ export function createHandle(
     throw new KafkaError("KAFKA_CONFIG", `cannot create Kafka client: ${errstr.toString()}`);
   }
   lib.rd_kafka_set_log_queue(rk, null);
-  return { rk, callbacks };
+  return {
+    rk,
+    callbacks,
+    get refused() {
+      return refused;
+    },
+  };
 }
 
 /** `flags` for rd_kafka_destroy_flags (DESTROY_F_NO_CONSUMER_CLOSE: a consumer that was closed already). */

@@ -258,10 +258,13 @@ describe("credentials through the environment work", () => {
       KAFKA_BROKERS: KAFKA_SASL_BROKERS, KAFKA_PROP_SECURITY_PROTOCOL: "SASL_PLAINTEXT", KAFKA_PROP_SASL_MECHANISMS: "PLAIN",
       KAFKA_PROP_SASL_USERNAME: "cdr", KAFKA_PROP_SASL_PASSWORD: "wrong-secret-value",
     });
+    const started = Date.now();
     const proc = Bun.spawn(["bun", `${import.meta.dir}/../../src/main.ts`, "run"], { env, stdout: "pipe", stderr: "pipe" });
     const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
     expect(code).toBe(1);
     expect(err).toMatch(/Authentication failed|SASL authentication error|_AUTHENTICATION/);
+    // At the broker's first refusal, not at the end of the 10 s metadata wait.
+    expect(Date.now() - started).toBeLessThan(8_000);
     expect(err).not.toContain("wrong-secret-value");
   }, 30_000);
 });
