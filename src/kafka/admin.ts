@@ -234,7 +234,8 @@ export class Admin {
     const out = new BigUint64Array(1);
     // Asked in slices, with the error callbacks served between them: brokers that refuse this client
     // (a wrong password, a certificate that fails verification) end the wait at once, not at its end.
-    const deadline = performance.now() + timeoutMs;
+    const asked = performance.now();
+    const deadline = asked + timeoutMs;
     for (;;) {
       const slice = Math.max(1, Math.min(METADATA_SLICE_MS, Math.round(deadline - performance.now())));
       const err = lib.rd_kafka_metadata(this.#h.rk, 1, null, out, slice);
@@ -243,7 +244,10 @@ export class Admin {
       // metadata error alone only says "transport failure".
       lib.rd_kafka_poll(this.#h.rk, 0);
       const refused = this.#h.refused;
-      if (refused) throw kafkaError("KAFKA_ADMIN", `metadata: ${refused.reason}`, refused.code, false);
+      // Only a refusal heard during this request: a long-lived client may have been refused before.
+      if (refused && refused.at >= asked) {
+        throw kafkaError("KAFKA_ADMIN", `metadata: ${refused.reason}`, refused.code, false);
+      }
       if (performance.now() >= deadline) throw kafkaError("KAFKA_ADMIN", "metadata", err, true);
     }
     const md = Number(out[0]) as Pointer;

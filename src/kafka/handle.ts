@@ -158,9 +158,10 @@ export interface Handle {
   callbacks: JSCallback[];
   /**
    * The last error that says the brokers refuse this client as configured: SASL authentication
-   * failed, or the broker's certificate failed verification. No retry gets past either.
+   * failed, or the broker's certificate failed verification (`at`: performance.now()). No retry
+   * gets past either while the configuration stands.
    */
-  refused: { code: number; reason: string } | null;
+  refused: { code: number; reason: string; at: number } | null;
 }
 
 const AUTHENTICATION = -169; // _AUTHENTICATION
@@ -207,7 +208,7 @@ export function createHandle(
   const errorCb = new JSCallback(
     (_rk: Pointer, err: number, reason: Pointer) => {
       const text = String(new CString(reason));
-      if (refusesClient(err, text)) refused = { code: err, reason: text };
+      if (refusesClient(err, text)) refused = { code: err, reason: text, at: performance.now() };
       log.warn("kafka client error", { component: "librdkafka", code: errName(err), reason: text });
     },
     { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
