@@ -102,8 +102,8 @@ export class Delivery {
   readonly #lease: Lease;
   /** Exactly-once: sends go only while the coordinator's answers prove membership (membership.ts). */
   readonly #membership: MembershipLease | null;
-  /** Partitions assigned before any proof of membership, paused until one. */
-  #unproven: TopicPartition[] = [];
+  /** Partitions were assigned while no lease was held: consumption waits for a proof (#proven). */
+  #unproven = false;
   /** Aborted when the assignment is lost: what was sent under it sends nothing more. */
   #epoch = new AbortController();
   /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
@@ -163,7 +163,7 @@ export class Delivery {
     // (awaitingMembership): the proofs come from the consumer's statistics, served by its polls.
     const onMembershipWait = (waiting: boolean) => {
       if (waiting) return this.#gate.closeAll("membership");
-      this.#gate.openAll("membership");
+      if (!this.#unproven) this.#gate.openAll("membership");
       this.#events.onSettled();
     };
     const terms = { sessionTimeoutMs: opts.sessionTimeoutMs ?? 45_000 };
@@ -294,23 +294,23 @@ export class Delivery {
     // The check's pause first: the gate resumes only what no reason holds.
     this.#replays?.check(partitions);
     if (this.#membership && !this.#membership.held) {
-      this.#gate.close(partitions, "membership");
-      this.#unproven.push(...partitions);
+      this.#unproven = true;
+      this.#gate.closeAll("membership");
     }
     this.#gate.assigned(partitions);
   }
 
   /**
-   * A heartbeat proven: the lease renewed, and partitions assigned without one may fetch. Resumed
-   * after the poll that served the proof has returned, so that poll hands nothing out.
+   * A heartbeat proven: the lease renewed, and partitions assigned without one may fetch, unless a
+   * send still waits. One pause reason serves both waits ("membership"), lifted after the poll that
+   * served the proof has returned, so that poll hands nothing out.
    */
   #proven(membership: MembershipLease, sentAfter: number): void {
     membership.proven(sentAfter);
-    if (this.#unproven.length === 0 || !membership.held) return;
+    if (!this.#unproven || !membership.held) return;
+    this.#unproven = false;
     queueMicrotask(() => {
-      const owned = new Set(this.#deps.consumer.assignment.map((p) => p.partition));
-      const ready = this.#unproven.splice(0).filter((p) => owned.has(p.partition));
-      this.#gate.open(ready, "membership");
+      if (!membership.waiting) this.#gate.openAll("membership");
       this.#events.onSettled();
     });
   }
