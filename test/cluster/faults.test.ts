@@ -42,7 +42,9 @@ for (const [scenario, what] of scenarios) {
     const sent = r.events.findIndex((e) => e.what.startsWith("stream of"));
     expect(fault).toBeGreaterThanOrEqual(0);
     expect(fault).toBeLessThan(sent);
-    if (scenario === "rolling" || scenario === "worker") expect([r.rows_twice, r.envelopes_twice, r.rows_inserted]).toEqual([0, 0, r.valid_produced]);
+    // Counted as billing counts, beside distinct: a replica stopped mid-insert leaves a lost answer
+    // that its own check settles, never a resend to the other replica.
+    if (scenario !== "broker") expect([r.rows_twice, r.envelopes_twice, r.rows_inserted]).toEqual([0, 0, r.valid_produced]);
   }, 300_000);
 }
 
