@@ -7,7 +7,7 @@
  * µs a row over the drain.
  */
 import { Producer } from "../../src/kafka/producer.ts";
-import { prepareRun, processCpuSeconds, servicePid } from "../lib/harness.ts";
+import { committedToEnd, prepareRun, processCpuSeconds, servicePid } from "../lib/harness.ts";
 
 export interface Drain {
   records_per_s: number;
@@ -37,7 +37,7 @@ export async function drainOnce(texts: readonly string[], env: Record<string, st
       await Bun.sleep(1_000);
       last = await run.stats();
       if (!first && last.total_processed > 0) first = { at: Date.now(), processed: last.total_processed };
-      if (last.total_processed >= N && committedAll(last)) break;
+      if (last.total_processed >= N && committedToEnd(last)) break;
     }
     const workerCpu = run.cpuSeconds(worker.pid);
     const chCpu = processCpuSeconds(chPid) - ch0;
@@ -55,8 +55,3 @@ export async function drainOnce(texts: readonly string[], env: Record<string, st
   }
 }
 
-/** Every partition's commit at its end: the drain is over, not only read. */
-function committedAll(s: Record<string, any>): boolean {
-  const parts = Object.values(s.partitions as Record<string, { lag: number | null }>);
-  return parts.length > 0 && parts.every((p) => p.lag === 0);
-}

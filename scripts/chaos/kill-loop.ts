@@ -13,7 +13,7 @@ import { numberFlag, parseFlags, FLAG } from "../../src/cli/args.ts";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { dlqSources, prepareRun } from "../lib/harness.ts";
+import { committedToEnd, dlqSources, prepareRun } from "../lib/harness.ts";
 
 const args = parseFlags(process.argv.slice(2), { records: FLAG.value, kills: FLAG.value }, "kill-loop");
 const N = numberFlag(args, "records", 500_000, 1000, 1e8);
@@ -64,8 +64,9 @@ for (const [i, at] of points.entries()) {
   worker = await start();
 }
 while ((await rows()).distinct < valid) await Bun.sleep(200);
-// Let the DLQ side finish, then stop cleanly.
-await Bun.sleep(3000);
+// The DLQ side done too: every partition committed to its end (an envelope's record is committed
+// only once its transaction has ended), then a clean stop.
+while (!committedToEnd(await run.stats().catch(() => ({ partitions: {} })))) await Bun.sleep(200);
 worker.kill("SIGTERM");
 const exitCode = await worker.exited;
 const seconds = (performance.now() - t0) / 1000;

@@ -69,6 +69,15 @@ export function processCpuSeconds(pid: number | null): number {
   }
 }
 
+/**
+ * Every partition the worker owns committed to its end, from its stats: the drain is over, not only
+ * read, and under exactly-once every envelope before those commits is visible in the DLQ.
+ */
+export function committedToEnd(s: Record<string, any>): boolean {
+  const parts = Object.values(s.partitions as Record<string, { lag: number | null }>);
+  return parts.length > 0 && parts.every((p) => p.lag === 0);
+}
+
 export async function prepareRun(prefix: string, database: string): Promise<Harness> {
   const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
   const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
