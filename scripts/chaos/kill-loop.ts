@@ -54,6 +54,8 @@ const rows = async () => {
 };
 // Kill points: random moments, sorted, spread over the run (by distinct rows in ClickHouse).
 const points = Array.from({ length: KILLS }, () => Math.floor(Math.random() * valid * 0.95)).sort((a, b) => a - b);
+/** How long the end of the run may take to settle before it is reported as it stands. */
+const SETTLE_MS = 90_000;
 const t0 = performance.now();
 let worker = await start();
 for (const [i, at] of points.entries()) {
@@ -63,10 +65,20 @@ for (const [i, at] of points.entries()) {
   console.error(`kill ${i + 1}/${KILLS} at ~${at} distinct rows`);
   worker = await start();
 }
-while ((await rows()).distinct < valid) await Bun.sleep(200);
-// The DLQ side done too: every partition committed to its end (an envelope's record is committed
-// only once its transaction has ended), then a clean stop.
-while (!committedToEnd(await run.stats().catch(() => ({ partitions: {} })))) await Bun.sleep(200);
+// Every valid row stored, then the DLQ side done too: every partition committed to its end (an
+// envelope's record is committed only once its transaction has ended), then a clean stop. Each wait
+// is bounded: a run that never gets there stops anyway and reports what is missing, with the
+// worker's partitions as it last saw them.
+const settled = async (what: string, done: () => Promise<boolean>) => {
+  for (const end = performance.now() + SETTLE_MS; !(await done()); await Bun.sleep(200)) {
+    if (performance.now() < end) continue;
+    const parts = (await run.stats().catch(() => null))?.partitions;
+    console.error(`not ${what} after ${SETTLE_MS / 1000} s; the worker's partitions: ${JSON.stringify(parts)}`);
+    return;
+  }
+};
+await settled("every valid row stored", async () => (await rows()).distinct >= valid);
+await settled("every partition committed to its end", async () => committedToEnd(await run.stats().catch(() => ({ partitions: {} }))));
 worker.kill("SIGTERM");
 const exitCode = await worker.exited;
 const seconds = (performance.now() - t0) / 1000;
