@@ -5,7 +5,7 @@
  * alternates too, so neither mode always runs on a warmer machine). For each run: records/s from the
  * worker's spawn to its last commit (start-up included, as a user meets it) and sustained (from the
  * first scrape that saw a record processed: without the start-up, which under exactly-once waits
- * for the first heartbeat proven), the worker's CPU µs a record and ClickHouse's CPU µs a row. Per batch size (the default, then 10000): the
+ * for the first heartbeat proven), the worker's CPU µs a record, ClickHouse's CPU µs a row and Kafka's µs a record. Per batch size (the default, then 10000): the
  * median of each figure per mode with its spread (min … max), and the median of the pairs' ratios
  * exactly-once / at-least-once. Progress is read as an operator's scraper would, once a second.
  * Usage: bun scripts/bench/delivery-cost.ts [records=300000] [pairs=5] [binary=bun src/main.ts]   (services running)
@@ -54,9 +54,9 @@ for (const size of SIZES) {
     setting: size.label,
     records: N,
     pairs: PAIRS,
-    "exactly-once": { records_per_s: summary(runs["exactly-once"].map((r) => r.records_per_s)), sustained_records_per_s: summary(runs["exactly-once"].map((r) => r.sustained_records_per_s)), worker_us_per_record: summary(runs["exactly-once"].map((r) => r.worker_us_per_record)), clickhouse_us_per_row: summary(runs["exactly-once"].map((r) => r.clickhouse_us_per_row)) },
-    "at-least-once": { records_per_s: summary(runs["at-least-once"].map((r) => r.records_per_s)), sustained_records_per_s: summary(runs["at-least-once"].map((r) => r.sustained_records_per_s)), worker_us_per_record: summary(runs["at-least-once"].map((r) => r.worker_us_per_record)), clickhouse_us_per_row: summary(runs["at-least-once"].map((r) => r.clickhouse_us_per_row)) },
-    exactly_once_over_at_least_once: { records_per_s: ratio("records_per_s"), sustained_records_per_s: ratio("sustained_records_per_s"), worker_us_per_record: ratio("worker_us_per_record"), clickhouse_us_per_row: ratio("clickhouse_us_per_row") },
+    "exactly-once": { records_per_s: summary(runs["exactly-once"].map((r) => r.records_per_s)), sustained_records_per_s: summary(runs["exactly-once"].map((r) => r.sustained_records_per_s)), worker_us_per_record: summary(runs["exactly-once"].map((r) => r.worker_us_per_record)), clickhouse_us_per_row: summary(runs["exactly-once"].map((r) => r.clickhouse_us_per_row)), kafka_us_per_record: summary(runs["exactly-once"].map((r) => r.kafka_us_per_record)) },
+    "at-least-once": { records_per_s: summary(runs["at-least-once"].map((r) => r.records_per_s)), sustained_records_per_s: summary(runs["at-least-once"].map((r) => r.sustained_records_per_s)), worker_us_per_record: summary(runs["at-least-once"].map((r) => r.worker_us_per_record)), clickhouse_us_per_row: summary(runs["at-least-once"].map((r) => r.clickhouse_us_per_row)), kafka_us_per_record: summary(runs["at-least-once"].map((r) => r.kafka_us_per_record)) },
+    exactly_once_over_at_least_once: { records_per_s: ratio("records_per_s"), sustained_records_per_s: ratio("sustained_records_per_s"), worker_us_per_record: ratio("worker_us_per_record"), clickhouse_us_per_row: ratio("clickhouse_us_per_row"), kafka_us_per_record: ratio("kafka_us_per_record") },
   };
   report.push(line);
   console.log(JSON.stringify(line));
