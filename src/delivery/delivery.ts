@@ -36,6 +36,13 @@ import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
 import type { GroupToken, TransactionalCommits } from "./offsets/transactional-commits.ts";
 import { Replays, type ReplayFinder } from "./replays.ts";
 
+/**
+ * The least time between two transactions' starts (offsets/commit-scheduler.ts): Kafka Streams'
+ * commit.interval.ms under exactly-once. A record's commit, and an envelope's visibility, wait up
+ * to this much more; a crash replays nothing more, as the replay check skips what was stored.
+ */
+const TRANSACTION_SPACING_MS = 100;
+
 /** Pause before a refused commit is sent again: the rebalance needs the poll loop meanwhile. */
 const COMMIT_RETRY_MS = 500;
 /** Most DLQ deliveries awaited at once before polling pauses. */
@@ -178,6 +185,7 @@ export class Delivery {
       this.#tracker,
       async (positions) => void (await this.#commit(positions)),
       (e) => this.#events.onFatal(e),
+      deps.transactions ? { spacingMs: TRANSACTION_SPACING_MS, clock } : undefined,
     );
   }
 
