@@ -294,7 +294,7 @@ export const RESERVED_KAFKA_PROPS: Readonly<Record<string, string>> = {
   "enable.auto.offset.store": "the worker stores only offsets ClickHouse or the DLQ acknowledged",
   "log.queue": "librdkafka's logs must reach the worker on its own thread; callbacks on librdkafka's threads crash",
   "statistics.interval.ms":
-    "under exactly-once the worker reads its heartbeats' answers from its consumer's statistics (every 0.7 s)",
+    "under exactly-once the worker reads its heartbeats' answers from its consumer's statistics (every 0.23 s)",
   "group.id": "set KAFKA_GROUP_ID",
   "bootstrap.servers": "set KAFKA_BROKERS",
   "metadata.broker.list": "set KAFKA_BROKERS",

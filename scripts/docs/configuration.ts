@@ -32,9 +32,9 @@ export const WHY: Readonly<Record<string, string>> = {
   "transactional.id": "envelopes and the group's commit in one transaction, fenced by the group's generation",
   "transaction.timeout.ms": "how long a dead owner's open transaction holds its successor's read of the committed offsets",
   "heartbeat.interval.ms":
-    "exactly-once, classic protocol: a worker that has just joined inserts once its first heartbeat is proven, within about 2.5 s",
+    "exactly-once, classic protocol: a worker that has just joined inserts once its first heartbeat is proven, within about 1 s",
   "statistics.interval.ms":
-    "exactly-once: the membership lease is proven by heartbeats read from the statistics (0.7 s divides none of the usual heartbeat intervals)",
+    "exactly-once: the membership lease is proven by heartbeats read from the statistics (0.23 s divides none of the usual heartbeat intervals)",
   "enable.partition.eof": "a read ends at each partition's end as the fetcher reports it, never after a quiet spell",
   "isolation.level": "an aborted transaction's envelopes and records were never delivered",
   "batch.num.messages": "synthetic traffic in large batches",

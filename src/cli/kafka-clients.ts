@@ -17,10 +17,20 @@ export const TRANSACTION_TIMEOUT_MS = 10_000;
 
 /**
  * The consumer's statistics.interval.ms under exactly-once: it divides none of the usual heartbeat
- * intervals (1, 3 or 5 s), so the samples do not keep meeting the heartbeats on their way
- * (heartbeat-proof.ts).
+ * intervals (0.5, 1, 3 or 5 s), so the samples do not keep meeting the heartbeats on their way
+ * (heartbeat-proof.ts). A first proof takes two samples after the heartbeat's answer, so this is
+ * most of a joining worker's wait beyond the heartbeat interval; a sample costs a JSON document of
+ * the consumer's brokers and partitions, parsed on the event loop.
  */
-export const STATISTICS_INTERVAL_MS = 700;
+export const STATISTICS_INTERVAL_MS = 230;
+
+/**
+ * The consumer's heartbeat.interval.ms under exactly-once on the classic protocol, unless set.
+ * librdkafka sends a heartbeat as the join completes, before any idle sample can precede it, so a
+ * joining worker's first proof is of the heartbeat after it: this long after the join, and two
+ * samples more. A heartbeat is one small request to the coordinator.
+ */
+export const HEARTBEAT_INTERVAL_MS = 500;
 
 export interface KafkaClient {
   /** Which librdkafka client type, and so which class defaults apply (consumer.ts, producer.ts). */
@@ -55,11 +65,11 @@ export const KAFKA_CLIENTS = {
       // The membership lease is read from the coordinator connection's counters in the statistics
       // (kafka/heartbeat-proof.ts): a heartbeat proven within two or three of these.
       ...(cfg.delivery === "exactly-once" ? { "statistics.interval.ms": String(STATISTICS_INTERVAL_MS) } : {}),
-      // A worker that has just joined inserts once its first heartbeat is proven: a heartbeat a
-      // second (librdkafka's 3 s unless set) proves it within about 2.5 s. Under group.protocol=consumer
+      // A worker that has just joined inserts once its first heartbeat is proven: with a heartbeat
+      // every 0.5 s (librdkafka's 3 s unless set), within about 1 s. Under group.protocol=consumer
       // the broker sets the interval, and librdkafka refuses the property.
       ...(cfg.delivery === "exactly-once" && !usesConsumerProtocol(cfg.kafka.props)
-        ? { "heartbeat.interval.ms": "1000" }
+        ? { "heartbeat.interval.ms": String(HEARTBEAT_INTERVAL_MS) }
         : {}),
     }),
   },

@@ -8,7 +8,7 @@
  *   session.timeout.ms is removed and its partitions are given to the others;
  * - librdkafka declares the assignment lost on its own when no heartbeat succeeded for a session,
  *   and when a heartbeat is answered UNKNOWN_MEMBER_ID;
- * - librdkafka's statistics of the coordinator connection, every 0.7 s: requests sent by type
+ * - librdkafka's statistics of the coordinator connection, every 0.23 s: requests sent by type
  *   when sent (a cut holds them unanswered), awaiting an answer, answers received; a heartbeat
  *   unanswered for a session times out, and its late answer matches no request. The member reads
  *   its heartbeat proofs from them with the worker's own kafka/heartbeat-proof.ts, in its polls
@@ -28,6 +28,7 @@
  *   holds offsets of that partition (require_stable).
  * test/sim/fidelity.test.ts holds these to the real broker.
  */
+import { HEARTBEAT_INTERVAL_MS, STATISTICS_INTERVAL_MS } from "../../src/cli/kafka-clients.ts";
 import { envelopeSource } from "../../src/dlq/envelope.ts";
 import { KafkaError } from "../../src/errors.ts";
 import type { Message } from "../../src/kafka/message.ts";
@@ -99,8 +100,9 @@ interface SimTxn {
   offsets: TopicPartition[];
 }
 
-/** statistics.interval.ms: the worker's under exactly-once (cli/kafka-clients.ts). */
-const STATISTICS_MS = 700;
+/** statistics.interval.ms and heartbeat.interval.ms: the worker's under exactly-once (cli/kafka-clients.ts). */
+const STATISTICS_MS = STATISTICS_INTERVAL_MS;
+const HEARTBEAT_MS = HEARTBEAT_INTERVAL_MS;
 
 const TXN_CODES: Record<string, number> = { ...CODES, _FENCED: -144 };
 
@@ -440,9 +442,9 @@ export class SimConsumer {
     const beat = () => {
       if (this.#closed) return;
       this.#heartbeat();
-      kafka.sched.at(1_000, beat, actor);
+      kafka.sched.at(HEARTBEAT_MS, beat, actor);
     };
-    kafka.sched.at(1_000, beat, actor);
+    kafka.sched.at(HEARTBEAT_MS, beat, actor);
     // librdkafka's fetcher fills the prefetch queue whether or not the loop polls.
     const fetch = () => {
       if (this.#closed) return;

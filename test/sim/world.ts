@@ -9,6 +9,7 @@
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { HEARTBEAT_INTERVAL_MS } from "../../src/cli/kafka-clients.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Delivery } from "../../src/delivery/delivery.ts";
 import { findDelivered } from "../../src/delivery/offsets/replay-check.ts";
@@ -456,7 +457,7 @@ function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>
 }
 
 /** Two heartbeat intervals: a commit accepted later than this after a member's last heartbeat came without them. */
-const HEARTBEAT_GAP_MS = 2_000;
+const HEARTBEAT_GAP_MS = 2 * HEARTBEAT_INTERVAL_MS;
 
 /**
  * A zombie insert's cause: `lease-without-heartbeats` when its sender's membership lease was renewed
