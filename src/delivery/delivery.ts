@@ -113,6 +113,8 @@ export class Delivery {
   #unproven = false;
   /** Aborted when the assignment is lost: what was sent under it sends nothing more. */
   #epoch = new AbortController();
+  /** The epoch's waits for a partition's earlier records to be durable (#reached), ended by its loss. */
+  #reachWaiting = new Set<() => void>();
   /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
   #abandoned = Promise.withResolvers<void>();
   #dlqAwaited = 0;
@@ -359,6 +361,9 @@ export class Delivery {
     const dropped = this.#batcher.bufferedRows;
     this.#epoch.abort();
     this.#epoch = new AbortController();
+    const waiting = this.#reachWaiting;
+    this.#reachWaiting = new Set();
+    for (const done of [...waiting]) done();
     this.#holds.delete(this.#batcher.current);
     this.#batcher.discard();
     this.#tracker.reset();
@@ -412,15 +417,19 @@ export class Delivery {
     if (signal.aborted) throw new AssignmentLostError("envelopes not sent");
   }
 
-  /** Resolves once every earlier hold of `hold`'s partition is done (tracker.whenReached), or on a loss. */
+  /**
+   * Resolves once every earlier hold of `hold`'s partition is done (tracker.whenReached), or on a
+   * loss. `signal` is the epoch's: not aborted, it is the current one, whose loss ends #reachWaiting
+   * (one set, not an abort listener per dead-lettered record).
+   */
   #reached(hold: Hold, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
+      const waiting = this.#reachWaiting;
       const done = () => {
-        signal.removeEventListener("abort", done);
-        resolve();
+        if (waiting.delete(done)) resolve();
       };
-      signal.addEventListener("abort", done);
+      waiting.add(done);
       this.#tracker.whenReached(hold, done);
     });
   }

@@ -5,7 +5,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
-import { Delivery } from "../../src/delivery/delivery.ts";
+import { Delivery, type DeliveryDeps } from "../../src/delivery/delivery.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import type { Consumer } from "../../src/kafka/consumer.ts";
 import { kafkaError } from "../../src/kafka/handle.ts";
@@ -22,7 +22,16 @@ const ctx = { phone: new PhoneNormalizer() };
 const msg = (offset: number, value: string): Message => ({ topic: "cdr.raw", partition: 0, offset, timestamp: Date.now(), value: enc.encode(value), key: null });
 const valid = (i: number) => toJson(withFields({ raw_id: `r${i}` }));
 
-function harness(opts: { dlqMaxRatio?: number; delivered?: number[]; commitRefusals?: unknown[]; dlq?: DlqPublisher } = {}) {
+function harness(opts: {
+  dlqMaxRatio?: number;
+  delivered?: number[];
+  commitRefusals?: unknown[];
+  dlq?: DlqPublisher;
+  /** Exactly-once's commits; envelopes then wait for their partition's earlier rows. */
+  transactions?: DeliveryDeps["transactions"];
+  /** Awaited by each insert before it is recorded. */
+  insertGate?: Promise<void>;
+} = {}) {
   const events: string[] = [];
   const paused = new Set<number>();
   const refusals = [...(opts.commitRefusals ?? [])];
@@ -41,13 +50,18 @@ function harness(opts: { dlqMaxRatio?: number; delivered?: number[]; commitRefus
     // Exactly-once's membership lease: one heartbeat proven at the start holds it for the test.
     onHeartbeatProof: (fn: (sentAfter: number) => void) => fn(performance.now()),
   } as unknown as Consumer;
-  const writer = { insert: async (body: Uint8Array) => void events.push(`insert ${rowBinaryToTsv(body).map((l) => l.split("\t")[1]).join(",")}`) } as unknown as ClickHouseWriter;
+  const writer = {
+    insert: async (body: Uint8Array) => {
+      await opts.insertGate;
+      events.push(`insert ${rowBinaryToTsv(body).map((l) => l.split("\t")[1]).join(",")}`);
+    },
+  } as unknown as ClickHouseWriter;
   const dlq = opts.dlq ?? ({ encodeRejection: () => ({ bytes: 1 }), publish: async () => void events.push("dlq") } as unknown as DlqPublisher);
   const counters = new Counters();
   const replays = opts.delivered ? { findDelivered: async () => new Map([[0, { offsets: new Set(opts.delivered), since: 0 }]]) } : undefined;
   const d = new Delivery(
     { topic: "cdr.raw", batchSize: 100, flushIntervalMs: 60_000, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: opts.dlqMaxRatio ?? 1, dlqRatioWindow: 10 },
-    { consumer, writer, dlq, counters, ...(replays ? { replays } : {}) },
+    { consumer, writer, dlq, counters, ...(replays ? { replays } : {}), ...(opts.transactions ? { transactions: opts.transactions } : {}) },
   );
   const fatal: unknown[] = [];
   d.listen({ onFatal: (e) => fatal.push(e), onSettled: () => {} });
@@ -121,4 +135,23 @@ test("the DLQ sends awaited are bounded by their envelopes' bytes as written, no
   expect(h.d.full).toBe(false);
   h.hand([msg(5, controls)]);
   expect(h.d.full).toBe(true);
+});
+
+// Under exactly-once an envelope waits until every earlier record of its partition is durable, so
+// its transaction's commit passes it. The assignment lost meanwhile, the wait ends unsent: left
+// waiting on a tracker that was reset, it would hold every later settle.
+test("exactly-once: an envelope waiting for its partition's earlier rows ends unsent when the assignment is lost", async () => {
+  const insert = Promise.withResolvers<void>();
+  const transactions = { commit: async () => true, abandon: async () => {}, refusal: "" } as unknown as DeliveryDeps["transactions"];
+  const h = harness({ transactions, insertGate: insert.promise });
+  h.hand(Array.from({ length: 100 }, (_, i) => msg(i, valid(i)))); // a full batch: sealed, its insert held
+  h.hand([msg(100, "{broken")]);
+  await Bun.sleep(0);
+  expect(h.events.filter((e) => e === "dlq")).toEqual([]); // waits for the batch before it
+  h.d.abandon();
+  insert.resolve();
+  const settled = await Promise.race([h.d.settle().then(() => "settled"), Bun.sleep(2_000).then(() => "held")]);
+  expect(settled).toBe("settled");
+  expect(h.events.filter((e) => e === "dlq")).toEqual([]);
+  expect(h.fatal).toEqual([]);
 });
