@@ -24,7 +24,7 @@ if (!kafkaPid) throw new Error("no Kafka started by scripts/services.sh: its CPU
 const admin = new Admin(props);
 const payload = "x".repeat(400);
 
-async function rounds(transactional: boolean): Promise<{ kafka_cpu_ms: number; wall_ms: number }> {
+async function rounds(transactional: boolean): Promise<Round> {
   const stamp = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
   const input = `txcost.in.${stamp}`, out = `txcost.out.${stamp}`, group = `txcost-${stamp}`;
   await admin.createTopics([input, out].map((name) => ({ name, partitions: 1, replicationFactor: 1, configs: {} })));
@@ -64,7 +64,8 @@ async function rounds(transactional: boolean): Promise<{ kafka_cpu_ms: number; w
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const runs = { transactional: [] as Array<{ kafka_cpu_ms: number; wall_ms: number }>, plain: [] as typeof runs.transactional };
+type Round = { kafka_cpu_ms: number; wall_ms: number };
+const runs: { transactional: Round[]; plain: Round[] } = { transactional: [], plain: [] };
 for (let i = 0; i < PAIRS; i++) {
   for (const transactional of i % 2 ? [false, true] : [true, false]) {
     const r = await rounds(transactional);
@@ -72,7 +73,7 @@ for (let i = 0; i < PAIRS; i++) {
     console.log(JSON.stringify({ pair: i + 1, transactional, ...r }));
   }
 }
-const summary = (rs: typeof runs.plain) => ({ kafka_cpu_ms: median(rs.map((r) => r.kafka_cpu_ms)), wall_ms: median(rs.map((r) => r.wall_ms)) });
+const summary = (rs: Round[]) => ({ kafka_cpu_ms: median(rs.map((r) => r.kafka_cpu_ms)), wall_ms: median(rs.map((r) => r.wall_ms)) });
 console.log(JSON.stringify({ rounds: ROUNDS, envelopes: ENVELOPES, pairs: PAIRS, transactional: summary(runs.transactional), plain: summary(runs.plain) }));
 admin.close();
 process.exit(0);
