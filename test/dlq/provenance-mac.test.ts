@@ -2,7 +2,7 @@
 // made for, in the group, DLQ topic and table it was made in, and for nothing else; without the
 // key nobody makes one that verifies. Keys rotate: a previous key verifies and never signs.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { createHmac } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 
 setDefaultTimeout(60_000);
@@ -57,4 +57,17 @@ test("a signing key shorter than 32 characters is refused; a previous key needs 
   expect(() => new ProvenanceKey("x".repeat(31), scope)).toThrow("at least 32 characters");
   expect(() => new ProvenanceKey(SECRET, scope, ["x".repeat(15)])).toThrow("each at least 16 characters");
   expect(() => new ProvenanceKey(SECRET, scope, ["x".repeat(16)])).not.toThrow();
+});
+
+// Envelopes already in the DLQ were signed through node:crypto: the digest and both MAC forms must
+// stay byte for byte what it computes, for text beyond ASCII too.
+test("the digest and the MAC are node:crypto's SHA-256 and HMAC-SHA256 of the UTF-8 text", () => {
+  expect(payloadDigest("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const payload = '{"raw_id":"r1","note":"Zürich 東京 \u{1F4DE}"}';
+  expect(payloadDigest(payload)).toBe(createHash("sha256").update(payload, "utf8").digest("hex"));
+  const d = payloadDigest(payload);
+  const v2 = createHmac("sha256", SECRET)
+    .update(`v${MAC_VERSION}\n${scope.group}\n${scope.dlqTopic}\n${scope.table}\ncdr.raw\n2\n41\n${d}`)
+    .digest("hex");
+  expect(key.sign("cdr.raw", 2, 41, d)).toBe(v2);
 });
