@@ -8,6 +8,7 @@
  * A worker that stops on a fatal error is started again a second later, as a supervisor would.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
+import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { HEARTBEAT_INTERVAL_MS } from "../../src/cli/kafka-clients.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
@@ -97,6 +98,8 @@ export async function simulate(input: Schedule): Promise<RunReport> {
   const lines: string[] = [];
   let current: Actor | null = null;
   const unknownChecks = new Set<string>();
+  /** Each endpoint's trouble as the faults made it, for one worker (a cut) or for all. */
+  const troubles: Trouble[] = [];
 
   // Which process a log line comes from: the actor of the event that ran last (between two events
   // only what that event started runs).
@@ -251,6 +254,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
     const proc = "worker" in f ? slots[f.worker]!.proc : null;
     const endpoint = "endpoint" in f ? ch.faults[f.endpoint]! : null;
     const until = sched.now + ("ms" in f ? Math.abs(f.ms) : 0);
+    if ("endpoint" in f && f.kind !== "ch-cut") troubles.push({ endpoint: f.endpoint, from: sched.now });
     switch (f.kind) {
       case "crash":
         if (!proc || proc.actor.dead) return;
@@ -288,6 +292,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         return;
       case "ch-cut":
         if (proc) ch.cut(proc.actor, f.endpoint, f.ms);
+        if (proc) troubles.push({ endpoint: f.endpoint, actor: proc.actor.name, from: sched.now });
         return;
       case "clock-step":
         if (proc) proc.actor.wallStep += f.ms;
@@ -344,7 +349,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
   for (const e of rejections)
     violations.push({ signature: "unhandled-rejection", detail: e instanceof Error ? (e.stack ?? e.message) : String(e) });
 
-  const outcome = outcomes(kafka, ch, unknownChecks);
+  const outcome = outcomes(kafka, ch, unknownChecks, troubles, (v) => decode(v, { phone }).ok);
   violations.push(...outcome.violations);
   return {
     schedule: s,
@@ -365,8 +370,24 @@ async function runTracking(sched: Scheduler, until: number, done: () => boolean,
   await sched.run(until, done);
 }
 
-/** Each offset's fate: stored once or dead-lettered once, never both, never twice. */
-function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>) {
+/** An endpoint's fault from `from` on: for every worker, or for `actor` alone (a cut). */
+interface Trouble {
+  endpoint: number;
+  actor?: string;
+  from: number;
+}
+
+/**
+ * Each offset's fate: stored once or dead-lettered once, never both, never twice; and a valid
+ * record never dead-lettered for storage while an endpoint its sender could reach had no fault at all.
+ */
+function outcomes(
+  kafka: SimKafka,
+  ch: SimClickHouse,
+  unknownChecks: Set<string>,
+  troubles: readonly Trouble[],
+  valid: (value: Uint8Array) => boolean,
+) {
   const violations: Violation[] = [];
   let exhaustedUnknown = 0;
   const rows = new Map<string, typeof ch.rows>();
@@ -417,6 +438,21 @@ function outcomes(kafka: SimKafka, ch: SimClickHouse, unknownChecks: Set<string>
           offset: o,
           detail: dead.map((e) => `${e.producer} (${stageOf(e)}, sent ${e.sentAt} ms, shown ${e.appendedAt} ms)`).join("; "),
         });
+      }
+      // Stored or not (a lost answer's rows), a valid record is dead-lettered for storage only when
+      // every endpoint its sender could reach had been in trouble: one never troubled could take it.
+      const failed = dead.filter((e) => stageOf(e) === "clickhouse-failed");
+      const untroubled = (e: (typeof failed)[number], endpoint: number) =>
+        !troubles.some((t) => t.endpoint === endpoint && (!t.actor || t.actor === e.producer) && t.from < e.sentAt);
+      const spare = valid(kafka.raw[p]![o]!.value) ? failed.find((e) => ch.faults.some((_, i) => untroubled(e, i))) : undefined;
+      if (spare) {
+        violations.push({
+          signature: "valid-dead-lettered/endpoint-answered",
+          partition: p,
+          offset: o,
+          detail: `${spare.producer} sent it at ${spare.sentAt} ms; endpoints ${ch.faults.map((_, i) => i).filter((i) => untroubled(spare, i)).join(", ")} had no fault`,
+        });
+        continue;
       }
       if (stored.length > 0 && dead.length > 0) {
         const exhausted = dead.every((e) => stageOf(e) === "clickhouse-failed");
