@@ -363,7 +363,7 @@ export class Delivery {
     this.#epoch = new AbortController();
     const waiting = this.#reachWaiting;
     this.#reachWaiting = new Set();
-    for (const done of [...waiting]) done();
+    for (const done of waiting) done();
     this.#holds.delete(this.#batcher.current);
     this.#batcher.discard();
     this.#tracker.reset();

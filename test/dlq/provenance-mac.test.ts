@@ -65,6 +65,8 @@ test("the digest and the MAC are node:crypto's SHA-256 and HMAC-SHA256 of the UT
   expect(payloadDigest("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   const payload = '{"raw_id":"r1","note":"Zürich 東京 \u{1F4DE}"}';
   expect(payloadDigest(payload)).toBe(createHash("sha256").update(payload, "utf8").digest("hex"));
+  // A lone surrogate, which no UTF-8 holds: both write U+FFFD, neither throws.
+  for (const odd of ["\uD800", "a\uDFFFb"]) expect(payloadDigest(odd)).toBe(createHash("sha256").update(odd, "utf8").digest("hex"));
   const d = payloadDigest(payload);
   const v2 = createHmac("sha256", SECRET)
     .update(`v${MAC_VERSION}\n${scope.group}\n${scope.dlqTopic}\n${scope.table}\ncdr.raw\n2\n41\n${d}`)

@@ -291,8 +291,9 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         sched.at(f.ms, () => kafka.heal(proc.actor));
         return;
       case "ch-cut":
-        if (proc) ch.cut(proc.actor, f.endpoint, f.ms);
-        if (proc) troubles.push({ endpoint: f.endpoint, actor: proc.actor.name, from: sched.now });
+        if (!proc) return;
+        ch.cut(proc.actor, f.endpoint, f.ms);
+        troubles.push({ endpoint: f.endpoint, actor: proc.actor.name, from: sched.now });
         return;
       case "clock-step":
         if (proc) proc.actor.wallStep += f.ms;
@@ -444,7 +445,8 @@ function outcomes(
       const failed = dead.filter((e) => stageOf(e) === "clickhouse-failed");
       const untroubled = (e: (typeof failed)[number], endpoint: number) =>
         !troubles.some((t) => t.endpoint === endpoint && (!t.actor || t.actor === e.producer) && t.from < e.sentAt);
-      const spare = valid(kafka.raw[p]![o]!.value) ? failed.find((e) => ch.faults.some((_, i) => untroubled(e, i))) : undefined;
+      const spare =
+        failed.length > 0 && valid(kafka.raw[p]![o]!.value) ? failed.find((e) => ch.faults.some((_, i) => untroubled(e, i))) : undefined;
       if (spare) {
         violations.push({
           signature: "valid-dead-lettered/endpoint-answered",
