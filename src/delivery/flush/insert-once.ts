@@ -122,10 +122,18 @@ export function insertOnce(
     stored: (i) => stored[i] === 1,
     settle: async () => {
       if (!unchecked) return;
-      // Unknown still (ClickHouse does not answer): dead-lettered, perhaps also stored; logged.
+      const { attempts, rows } = unchecked;
+      // Unknown still (ClickHouse does not answer): the spec's exhausted path dead-letters the rows,
+      // which may also be stored (docs/internals.md "Stored and dead-lettered"). The line names
+      // them, so that an operator can look them up in the table.
+      const what =
+        attempts.length > 0
+          ? "a ClickHouse insert's answer was lost and what it stored cannot be read; its rows"
+          : "rows a partition's last owner may have stored cannot be read; they";
       await check().catch((err) =>
-        log.error("a ClickHouse insert's answer was lost and what it stored cannot be read; its rows go to the DLQ", {
-          rows: unchecked?.rows.length,
+        log.error(`${what} go to the DLQ and may also be stored`, {
+          rows: rows.length,
+          offsets: offsetRanges(batch, rows),
           err: err as Error,
         }),
       );
@@ -156,6 +164,18 @@ function unsureRows(batch: Batch): { attempts: ClickHouseInsertError["attempts"]
   const rows: number[] = [];
   for (let i = 0; i < batch.count; i++) if (batch.unsure[i]) rows.push(i);
   return rows.length > 0 ? { attempts: [], rows } : null;
+}
+
+/** The rows' records as `partition:first-last` (offsets, inclusive), one a partition, for a log line. */
+function offsetRanges(batch: Batch, rows: readonly number[]): string[] {
+  const spans = new Map<number, [number, number]>();
+  for (const i of rows) {
+    const p = batch.partitions[i]!, o = batch.offsets[i]!;
+    const s = spans.get(p);
+    if (!s) spans.set(p, [o, o]);
+    else [s[0], s[1]] = [Math.min(s[0], o), Math.max(s[1], o)];
+  }
+  return [...spans].sort((a, b) => a[0] - b[0]).map(([p, [lo, hi]]) => `${p}:${lo}-${hi}`);
 }
 
 function lookupOf(batch: Batch, rows: number[]): RowLookup {

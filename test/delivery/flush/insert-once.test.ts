@@ -9,6 +9,7 @@ import { RowBuffer } from "../../../src/clickhouse/row-encoder.ts";
 import { storedRowKey, type ClickHouseWriter, type RowLookup } from "../../../src/clickhouse/writer.ts";
 import { Batch } from "../../../src/delivery/batch/batch.ts";
 import { insertOnce } from "../../../src/delivery/flush/insert-once.ts";
+import { setLogSink } from "../../../src/log.ts";
 import { toJson, withFields } from "../../fixtures/records.ts";
 
 setDefaultTimeout(60_000);
@@ -180,4 +181,45 @@ test("rows a partition's last owner may have stored are looked up before their f
   expect(f.seen.map((l) => [l.minOffset, l.maxOffset])).toEqual([[0, 2]]);
   expect(f.sends).toEqual([4]);
   expect([once.stored(1), once.stored(2), once.lost, once.foundStored]).toEqual([true, false, 0, 2]);
+});
+
+// The spec's exhausted path can dead-letter rows that are stored after all, when no endpoint can say
+// (docs/internals.md "Stored and dead-lettered"): the line that says so names them, so that an
+// operator, and the delivery simulation's invariant, can tell which records it means.
+test("rows that may be stored but cannot be read are named by partition and offsets: a lost answer's, and a last owner's", async () => {
+  const ctx = { phone: new PhoneNormalizer() };
+  const mixed = () => {
+    const b = new Batch(5, new RowBuffer());
+    for (const [i, [partition, offset]] of [[0, 10], [2, 5], [0, 12], [2, 6], [1, 40]].entries()) {
+      const d = decode(toJson(withFields({ raw_id: `m${i}` })), ctx);
+      if (!d.ok) throw new Error("fixture must be valid");
+      b.add(d.row, 1_700_000_000, d.payload, partition!, offset!, -1);
+    }
+    return b;
+  };
+  const lines: Array<{ msg: string; rows: number; offsets: string[] }> = [];
+  setLogSink((line) => void lines.push(JSON.parse(line)));
+  try {
+    // Its own insert stored every row and lost its answer; no read answers after it.
+    const lostAnswer = insertOnce(mixed(), writer((k) => k === 1, () => true).w);
+    await expect(lostAnswer.insert(0, 5)).rejects.toBeInstanceOf(ClickHouseInsertError);
+    await expect(lostAnswer.insert(0, 5)).rejects.toBeInstanceOf(ClickHouseInsertError);
+    await lostAnswer.settle();
+    // Rows 1-3 are unsure at the hand-over (the offsets table lacked them); no read answers.
+    const b = mixed();
+    for (const i of [1, 2, 3]) b.unsure[i] = 1;
+    const f = writer(() => false, () => true);
+    const handOver = insertOnce(b, f.w);
+    await expect(handOver.insert(0, 5)).rejects.toBeInstanceOf(ClickHouseInsertError);
+    await handOver.settle();
+    expect(f.sends).toEqual([]); // nothing was sent before the unsure rows were read
+  } finally {
+    setLogSink();
+  }
+  const unread = lines.filter((l) => l.msg.includes("cannot be read"));
+  expect(unread.map((l) => [l.msg.split(";")[0], l.rows, l.offsets])).toEqual([
+    ["a ClickHouse insert's answer was lost and what it stored cannot be read", 5, ["0:10-12", "1:40-40", "2:5-6"]],
+    ["rows a partition's last owner may have stored cannot be read", 3, ["0:12-12", "2:5-6"]],
+  ]);
+  expect(unread.every((l) => l.msg.endsWith("they go to the DLQ and may also be stored") || l.msg.endsWith("its rows go to the DLQ and may also be stored"))).toBe(true);
 });
