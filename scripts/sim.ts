@@ -26,6 +26,7 @@ const seconds = Number(values.seconds);
 console.log(`simulation seed ${seed} for ${seconds} s${values.hunt ? `, hunting ${values.hunt}` : ""} (SIM_SEED=${seed} replays it)`);
 const x = await explore({ seed, ms: seconds * 1000, ...(values.hunt ? { hunt: values.hunt } : {}) });
 console.log(`${x.runs} runs in ${(x.ms / 1000).toFixed(1)} s (${(x.runs / (x.ms / 1000)).toFixed(1)} a second)`);
+console.log(`  the spec's exhausted path, rows unreadable, stored and dead-lettered: ${x.exhausted.offsets} offsets in ${x.exhausted.runs} runs`);
 for (const [sig, n] of [...x.signatures].sort((a, b) => b[1] - a[1]))
   console.log(`  ${sig}: ${n} runs${knownCause(sig) ? ` (known: ${knownCause(sig)!.fixtures.join(", ")})` : ""}`);
 if (!x.finding) {

@@ -15,6 +15,8 @@ export interface Exploration {
   ms: number;
   /** Runs that showed each signature, known ones included. */
   signatures: Map<string, number>;
+  /** Runs that counted offsets apart as the spec's exhausted path with rows no endpoint could read, and those offsets. */
+  exhausted: { runs: number; offsets: number };
   /** The shrunk schedule of a finding, and its report. */
   finding: { schedule: Schedule; report: RunReport; signature: string } | null;
 }
@@ -22,6 +24,7 @@ export interface Exploration {
 export async function explore(opts: { seed: number; ms: number; hunt?: string }): Promise<Exploration> {
   const started = performance.now();
   const signatures = new Map<string, number>();
+  const exhausted = { runs: 0, offsets: 0 };
   let runs = 0;
   let shrinking = false;
   const finds = (r: RunReport) =>
@@ -32,6 +35,7 @@ export async function explore(opts: { seed: number; ms: number; hunt?: string })
       if (!shrinking) {
         runs++;
         for (const sig of new Set(r.violations.map((v) => v.signature))) signatures.set(sig, (signatures.get(sig) ?? 0) + 1);
+        if (r.exhaustedUnknown > 0) [exhausted.runs, exhausted.offsets] = [exhausted.runs + 1, exhausted.offsets + r.exhaustedUnknown];
       }
       const found = finds(r);
       if (found) shrinking = true;
@@ -53,5 +57,5 @@ export async function explore(opts: { seed: number; ms: number; hunt?: string })
     const v = finds(report);
     if (v) finding = { schedule, report, signature: v.signature };
   }
-  return { seed: opts.seed, runs, ms: performance.now() - started, signatures, finding };
+  return { seed: opts.seed, runs, ms: performance.now() - started, signatures, exhausted, finding };
 }

@@ -6,7 +6,8 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { explore } from "./explore.ts";
 import { KNOWN, knownCause } from "./known.ts";
 import type { Schedule } from "./schedule.ts";
-import { simulate } from "./world.ts";
+import type { StoredRow } from "./clickhouse.ts";
+import { simulate, unreadable } from "./world.ts";
 
 setDefaultTimeout(60_000);
 
@@ -18,6 +19,11 @@ interface Fixture {
   signature: string;
   /** "violation" while the hole is open; "none" once fixed. */
   expect: "violation" | "none";
+  /**
+   * Where the finding was the spec's exhausted path rather than a hole: the offsets the run counts
+   * apart as both stored and dead-lettered for rows no endpoint could read (world.ts `exhaustedUnknown`).
+   */
+  exhaustedUnknown?: number;
   found: { seed: number; seconds: number };
   schedule: Schedule;
 }
@@ -44,6 +50,7 @@ describe("delivery simulation: kept findings", () => {
       const seen = r.violations.map((v) => v.signature);
       if (f.expect === "violation") expect(seen).toContain(f.signature);
       else expect(seen).toEqual([]);
+      if (f.exhaustedUnknown !== undefined) expect(r.exhaustedUnknown).toBe(f.exhaustedUnknown);
       // The run delivered what it could: nothing is left unaccounted for outside the finding.
       expect(r.stored + r.envelopes).toBeGreaterThan(0);
     });
@@ -65,6 +72,42 @@ describe("delivery simulation: the harness", () => {
   });
 });
 
+describe("delivery simulation: the exhausted path counted apart", () => {
+  // Worker w1 logged at 15 s that it could not read partition 0's offsets 0-16, then sent their
+  // envelopes at 15.1 s. Each row is one a stored at `storedAt`; `viewed` puts it in the offsets table.
+  const row = (over: Partial<StoredRow> & { by: string }): StoredRow => ({
+    partition: 0,
+    offset: 3,
+    cdrId: "c",
+    sessionStart: 0,
+    ingestedAt: 0,
+    queryId: `cdr-worker:${over.by}:q`,
+    endpoint: 0,
+    storedAt: 2_000,
+    zombie: false,
+    ...over,
+  });
+  const unread = [{ actor: "w1.0", at: 15_000, offsets: ["0:0-16", "2:0-15"] }];
+  const envelope = { producer: "w1.0", sentAt: 15_100 };
+  const at = { partition: 0, offset: 3 };
+  const cases: Array<[string, boolean, () => boolean]> = [
+    ["its own insert's row, its answer lost", true, () => unreadable(envelope, [row({ by: "w1.0" })], at, unread, [])],
+    ["a last owner's row the offsets table lacks, stored before the read", true, () => unreadable(envelope, [row({ by: "w0.0" })], at, unread, [])],
+    ["a last owner's row the offsets table shows: the check could find it", false, () => {
+      const r = row({ by: "w0.0" });
+      return unreadable(envelope, [r], at, unread, [r]);
+    }],
+    ["a row stored after the read", false, () => unreadable(envelope, [row({ by: "w0.0", storedAt: 15_050 })], at, unread, [])],
+    ["a zombie's row", false, () => unreadable(envelope, [row({ by: "w0.0", zombie: true })], at, unread, [])],
+    ["an offset the line does not name", false, () => unreadable(envelope, [row({ by: "w1.0", offset: 17 })], { partition: 0, offset: 17 }, unread, [])],
+    ["another partition's offset", false, () => unreadable(envelope, [row({ by: "w1.0", partition: 1 })], { partition: 1, offset: 3 }, unread, [])],
+    ["an envelope sent before the line", false, () => unreadable({ ...envelope, sentAt: 14_000 }, [row({ by: "w1.0" })], at, unread, [])],
+    ["another worker's envelope", false, () => unreadable({ ...envelope, producer: "w2.0" }, [row({ by: "w2.0" })], at, unread, [])],
+  ];
+  for (const [what, counted, run] of cases)
+    test(`${counted ? "counted apart" : "a violation"}: ${what}`, () => expect(run()).toBe(counted));
+});
+
 describe("delivery simulation: exploration", () => {
   test(
     `${SECONDS} s of seeded schedules show no violation beyond the known ones`,
@@ -74,6 +117,7 @@ describe("delivery simulation: exploration", () => {
       const x = await explore({ seed, ms: SECONDS * 1000 });
       console.log(`${x.runs} runs in ${(x.ms / 1000).toFixed(1)} s (${(x.runs / (x.ms / 1000)).toFixed(1)} a second)`);
       for (const [sig, n] of x.signatures) console.log(`  ${sig}: ${n} runs${knownCause(sig) ? " (known)" : ""}`);
+      console.log(`  the spec's exhausted path, rows unreadable, stored and dead-lettered: ${x.exhausted.offsets} offsets in ${x.exhausted.runs} runs`);
       if (x.finding) {
         const dir = new URL("../../.local/sim-findings/", import.meta.url).pathname;
         mkdirSync(dir, { recursive: true });

@@ -55,7 +55,11 @@ export interface Violation {
 export interface RunReport {
   schedule: Schedule;
   violations: Violation[];
-  /** Offsets both stored and dead-lettered by the spec's exhausted path after a lost answer with every endpoint silent. */
+  /**
+   * Offsets both stored and dead-lettered by the spec's exhausted path, their rows unreadable for
+   * every endpoint's trouble: a lost answer's rows, or rows a partition's last owner stored that the
+   * offsets table lacks (docs/internals.md "Stored and dead-lettered").
+   */
   exhaustedUnknown: number;
   records: number;
   stored: number;
@@ -97,7 +101,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
   const violations: Violation[] = [];
   const lines: string[] = [];
   let current: Actor | null = null;
-  const unknownChecks = new Set<string>();
+  const unread: UnreadRows[] = [];
   /** Each endpoint's trouble as the faults made it, for one worker (a cut) or for all. */
   const troubles: Trouble[] = [];
 
@@ -107,7 +111,8 @@ export async function simulate(input: Schedule): Promise<RunReport> {
   setLogSink((line) => {
     const who = current?.name ?? "-";
     if (lines.length < 20_000) lines.push(`${(sched.now / 1000).toFixed(3)} ${who} ${line}`);
-    if (line.includes("what it stored cannot be read") && current) unknownChecks.add(current.name);
+    if (current && line.includes("cannot be read") && line.includes("may also be stored"))
+      unread.push({ actor: current.name, at: sched.now, offsets: (JSON.parse(line) as { offsets: string[] }).offsets });
   });
   const rejections: unknown[] = [];
   const onRejection = (e: unknown) => void rejections.push(e);
@@ -350,7 +355,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
   for (const e of rejections)
     violations.push({ signature: "unhandled-rejection", detail: e instanceof Error ? (e.stack ?? e.message) : String(e) });
 
-  const outcome = outcomes(kafka, ch, unknownChecks, troubles, (v) => decode(v, { phone }).ok);
+  const outcome = outcomes(kafka, ch, unread, troubles, (v) => decode(v, { phone }).ok);
   violations.push(...outcome.violations);
   return {
     schedule: s,
@@ -371,6 +376,16 @@ async function runTracking(sched: Scheduler, until: number, done: () => boolean,
   await sched.run(until, done);
 }
 
+/**
+ * Rows a process logged it could not read before the spec's exhausted path dead-lettered them,
+ * perhaps stored: `offsets` as the line names them, `partition:first-last`.
+ */
+export interface UnreadRows {
+  actor: string;
+  at: number;
+  offsets: readonly string[];
+}
+
 /** An endpoint's fault from `from` on: for every worker, or for `actor` alone (a cut). */
 interface Trouble {
   endpoint: number;
@@ -385,7 +400,7 @@ interface Trouble {
 function outcomes(
   kafka: SimKafka,
   ch: SimClickHouse,
-  unknownChecks: Set<string>,
+  unread: readonly UnreadRows[],
   troubles: readonly Trouble[],
   valid: (value: Uint8Array) => boolean,
 ) {
@@ -457,10 +472,9 @@ function outcomes(
         continue;
       }
       if (stored.length > 0 && dead.length > 0) {
-        const exhausted = dead.every((e) => stageOf(e) === "clickhouse-failed");
         const writers = new Set(stored.map((r) => workerOf(r.queryId)));
         const sameWorker = dead.every((e) => writers.has(e.producer));
-        if (exhausted && sameWorker && dead.every((e) => unknownChecks.has(e.producer))) {
+        if (dead.every((e) => stageOf(e) === "clickhouse-failed" && unreadable(e, stored, { partition: p, offset: o }, unread, ch.viewRows))) {
           exhaustedUnknown++;
           continue;
         }
@@ -492,6 +506,35 @@ function outcomes(
     }
   }
   return { violations, exhaustedUnknown };
+}
+
+/**
+ * The spec's exhausted path with no endpoint able to say what is stored: the envelope's sender logged,
+ * before it sent it, that it could not read the rows covering this offset, and each row stored is
+ * one it could not have known of otherwise: its own insert's, whose answer was lost, or one a
+ * partition's last owner stored before that read and the offsets table lacks (so the replay check
+ * could not find it, and the row was unsure). A row the offsets table shows, or one stored after the
+ * read or by a zombie, is another cause. Every endpoint was in trouble for the sender by then, or
+ * `valid-dead-lettered/endpoint-answered` has already named the envelope.
+ */
+export function unreadable(
+  e: Pick<DlqRecord, "producer" | "sentAt">,
+  stored: readonly StoredRow[],
+  at: { partition: number; offset: number },
+  unread: readonly UnreadRows[],
+  viewRows: readonly StoredRow[],
+): boolean {
+  const { partition: p, offset: o } = at;
+  const read = unread.find((u) => u.actor === e.producer && u.at <= e.sentAt && u.offsets.some((r) => covers(r, p, o)));
+  if (!read) return false;
+  const viewed = (r: StoredRow) => viewRows.some((v) => v.queryId === r.queryId && v.partition === r.partition && v.offset === r.offset);
+  return stored.every((r) => workerOf(r.queryId) === e.producer || (!r.zombie && r.storedAt <= read.at && !viewed(r)));
+}
+
+/** Whether a logged range `partition:first-last` holds offset `o` of partition `p`. */
+function covers(range: string, p: number, o: number): boolean {
+  const m = /^(\d+):(\d+)-(\d+)$/.exec(range);
+  return m !== null && Number(m[1]) === p && o >= Number(m[2]) && o <= Number(m[3]);
 }
 
 /** Two heartbeat intervals: a commit accepted later than this after a member's last heartbeat came without them. */
