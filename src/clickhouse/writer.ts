@@ -213,8 +213,10 @@ export class ClickHouseWriter {
         : { endpoint: i, queryId, failedAt };
     };
     const withAttempts = (e: ClickHouseInsertError) => ((e.attempts = uncertain), e);
+    // Read once: concurrent inserts move the cursor, and this one's order must not follow them.
+    const start = this.#current;
     for (let k = 0; k < n; k++) {
-      const i = (this.#current + k) % n;
+      const i = (start + k) % n;
       const e = this.#endpoints[i]!;
       const queryId = `${this.#queryIdPrefix}${++this.#inserts}`;
       // The version this attempt was sent under: a concurrent insert's failure can forget e.version meanwhile.
@@ -245,8 +247,11 @@ export class ClickHouseWriter {
             e.version = null;
           }
           this.#failing = true;
-          // Later inserts, and this one once checked, go to the next endpoint first.
-          this.#current = (i + 1) % n;
+          // Later inserts, and this one once checked, go to the next endpoint first, unless another
+          // insert has meanwhile moved the cursor to one this insert did not try. A concurrent
+          // failure elsewhere must not move it back onto an endpoint this one found failing: its
+          // next attempt would go there again while a sound endpoint waits untried.
+          if ((this.#current - start + n) % n <= k) this.#current = (i + 1) % n;
           throw withAttempts(
             new ClickHouseInsertError(
               failure.message,

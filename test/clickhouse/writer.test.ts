@@ -194,3 +194,38 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: an ans
     for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
   }
 });
+
+// Regression (the delivery simulation's slow-refuse-concurrent-failure-cursor): the endpoint cursor
+// is shared by the inserts in flight. One that lost its answer at the first endpoint, after another
+// had moved the cursor past the second, moved it back onto the second: the other's next attempt went
+// there again, and a batch spent its retries on two failing endpoints while the third was never tried.
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: a failure elsewhere does not move the endpoint cursor back onto an endpoint another insert found failing", async (_n, server, i) => {
+  const t = `${table}_cursor`;
+  await migrate(clients[i]!, "e2e", t);
+  const proxies = [0, 1, 2].map(() => TcpProxy.inFrontOf(server.url));
+  const endpoints = proxies.map((p, k) => ({ name: `e${k}`, client: createClickHouse(cfg(p.url), "default") }));
+  try {
+    const w = new ClickHouseWriter(endpoints, "e2e", t);
+    await w.insert(body("warmup"), 1); // e0 takes it: the cursor is at e0
+    // B goes to e0 and is held there.
+    const held = proxies[0]!.hold("held-b");
+    const b = w.insert(body("held-b"), 1).then(() => null, (e: unknown) => e);
+    await held.seen;
+    // From now on e0 and e1 store inserts and lose their answers. C fails at e0 (the cursor to e1),
+    // then A at e1 (the cursor to e2).
+    proxies[0]!.loseAnswers(() => "reset");
+    proxies[1]!.loseAnswers(() => "reset");
+    for (const what of ["c", "a"]) expect(await w.insert(body(what), 1).then(() => null, (e: unknown) => e)).toMatchObject({ mayHaveStored: true });
+    // Then B's answer is lost at e0.
+    held.release();
+    expect(await b).toMatchObject({ mayHaveStored: true, attempts: [{ endpoint: 0 }] });
+    // A's next attempt goes to e2, which answers; e1 gets no second insert.
+    await w.insert(body("a"), 1);
+    expect(w.endpoints.map((x) => x.inserts)).toEqual([1, 0, 1]);
+    expect([proxies[0]!.lost.reset, proxies[1]!.lost.reset]).toEqual([2, 1]);
+  } finally {
+    for (const p of proxies) p.down();
+    for (const x of endpoints) await x.client.close();
+    for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
+  }
+});
