@@ -98,6 +98,10 @@ describe("delivery simulation: the exhausted path counted apart", () => {
       return unreadable(envelope, [r], at, unread, [r]);
     }],
     ["a row stored after the read", false, () => unreadable(envelope, [row({ by: "w0.0", storedAt: 15_050 })], at, unread, [])],
+    ["a row stored after one read and before a later one", true, () => {
+      const again = [...unread, { actor: "w1.0", at: 15_080, offsets: ["0:3-3"] }];
+      return unreadable(envelope, [row({ by: "w0.0", storedAt: 15_050 })], at, again, []);
+    }],
     ["a zombie's row", false, () => unreadable(envelope, [row({ by: "w0.0", zombie: true })], at, unread, [])],
     ["an offset the line does not name", false, () => unreadable(envelope, [row({ by: "w1.0", offset: 17 })], { partition: 0, offset: 17 }, unread, [])],
     ["another partition's offset", false, () => unreadable(envelope, [row({ by: "w1.0", partition: 1 })], { partition: 1, offset: 3 }, unread, [])],

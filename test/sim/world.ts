@@ -525,10 +525,11 @@ export function unreadable(
   viewRows: readonly StoredRow[],
 ): boolean {
   const { partition: p, offset: o } = at;
-  const read = unread.find((u) => u.actor === e.producer && u.at <= e.sentAt && u.offsets.some((r) => covers(r, p, o)));
-  if (!read) return false;
   const viewed = (r: StoredRow) => viewRows.some((v) => v.queryId === r.queryId && v.partition === r.partition && v.offset === r.offset);
-  return stored.every((r) => workerOf(r.queryId) === e.producer || (!r.zombie && r.storedAt <= read.at && !viewed(r)));
+  const before = (u: UnreadRows) => (r: StoredRow) => workerOf(r.queryId) === e.producer || (!r.zombie && r.storedAt <= u.at && !viewed(r));
+  return unread.some(
+    (u) => u.actor === e.producer && u.at <= e.sentAt && u.offsets.some((r) => covers(r, p, o)) && stored.every(before(u)),
+  );
 }
 
 /** Whether a logged range `partition:first-last` holds offset `o` of partition `p`. */
