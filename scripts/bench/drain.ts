@@ -7,7 +7,7 @@
  * µs a row and Kafka's CPU µs a record over the drain (transactions show there).
  */
 import { Producer } from "../../src/kafka/producer.ts";
-import { committedToEnd, prepareRun, processCpuSeconds, servicePid } from "../lib/harness.ts";
+import { prepareRun, processCpuSeconds, servicePid } from "../lib/harness.ts";
 
 export interface Drain {
   records_per_s: number;
@@ -42,7 +42,7 @@ export async function drainOnce(texts: readonly string[], env: Record<string, st
       await Bun.sleep(1_000);
       last = await run.stats();
       if (!first && last.total_processed > 0) first = { at: Date.now(), processed: last.total_processed };
-      if (last.total_processed >= N && committedToEnd(last)) break;
+      if (last.total_processed >= N && (await run.committedToEnd())) break;
     }
     const workerCpu = run.cpuSeconds(worker.pid);
     const chCpu = processCpuSeconds(chPid) - ch0;

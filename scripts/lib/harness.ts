@@ -16,6 +16,8 @@ const MAIN = `${import.meta.dir}/../../src/main.ts`;
 export interface Harness {
   brokers: string;
   raw: string;
+  /** The raw topic's partition count. */
+  partitions: number;
   dlq: string;
   database: string;
   table: string;
@@ -25,6 +27,8 @@ export interface Harness {
   /** Starts `cdr-worker run` (the binary when given, else `bun src/main.ts`) and waits for its stats server. */
   startWorker(opts?: { binary?: string; extra?: Record<string, string> }): Promise<Bun.Subprocess>;
   stats(): Promise<Record<string, any>>;
+  /** The group's commits of every raw partition at its end, asked of Kafka (committedToEnd). */
+  committedToEnd(): Promise<boolean>;
   rssMiB(pid: number): number;
   /** utime + stime of a process so far, in seconds (all its threads). */
   cpuSeconds(pid: number): number;
@@ -70,26 +74,30 @@ export function processCpuSeconds(pid: number | null): number {
 }
 
 /**
- * Every partition the worker owns committed to its end, from its stats: the drain is over, not only
- * read, and under exactly-once every envelope before those commits is visible in the DLQ.
+ * Every partition committed to its end, `committed` and `ends` by partition as Kafka has them: the
+ * drain is over, not only read, and under exactly-once every envelope before those commits is
+ * visible in the DLQ. Read from the group, not the worker's stats: those list a partition only once
+ * a record of it is handed over, so one still paused for its replay check, or one a killed worker
+ * finished, is missing from them.
  */
-export function committedToEnd(s: Record<string, any>): boolean {
-  const parts = Object.values(s.partitions as Record<string, { lag: number | null }>);
-  return parts.length > 0 && parts.every((p) => p.lag === 0);
+export function committedToEnd(committed: ReadonlyMap<number, number>, ends: ReadonlyMap<number, number>): boolean {
+  return ends.size > 0 && [...ends].every(([p, end]) => (committed.get(p) ?? -1) >= end);
 }
 
 export async function prepareRun(prefix: string, database: string): Promise<Harness> {
   const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092";
   const chUrl = process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123";
   const stamp = Date.now().toString(36);
-  const raw = `${prefix}.raw.${stamp}`, dlq = `${prefix}.dlq.${stamp}`, table = `${prefix}_${stamp}`;
+  const raw = `${prefix}.raw.${stamp}`, dlq = `${prefix}.dlq.${stamp}`, table = `${prefix}_${stamp}`, group = `${prefix}-${stamp}`;
   const admin = new Admin({ "bootstrap.servers": brokers });
-  await ensureTopics(admin, topologySpec(raw, dlq));
+  const topics = topologySpec(raw, dlq);
+  await ensureTopics(admin, topics);
+  const partitions = topics.find((t) => t.name === raw)!.partitions;
   const ch = createClient({ url: chUrl, request_timeout: 60_000 });
   await migrate(ch, database, table);
   const port = 18200 + Math.floor(Math.random() * 1000);
   const env = (extra: Record<string, string> = {}) => ({
-    ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: `${prefix}-${stamp}`,
+    ...process.env, KAFKA_BROKERS: brokers, CLICKHOUSE_URL: chUrl, KAFKA_TOPIC_RAW: raw, KAFKA_TOPIC_DLQ: dlq, KAFKA_GROUP_ID: group,
     CLICKHOUSE_DATABASE: database, CLICKHOUSE_TABLE: table, STATS_HOST: "127.0.0.1", STATS_PORT: String(port), LOG_LEVEL: "warn",
     // As in the image: JSC sizes its heap for 1 GiB instead of the host's RAM.
     BUN_JSC_forceRAMSize: "1073741824",
@@ -98,8 +106,16 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
     ...extra,
   });
   const stats = async () => (await fetch(`http://127.0.0.1:${port}/internal/stats`)).json() as Promise<Record<string, any>>;
+  const all = Array.from({ length: partitions }, (_, partition) => partition);
   return {
-    brokers, raw, dlq, database, table, ch, env, stats,
+    brokers, raw, partitions, dlq, database, table, ch, env, stats,
+    async committedToEnd() {
+      const [commits, ends] = await Promise.all([
+        admin.committed(group, all.map((partition) => ({ topic: raw, partition }))),
+        admin.listOffsets(raw, all, "latest"),
+      ]);
+      return committedToEnd(new Map(commits.map((c) => [c.partition, c.offset !== undefined ? Number(c.offset) : -1])), ends);
+    },
     async startWorker(opts = {}) {
       // BENCH_BUN_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the worker itself.
       const flags = (process.env.BENCH_BUN_FLAGS ?? "").split(" ").filter(Boolean);
