@@ -195,9 +195,15 @@ export class ClickHouseWriter {
    * ClickHouseInsertError that says whether a resend, a split or neither can help. `admit` is
    * awaited right before each send, on every endpoint, and may throw to stop there (the partitions
    * were lost); it may resolve to a time (the clock's monotonic ms) at which the request is ended,
-   * answered or not (the membership lease's end).
+   * answered or not (the membership lease's end). `failedEndpoints` names the endpoints where earlier
+   * attempts of the same rows failed: they are tried after every other.
    */
-  async insert(body: Uint8Array | string, rows: number, admit?: Admit): Promise<void> {
+  async insert(
+    body: Uint8Array | string,
+    rows: number,
+    admit?: Admit,
+    failedEndpoints?: ReadonlySet<number>,
+  ): Promise<void> {
     const n = this.#endpoints.length;
     let transient: ClickHouseInsertError | undefined;
     let permanent: ClickHouseInsertError | undefined;
@@ -213,10 +219,9 @@ export class ClickHouseWriter {
         : { endpoint: i, queryId, failedAt };
     };
     const withAttempts = (e: ClickHouseInsertError) => ((e.attempts = uncertain), e);
-    // Read once: concurrent inserts move the cursor, and this one's order must not follow them.
-    const start = this.#current;
+    const order = this.#order(failedEndpoints);
     for (let k = 0; k < n; k++) {
-      const i = (start + k) % n;
+      const i = order[k]!;
       const e = this.#endpoints[i]!;
       const queryId = `${this.#queryIdPrefix}${++this.#inserts}`;
       // The version this attempt was sent under: a concurrent insert's failure can forget e.version meanwhile.
@@ -251,7 +256,7 @@ export class ClickHouseWriter {
           // insert has meanwhile moved the cursor to one this insert did not try. A concurrent
           // failure elsewhere must not move it back onto an endpoint this one found failing: its
           // next attempt would go there again while a sound endpoint waits untried.
-          if ((this.#current - start + n) % n <= k) this.#current = (i + 1) % n;
+          if (order.indexOf(this.#current) <= k) this.#current = (i + 1) % n;
           throw withAttempts(
             new ClickHouseInsertError(
               failure.message,
@@ -287,6 +292,20 @@ export class ClickHouseWriter {
         mayHaveStored: uncertain.length > 0,
       }),
     );
+  }
+
+  /**
+   * The endpoints in the order an insert tries them: from the cursor on (the endpoint that last
+   * took an insert, or the one after the last to fail), those its rows already failed at last. The
+   * cursor is a hint shared by every insert in flight: another's success can point it back at an
+   * endpoint where these rows just failed (a slow one), and their retries, going there again, would
+   * spend the budget while an endpoint they never tried waits. Read once, so that this insert's
+   * order does not follow the moves of others.
+   */
+  #order(failed?: ReadonlySet<number>): number[] {
+    const n = this.#endpoints.length, start = this.#current;
+    const all = Array.from({ length: n }, (_, k) => (start + k) % n);
+    return failed?.size ? [...all.filter((i) => !failed.has(i)), ...all.filter((i) => failed.has(i))] : all;
   }
 
   async #insertInto(

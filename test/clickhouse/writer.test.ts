@@ -229,3 +229,29 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: a fail
     for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
   }
 });
+
+// Regression (the delivery simulation's slow-endpoints-retry-untried-endpoint): with two endpoints
+// slow and a third sound, a batch's insert was ended at its lease's end on the second, then another
+// batch's slow insert there succeeded and pointed the cursor back at it: the first batch's last
+// attempt went there again, and its valid records to the DLQ. A batch's retries now try the
+// endpoints its rows have not failed at first, wherever the shared cursor points.
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: an insert tries the endpoints its rows have not failed at first, wherever the cursor points", async (_n, server, i) => {
+  const t = `${table}_untried`;
+  await migrate(clients[i]!, "e2e", t);
+  const proxies = [0, 1, 2].map(() => TcpProxy.inFrontOf(server.url));
+  const endpoints = proxies.map((p, k) => ({ name: `e${k}`, client: createClickHouse(cfg(p.url), "default") }));
+  try {
+    const w = new ClickHouseWriter(endpoints, "e2e", t);
+    await w.insert(body("warmup"), 1); // e0 takes it: the cursor is at e0
+    await w.insert(body("x"), 1, undefined, new Set([0])); // its rows failed at e0: e1 first
+    expect(w.endpoints.map((x) => x.inserts)).toEqual([1, 1, 0]);
+    await w.insert(body("y"), 1, undefined, new Set([1, 2])); // the cursor at e1, where they failed: e0
+    expect(w.endpoints.map((x) => x.inserts)).toEqual([2, 1, 0]);
+    await w.insert(body("z"), 1, undefined, new Set([0, 1, 2])); // failed everywhere: the cursor's order
+    expect(w.endpoints.map((x) => x.inserts)).toEqual([3, 1, 0]);
+  } finally {
+    for (const p of proxies) p.down();
+    for (const x of endpoints) await x.client.close();
+    for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
+  }
+});

@@ -43,6 +43,9 @@ export function insertOnce(
   // have stored (Batch.unsure) start out so, with no attempt of this worker's to end.
   let unchecked: { attempts: ClickHouseInsertError["attempts"]; rows: number[] } | null = unsureRows(batch);
   const state = { lost: 0, foundStored: 0 };
+  // Endpoints where this batch's sends failed after they may have stored: its next sends try the
+  // others first, so its retries reach every endpoint before one is tried again.
+  const failedEndpoints = new Set<number>();
 
   const check = async (): Promise<void> => {
     const { attempts, rows } = unchecked!;
@@ -104,11 +107,12 @@ export function insertOnce(
       await admit();
       try {
         // Admitted again right before each send, on every endpoint (after any wait for its version).
-        await writer.insert(bodyOf(batch, rows, lo, hi), rows.length, admit);
+        await writer.insert(bodyOf(batch, rows, lo, hi), rows.length, admit, failedEndpoints);
         return;
       } catch (e) {
         if (!(e instanceof ClickHouseInsertError) || !e.mayHaveStored) throw e;
         unchecked = { attempts: e.attempts, rows };
+        for (const a of e.attempts) failedEndpoints.add(a.endpoint);
         // A reset is most often a kept-alive socket the server had closed: checked, then sent again at
         // once rather than after a retry delay.
         if (attempt > 0 || !isReset(e.cause)) throw e;

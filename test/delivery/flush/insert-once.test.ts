@@ -223,3 +223,21 @@ test("rows that may be stored but cannot be read are named by partition and offs
   ]);
   expect(unread.every((l) => l.msg.endsWith("they go to the DLQ and may also be stored") || l.msg.endsWith("its rows go to the DLQ and may also be stored"))).toBe(true);
 });
+
+// A batch's next send names the endpoints where its sends failed after they may have stored, so the
+// writer tries the others first (writer.ts's order): the shared cursor alone can point it back at one.
+test("a send after a lost answer names the endpoints the batch's sends failed at", async () => {
+  const b = batchOf(4);
+  const f = writer(() => false);
+  const named: number[][] = [];
+  f.w.insert = (async (_body: Uint8Array, n: number, _admit?: unknown, failed?: ReadonlySet<number>) => {
+    named.push([...(failed ?? [])]);
+    if (named.length === 1) throw lost("ETIMEDOUT"); // stored nothing; its answer lost at endpoint 0
+    for (let k = 0; k < n; k++) f.rows.push(k);
+  }) as typeof f.w.insert;
+  const once = insertOnce(b, f.w);
+  await expect(once.insert(0, 4)).rejects.toBeInstanceOf(ClickHouseInsertError);
+  await once.insert(0, 4);
+  expect(named).toEqual([[], [0]]);
+  expect(f.rows.length).toBe(4);
+});
