@@ -4,9 +4,17 @@ import { Admin } from "../../src/kafka/admin.ts";
 import { ensureTopics, minInsyncReplicas, topologySpec } from "../../src/topics/topology.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { createTopic, deleteTopics, props, withAdmin } from "../support/kafka.ts";
-import { uniqueName } from "../support/services.ts";
+import { uniqueName, waitFor } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
+
+/**
+ * Resolves once the brokers describe `key` of `topic` as `want`. Under KRaft an alter returns when
+ * the controller has taken it, and a broker applies it from the metadata log a moment later: a
+ * describe right after can still show the old value (seen on Kafka 4.4.0).
+ */
+const describedAs = (admin: Admin, topic: string, key: string, want: string) =>
+  waitFor(async () => ((await admin.describeConfigs(topic))[key]?.value === want ? true : undefined), 10_000, `${topic} ${key}=${want}`);
 
 const cleanup: string[] = [];
 afterAll(async () => {
@@ -28,13 +36,16 @@ describe("admin and topology", () => {
       expect((await admin.describeConfigs(dlq))["retention.ms"]!.value).toBe("604800000");
       // Drift: an operator changed retention and added an override of their own.
       await admin.alterConfigs(raw, { "retention.ms": "1000", "compression.type": "lz4", "max.message.bytes": "2000000" });
+      await describedAs(admin, raw, "retention.ms", "1000");
       const [repaired] = await ensureTopics(admin, specs);
       expect(repaired).toMatchObject({ topic: raw, action: "repaired", repaired: { "retention.ms": "1000" } });
+      await describedAs(admin, raw, "retention.ms", "86400000");
       const after = await admin.describeConfigs(raw);
       expect(after["retention.ms"]!.value).toBe("86400000");
       expect(after["max.message.bytes"]!.value).toBe("2000000");
       // With keepConfigs an operator's retention stays, reported as differing from the spec.
       await admin.alterConfigs(raw, { "retention.ms": "3600000", "compression.type": "lz4", "max.message.bytes": "2000000" });
+      await describedAs(admin, raw, "retention.ms", "3600000");
       const [kept, dlqKept] = await ensureTopics(admin, specs, { keepConfigs: true });
       expect(kept).toMatchObject({ topic: raw, action: "kept", repaired: {}, differs: { "retention.ms": { spec: "86400000", actual: "3600000" } } });
       expect(dlqKept!.action).toBe("ok");
