@@ -195,17 +195,30 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: an ans
   }
 });
 
-// Regression (the delivery simulation's slow-refuse-concurrent-failure-cursor): the endpoint cursor
-// is shared by the inserts in flight. One that lost its answer at the first endpoint, after another
-// had moved the cursor past the second, moved it back onto the second: the other's next attempt went
-// there again, and a batch spent its retries on two failing endpoints while the third was never tried.
-test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: a failure elsewhere does not move the endpoint cursor back onto an endpoint another insert found failing", async (_n, server, i) => {
-  const t = `${table}_cursor`;
+/**
+ * A writer over three endpoints, each a proxy in front of the same server, writing a table of its
+ * own (`suffix`); the proxies, clients and table are removed afterwards.
+ */
+async function withThreeEndpoints(server: { url: string }, i: number, suffix: string, fn: (w: ClickHouseWriter, proxies: TcpProxy[]) => Promise<void>) {
+  const t = `${table}_${suffix}`;
   await migrate(clients[i]!, "e2e", t);
   const proxies = [0, 1, 2].map(() => TcpProxy.inFrontOf(server.url));
   const endpoints = proxies.map((p, k) => ({ name: `e${k}`, client: createClickHouse(cfg(p.url), "default") }));
   try {
-    const w = new ClickHouseWriter(endpoints, "e2e", t);
+    await fn(new ClickHouseWriter(endpoints, "e2e", t), proxies);
+  } finally {
+    for (const p of proxies) p.down();
+    for (const x of endpoints) await x.client.close();
+    for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
+  }
+}
+
+// Regression (the delivery simulation's slow-refuse-concurrent-failure-cursor): the endpoint cursor
+// is shared by the inserts in flight. One that lost its answer at the first endpoint, after another
+// had moved the cursor past the second, moved it back onto the second: the other's next attempt went
+// there again, and a batch spent its retries on two failing endpoints while the third was never tried.
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: a failure elsewhere does not move the endpoint cursor back onto an endpoint another insert found failing", (_n, server, i) =>
+  withThreeEndpoints(server, i, "cursor", async (w, proxies) => {
     await w.insert(body("warmup"), 1); // e0 takes it: the cursor is at e0
     // B goes to e0 and is held there.
     const held = proxies[0]!.hold("held-b");
@@ -223,25 +236,15 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: a fail
     await w.insert(body("a"), 1);
     expect(w.endpoints.map((x) => x.inserts)).toEqual([1, 0, 1]);
     expect([proxies[0]!.lost.reset, proxies[1]!.lost.reset]).toEqual([2, 1]);
-  } finally {
-    for (const p of proxies) p.down();
-    for (const x of endpoints) await x.client.close();
-    for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
-  }
-});
+  }));
 
 // Regression (the delivery simulation's slow-endpoints-retry-untried-endpoint): with two endpoints
 // slow and a third sound, a batch's insert was ended at its lease's end on the second, then another
 // batch's slow insert there succeeded and pointed the cursor back at it: the first batch's last
 // attempt went there again, and its valid records to the DLQ. A batch's retries now try the
 // endpoints its rows have not failed at first, wherever the shared cursor points.
-test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: an insert tries the endpoints its rows have not failed at first, wherever the cursor points", async (_n, server, i) => {
-  const t = `${table}_untried`;
-  await migrate(clients[i]!, "e2e", t);
-  const proxies = [0, 1, 2].map(() => TcpProxy.inFrontOf(server.url));
-  const endpoints = proxies.map((p, k) => ({ name: `e${k}`, client: createClickHouse(cfg(p.url), "default") }));
-  try {
-    const w = new ClickHouseWriter(endpoints, "e2e", t);
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: an insert tries the endpoints its rows have not failed at first, wherever the cursor points", (_n, server, i) =>
+  withThreeEndpoints(server, i, "untried", async (w) => {
     await w.insert(body("warmup"), 1); // e0 takes it: the cursor is at e0
     await w.insert(body("x"), 1, undefined, new Set([0])); // its rows failed at e0: e1 first
     expect(w.endpoints.map((x) => x.inserts)).toEqual([1, 1, 0]);
@@ -249,9 +252,4 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: an ins
     expect(w.endpoints.map((x) => x.inserts)).toEqual([2, 1, 0]);
     await w.insert(body("z"), 1, undefined, new Set([0, 1, 2])); // failed everywhere: the cursor's order
     expect(w.endpoints.map((x) => x.inserts)).toEqual([3, 1, 0]);
-  } finally {
-    for (const p of proxies) p.down();
-    for (const x of endpoints) await x.client.close();
-    for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t]) await clients[i]!.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
-  }
-});
+  }));
