@@ -5,7 +5,8 @@
  * once: transient failures (it does not answer) and permanent refusals that belong to that endpoint
  * (authentication, readonly, a missing table or database). Only when every endpoint failed does it
  * count as one attempt against the retry budget. A data or shape error is the same on every
- * endpoint and is thrown at once. The endpoint that last took an insert is tried first.
+ * endpoint and is thrown at once. The endpoint that last took an insert is tried first, except by
+ * a batch's retries, which try first the endpoints where its rows have not failed (#order).
  *
  * Each endpoint's version is learned on first contact (SELECT version()), logged, and decides the
  * settings its inserts carry (server-version.ts); an endpoint that stopped answering is asked
