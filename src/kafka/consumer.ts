@@ -24,7 +24,8 @@ import {
 } from "./handle.ts";
 import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
-import { coordinatorSample, HeartbeatProofs } from "./heartbeat-proof.ts";
+import { partitionFetches, type PartitionFetch } from "./fetch-state.ts";
+import { coordinatorSampleOf, HeartbeatProofs } from "./heartbeat-proof.ts";
 import { monotonicOffsetMs } from "./libc.ts";
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
@@ -133,6 +134,9 @@ export class Consumer {
   #closing = false;
   #commitChain: Promise<unknown> = Promise.resolve();
   readonly #proofs = new HeartbeatProofs();
+  /** The topic whose partitions' fetch states are kept: the first subscribed, if any. */
+  readonly #topic: string | null;
+  #fetches = new Map<number, PartitionFetch>();
   readonly #proofListeners: Array<(sentAfterMono: number) => void> = [];
   /** performance.now() less librdkafka's clock, in ms: statistics are stamped with the latter. */
   readonly #monoOffsetMs = monotonicOffsetMs();
@@ -140,6 +144,7 @@ export class Consumer {
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
     this.#rebalance.assignPaused = opts.assignPaused ?? false;
+    this.#topic = opts.topics[0] ?? null;
     this.#h = createHandle(RD.CONSUMER, consumerProperties(opts.props), (conf, callbacks) => {
       const cb = new JSCallback(
         (rk: Pointer, err: number, partitions: Pointer) => this.#rebalance.onRebalance(rk, err, partitions),
@@ -202,11 +207,25 @@ export class Consumer {
     this.#proofListeners.push(fn);
   }
 
+  /** librdkafka's fetcher state of a partition of the (first) subscribed topic, from its last statistics. */
+  fetchState(partition: number): PartitionFetch | null {
+    return this.#fetches.get(partition) ?? null;
+  }
+
   #onStatistics(json: Pointer, len: number): void {
-    if (this.#proofListeners.length === 0 || this.#closed) return;
+    if (this.#closed) return;
     try {
+      let stats: unknown;
+      try {
+        stats = JSON.parse(String(new CString(json, 0, len)));
+      } catch {
+        return; // statistics that do not parse give no sample (heartbeat-proof.ts)
+      }
+      const fetches = this.#topic === null ? null : partitionFetches(stats, this.#topic);
+      if (fetches) this.#fetches = fetches;
+      if (this.#proofListeners.length === 0) return;
       const toMono = (us: number) => us / 1_000 + this.#monoOffsetMs;
-      const sample = coordinatorSample(String(new CString(json, 0, len)), this.#memberId(), toMono);
+      const sample = coordinatorSampleOf(stats, this.#memberId(), toMono);
       const proof = sample && this.#proofs.take(sample);
       if (proof !== null && proof !== undefined) for (const fn of this.#proofListeners) fn(proof);
     } catch (e) {

@@ -105,6 +105,15 @@ export function coordinatorSample(
   } catch {
     return null;
   }
+  return coordinatorSampleOf(stats, member, toMono);
+}
+
+/** The same from statistics already parsed (the consumer reads other parts of them too). */
+export function coordinatorSampleOf(
+  stats: unknown,
+  member: string,
+  toMono: (us: number) => number,
+): CoordinatorSample | null {
   if (!isObject(stats) || typeof stats.ts !== "number") return null;
   if (!isObject(stats.cgrp) || !isObject(stats.brokers)) return null;
   const { cgrp } = stats;
