@@ -207,6 +207,10 @@ export class Delivery {
   get tripped(): boolean { return this.#breaker.tripped; } // prettier-ignore
   /** Partitions paused until their replay check answers (exactly-once). */
   get replayChecksPending(): number { return this.#replays?.pending ?? 0; } // prettier-ignore
+  /** Why a partition is paused now (gate.ts), none when it may fetch. */
+  pausedBy(partition: number): string[] {
+    return this.#gate.heldBy(partition);
+  }
   /** How long a revocation may take to settle before the group has surely evicted the member. */
   get maxPollIntervalMs(): number { return this.#opts.maxPollIntervalMs ?? 300_000; } // prettier-ignore
   /** The clocks this delivery runs on, for the loop that drives it. */

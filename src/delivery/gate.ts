@@ -25,6 +25,11 @@ export class Gate {
     this.#consumer = consumer;
   }
 
+  /** What holds `partition` paused now, for stats: a stalled partition that nothing holds is librdkafka's. */
+  heldBy(partition: number): PauseReason[] {
+    return [...this.#all, ...(this.#some.get(partition) ?? [])];
+  }
+
   /** Partitions held by `reason` alone (the replay check's), for stats. */
   count(reason: PauseReason): number {
     let n = 0;

@@ -39,3 +39,14 @@ test("a partition assigned while a reason for every partition holds starts pause
   g.forget([tp(0)]);
   expect(g.count("replay-check")).toBe(0);
 });
+
+test("what holds a partition is named: every partition's reasons and its own, none once lifted", () => {
+  const c = consumer([0, 1]);
+  const g = new Gate(c);
+  g.close([tp(1)], "replay-check");
+  g.closeAll("membership");
+  expect([g.heldBy(0), g.heldBy(1)]).toEqual([["membership"], ["membership", "replay-check"]]);
+  g.openAll("membership");
+  g.open([tp(1)], "replay-check");
+  expect([g.heldBy(0), g.heldBy(1), [...c.paused]]).toEqual([[], [], []]);
+});
