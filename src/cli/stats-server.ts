@@ -74,6 +74,8 @@ export async function serveStats(cfg: Config, p: Pipeline, extras: StatsExtras =
     memoryBoundBytes: memoryBoundBytes(cfg.batch, cfg.phone.cacheSize),
     delivery: cfg.delivery,
     replayChecksPending: () => delivery.replayChecksPending,
+    pausedBy: (partition) => delivery.pausedBy(partition),
+    fetchState: (partition) => consumer.fetchState(partition),
     audit: () => audits,
     lagSeconds: lagTime ? (partition, committed, high) => lagTime.seconds(partition, committed, high) : undefined,
     rawRetentionSeconds: rawRetentionMs === null ? undefined : rawRetentionMs / 1000,

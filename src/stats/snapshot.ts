@@ -38,6 +38,10 @@ export interface StatsSource {
   lagSeconds?: (partition: number, committed: number, high: number | null) => number | null;
   /** The raw topic's retention.ms, in seconds, when known. */
   rawRetentionSeconds?: number;
+  /** Why the worker holds a partition paused now (delivery/gate.ts): none while it may fetch. */
+  pausedBy?: (partition: number) => string[];
+  /** Where librdkafka's fetcher stands for a partition (kafka/fetch-state.ts), null without its statistics. */
+  fetchState?: (partition: number) => { state: string; nextOffset: number; queued: number } | null;
   /** The scheduled audit, when AUDIT_INTERVAL_SECONDS runs it. */
   audit?: () => Pick<AuditSchedule, "last" | "runs"> | null;
 }
@@ -49,12 +53,14 @@ export function statsSnapshot(s: StatsSource) {
   const c = s.counters;
   const positions = s.positions();
   const partitions: Record<string, unknown> = {};
-  const ids = new Set<number>([...c.partitions.keys(), ...positions.keys()]);
+  // Owned partitions that have given nothing yet too: one that fetches nothing must show.
+  const ids = new Set<number>([...c.partitions.keys(), ...positions.keys(), ...s.assignment()]);
   for (const p of [...ids].sort((a, b) => a - b)) {
     // Read without creating: a partition known only from positions has counted nothing yet.
     const pc = c.partitions.get(p) ?? { consumed: 0, durableClickhouse: 0, durableDlq: 0 };
     const pos = positions.get(p);
     const high = s.highWatermark(p);
+    const fetch = s.fetchState?.(p) ?? null;
     const committed = pos && pos.committed >= 0 ? pos.committed : null;
     partitions[String(p)] = {
       consumed: pc.consumed,
@@ -65,6 +71,10 @@ export function statsSnapshot(s: StatsSource) {
       high_watermark: high,
       lag: partitionLag(high, committed),
       lag_seconds: committed === null ? null : roundedSeconds(s.lagSeconds?.(p, committed, high) ?? null),
+      paused_by: s.pausedBy?.(p) ?? [],
+      fetch_state: fetch?.state ?? null,
+      fetch_next_offset: fetch?.nextOffset ?? null,
+      fetch_queued: fetch?.queued ?? null,
     };
   }
   const phone = s.phoneCache();
