@@ -133,9 +133,11 @@ export async function explainedBy<T>(worker: RunningWorker | (() => RunningWorke
     const exited = w.proc.exitCode === null ? "" : ` (the worker exited ${w.proc.exitCode})`;
     const last = await w.stats().catch(() => undefined);
     const stats = last ? JSON.stringify(Object.fromEntries(STATS_SHOWN.map((k) => [k, last[k]]))) : "(none)";
+    // A line per partition as well: CI's summary cuts long lines, and a stalled partition is the usual why.
+    const partitions = Object.entries((last?.partitions ?? {}) as Record<string, unknown>).map(([p, v]) => `  partition ${p}: ${JSON.stringify(v)}`);
     // The worker's own lines say which way it went; librdkafka's (reconnects, mostly) would crowd them out.
     const own = w.logs.filter((l) => !l.includes('"component":"librdkafka"')).slice(-20);
-    throw new Error(`${(e as Error).message}${exited}\nlast stats: ${stats}\nworker log (its own last 20 lines):\n${own.join("\n")}`, { cause: e });
+    throw new Error(`${(e as Error).message}${exited}\n${partitions.join("\n")}\nlast stats: ${stats}\nworker log (its own last 20 lines):\n${own.join("\n")}`, { cause: e });
   }
 }
 
