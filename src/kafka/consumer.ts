@@ -221,13 +221,15 @@ export class Consumer {
       } catch {
         return; // statistics that do not parse give no sample (heartbeat-proof.ts)
       }
+      // The proof first: what the stats show of fetching may never hold up a membership lease.
+      if (this.#proofListeners.length > 0) {
+        const toMono = (us: number) => us / 1_000 + this.#monoOffsetMs;
+        const sample = coordinatorSampleOf(stats, this.#memberId(), toMono);
+        const proof = sample && this.#proofs.take(sample);
+        if (proof !== null && proof !== undefined) for (const fn of this.#proofListeners) fn(proof);
+      }
       const fetches = this.#topic === null ? null : partitionFetches(stats, this.#topic);
       if (fetches) this.#fetches = fetches;
-      if (this.#proofListeners.length === 0) return;
-      const toMono = (us: number) => us / 1_000 + this.#monoOffsetMs;
-      const sample = coordinatorSampleOf(stats, this.#memberId(), toMono);
-      const proof = sample && this.#proofs.take(sample);
-      if (proof !== null && proof !== undefined) for (const fn of this.#proofListeners) fn(proof);
     } catch (e) {
       log.warn("librdkafka statistics not read", { err: e instanceof Error ? e.message : String(e) });
     }
