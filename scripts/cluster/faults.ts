@@ -16,7 +16,7 @@
  * records (test/cluster/faults.test.ts).
  */
 import { createClient } from "@clickhouse/client";
-import { mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { integerFlag, numberFlag, parseFlags, FLAG } from "../../src/cli/args.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Admin } from "../../src/kafka/admin.ts";
@@ -92,8 +92,22 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, ms:
   }
 }
 
+/** The stacks a core file holds, the crashing thread's first (gdb): what a CI log can show of a crash. */
+function crashStacks(core: string): string {
+  const bun = Bun.which("bun") ?? "bun";
+  const gdb = Bun.spawnSync(["gdb", "-batch", "-ex", "bt 24", "-ex", "thread apply all bt 8", bun, core], {
+    stdout: "pipe",
+    stderr: "pipe",
+    timeout: 60_000,
+  });
+  rmSync(core, { force: true }); // as large as the worker was: read once, then gone
+  const lines = `${gdb.stdout}`.split("\n").filter((l) => /^(#|Thread |Program terminated)/.test(l));
+  return lines.slice(0, 120).join("\n") || `(gdb read nothing: ${`${gdb.stderr}`.slice(0, 300)})`;
+}
+
 class Workers {
   readonly live = new Map<string, Bun.Subprocess>();
+  readonly #dirs = new Map<number, string>();
   readonly #acknowledged = new Map<string, number>();
   readonly #ports = new Map<string, number>();
   #port = 18400 + Math.floor(Math.random() * 500);
@@ -102,12 +116,18 @@ class Workers {
   /** Starts worker `name` and waits until it is ready (partitions assigned, ClickHouse answering). */
   async start(name: string, waitReady = true): Promise<void> {
     const port = this.#port++;
-    const proc = Bun.spawn(["bun", MAIN, "run"], {
-      env: { ...this.env, WORKER_INSTANCE: name, STATS_PORT: String(port) },
+    // A worker that dies by a signal of its own (SIGSEGV) leaves a core in a directory of its own,
+    // which `ended` reads with gdb: the failure then shows where it crashed (no core, no stack).
+    const dir = `${this.logDir}/${name}`;
+    mkdirSync(dir, { recursive: true });
+    const proc = Bun.spawn(["bash", "-c", 'ulimit -c unlimited 2>/dev/null; exec "$@"', "worker", "bun", MAIN, "run"], {
+      env: { ...this.env, WORKER_INSTANCE: name, STATS_PORT: String(port), CORE_DUMPS: "on" },
+      cwd: dir,
       stdin: "ignore",
       stdout: "ignore",
       stderr: Bun.file(`${this.logDir}/${name}.log`),
     });
+    this.#dirs.set(proc.pid, dir);
     this.live.set(name, proc);
     this.#ports.set(name, port);
     if (waitReady) await this.ready(name);
@@ -164,9 +184,12 @@ class Workers {
     return sum;
   }
 
-  /** How a worker ended: its exit code, or the signal that ended it (which leaves exitCode null). */
+  /** How a worker ended: its exit code, or the signal that ended it (which leaves exitCode null), with where it crashed. */
   ended(proc: Bun.Subprocess): string {
-    return proc.signalCode ? `was ended by ${proc.signalCode}` : `exited ${proc.exitCode}`;
+    if (!proc.signalCode) return `exited ${proc.exitCode}`;
+    const dir = this.#dirs.get(proc.pid);
+    const core = dir && ["SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL"].includes(String(proc.signalCode)) ? `${dir}/core` : null;
+    return `was ended by ${proc.signalCode}${core && existsSync(core) ? `; its threads at the crash:\n${crashStacks(core)}` : ""}`;
   }
 
   logTail(name: string): string {
