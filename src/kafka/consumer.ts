@@ -581,12 +581,17 @@ export class Consumer {
     });
   }
 
-  /** Low and high watermark last seen by the fetcher (cached, no network round trip). */
+  /**
+   * Low and high watermark last seen by the fetcher (cached, no network round trip); null until a
+   * fetch has seen them. librdkafka keeps −1001 there before its first fetch of the partition, which
+   * as a number would make a partition that never fetched look caught up (lag 0).
+   */
   watermarks(topic: string, partition: number): { low: number; high: number } | null {
     if (this.#closed) return null;
     const low = new BigInt64Array(1);
     const high = new BigInt64Array(1);
     if (rdk().rd_kafka_get_watermark_offsets(this.#h.rk, cstr(topic), partition, low, high) !== 0) return null;
+    if (high[0]! < 0n) return null;
     return { low: Number(low[0]), high: Number(high[0]) };
   }
 

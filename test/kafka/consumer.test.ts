@@ -56,6 +56,8 @@ describe("consumer", () => {
         await c.waitForMessages(50);
       }
       expect(early).toEqual([]);
+      // Never fetched: its high watermark is not known, not 0 or librdkafka's −1001.
+      expect([c.watermarks(topic, 0), c.watermarks(topic, 1)]).toEqual([null, null]);
       c.resume(c.assignment);
       const seen: number[] = [];
       await waitFor(() => {
@@ -64,6 +66,8 @@ describe("consumer", () => {
       });
       expect(seen.length).toBe(200);
       expect(Math.min(...seen)).toBe(0);
+      const highs = [c.watermarks(topic, 0)?.high ?? 0, c.watermarks(topic, 1)?.high ?? 0];
+      expect(highs[0]! + highs[1]!).toBe(200);
     } finally {
       await c.close();
     }
