@@ -130,7 +130,10 @@ export async function explainedBy<T>(worker: RunningWorker | (() => RunningWorke
   } catch (e) {
     // A getter names the worker running at the failure, where a test starts one again.
     const w = typeof worker === "function" ? worker() : worker;
-    const exited = w.proc.exitCode === null ? "" : ` (the worker exited ${w.proc.exitCode})`;
+    // A worker ended by a signal (a crash) has no exit code, only the signal.
+    const exited = w.proc.signalCode
+      ? ` (the worker was ended by ${w.proc.signalCode})`
+      : w.proc.exitCode === null ? "" : ` (the worker exited ${w.proc.exitCode})`;
     const last = await w.stats().catch(() => undefined);
     const stats = last ? JSON.stringify(Object.fromEntries(STATS_SHOWN.map((k) => [k, last[k]]))) : "(none)";
     // A line per partition as well: CI's summary cuts long lines, and a stalled partition is the usual why.
