@@ -16,7 +16,7 @@ export interface PartitionFetch {
   queued: number;
 }
 
-/** Each partition of `topic` the statistics name (the unassigned pseudo-partition −1 left out); null when they do not say. */
+/** Each partition of `topic` the statistics name (not the unassigned pseudo-partition −1); null if they do not say. */
 export function partitionFetches(stats: unknown, topic: string): Map<number, PartitionFetch> | null {
   if (!isObject(stats) || !isObject(stats.topics)) return null;
   const t = stats.topics[topic];
