@@ -6,6 +6,7 @@
  * librdkafka still looks up where to start (`offset-query`, `offset-wait`), fetches (`active`),
  * or stopped, and how far it fetched.
  */
+import { isObject } from "./heartbeat-proof.ts";
 
 export interface PartitionFetch {
   /** librdkafka's fetch_state: none, stopping, stopped, offset-query, offset-wait, validate-epoch-wait, active. */
@@ -30,8 +31,4 @@ export function partitionFetches(stats: unknown, topic: string): Map<number, Par
     out.set(partition, { state, nextOffset, queued });
   }
   return out;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

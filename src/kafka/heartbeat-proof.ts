@@ -140,7 +140,8 @@ export function coordinatorSampleOf(
   };
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
+/** A JSON object, as librdkafka's statistics nest them (fetch-state.ts reads them too). */
+export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
