@@ -1,16 +1,18 @@
 /**
  * What a failed insert means for the batch. ClickHouse's answer, or the socket's, is sorted into:
- * - transient: the server or the path to it is unwell (connection refused or reset, timeouts,
- *   overload such as TOO_MANY_PARTS or MEMORY_LIMIT_EXCEEDED, a 5xx without a data error). The same
- *   body may succeed later: retried with backoff, then the whole batch goes to the DLQ.
- *   (MEMORY_LIMIT_EXCEEDED is shape, not transient: a body too large for the server's limit
- *   never succeeds by being resent; halves of it do.)
+ * - transient: the path to the server is unwell, or the server said something this table does not
+ *   know (connection refused or reset, timeouts, a 5xx without a ClickHouse code). The same body may
+ *   succeed later: retried with backoff, then the whole batch goes to the DLQ.
+ * - condition: the server answered, and what it said is about itself, not the rows: short of memory
+ *   as a whole or for the user, too many simultaneous queries, too many parts, a read-only replica,
+ *   Keeper unreachable. Smaller inserts fail alike, so the batch is retried whole and never split
+ *   (DECISIONS "Commits and rebalances"); under CH_UNREACHABLE_POLICY=wait it counts as ClickHouse not answering.
  * - data: the server refused a value ("Cannot parse input … at row N", type and conversion errors).
  *   Resending the same body can never succeed, on any endpoint; the refused rows are isolated
  *   (store.ts).
  * - shape: the body as a whole is refused although each row may be fine (too many partitions in
- *   one insert block, current releases only; the server's memory limit for the insert,
- *   MEMORY_LIMIT_EXCEEDED). Smaller inserts succeed: split, down to one row; a row the server
+ *   one insert block, current releases only; the memory limit of the query itself,
+ *   MEMORY_LIMIT_EXCEEDED "(for query)"). Smaller inserts succeed: split, down to one row; a row the server
  *   refuses alone for its size goes to the DLQ whole (store.ts).
  * - permanent: configuration (unknown table or database, authentication, access, readonly). No
  *   resend to the same endpoint helps, but it belongs to that endpoint: the writer tries the next
@@ -26,7 +28,7 @@
 import { ClickHouseError } from "@clickhouse/client";
 import { CdrWorkerError } from "../errors.ts";
 
-export type InsertErrorKind = "transient" | "data" | "shape" | "permanent";
+export type InsertErrorKind = "transient" | "condition" | "data" | "shape" | "permanent";
 
 /** An insert that failed after it may have stored its rows. */
 export interface UncertainAttempt {
@@ -76,12 +78,30 @@ const PERMANENT_CODES = new Set([
 ]);
 /** 18.16 reports an unknown Enum name as code 49 (LOGICAL_ERROR); the text is what says "data". */
 const DATA_TEXT = /Unknown element '.*' for (type )?enum/is;
-/** Refusals of an insert for its size: split until the parts fit. */
+/** Refusals of an insert for its size: split until the parts fit, where QUERY_LIMIT_TEXT says so. */
 export const SIZE_CODES = new Set([
   241, // MEMORY_LIMIT_EXCEEDED
 ]);
+/**
+ * 241 names the tracker that ran out: the query's own ("Memory limit (for query) exceeded" on 18.16,
+ * "Query memory limit exceeded" on current releases) is the body's size; "(total)" and "(for user)"
+ * are the server's, and halves fail alike.
+ */
+const QUERY_LIMIT_TEXT = /\(for query\)|\bQuery memory limit exceeded/i;
 /** Code 252 is also "too many parts, merges are slower than inserts", an overload: the text decides. */
 const SHAPE_TEXT = /Too many partitions for single INSERT block/i;
+/** Conditions of the server (the header above): what helps is time, the same body unchanged. */
+const CONDITION_CODES = new Set([
+  202, // TOO_MANY_SIMULTANEOUS_QUERIES
+  225, // NO_ZOOKEEPER
+  241, // MEMORY_LIMIT_EXCEEDED, unless QUERY_LIMIT_TEXT
+  242, // TABLE_IS_READ_ONLY
+  252, // TOO_MANY_PARTS, unless SHAPE_TEXT
+  319, // UNKNOWN_STATUS_OF_INSERT (Keeper lost while the insert committed)
+  999, // KEEPER_EXCEPTION
+]);
+/** Conditions refused before the query runs at all: nothing of the body can have been stored. */
+const REFUSED_BEFORE_RUN = new Set([202]);
 /**
  * The exception's name at the end of a current server's text: `… (UNKNOWN_TABLE) (version 26.9.2.1)`.
  * Read from the text's tail with a pattern that cannot backtrack: the text can quote a record's
@@ -136,7 +156,7 @@ export class ClickHouseInsertError extends CdrWorkerError {
     answer: ServerAnswer = { code: null },
     options?: { cause?: unknown; unreachable?: boolean; mayHaveStored?: boolean; held?: boolean },
   ) {
-    super("CLICKHOUSE_INSERT", message, kind === "transient", options);
+    super("CLICKHOUSE_INSERT", message, kind === "transient" || kind === "condition", options);
     this.unreachable = options?.unreachable ?? false;
     this.mayHaveStored = options?.mayHaveStored ?? false;
     this.held = options?.held ?? false;
@@ -194,18 +214,12 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
   const { code: serverCode, type, text } = serverError(cause);
   // "(at row N)" for a value that did not parse, "violated at row N" for a CHECK constraint (current releases).
   const row = /\(at row (\d+)\)|is violated at row (\d+)\b/.exec(text);
-  const kind: InsertErrorKind =
-    serverCode === null
-      ? "transient"
-      : SHAPE_TEXT.test(text) || SIZE_CODES.has(serverCode)
-        ? "shape"
-        : DATA_CODES.has(serverCode) || DATA_TEXT.test(text)
-          ? "data"
-          : PERMANENT_CODES.has(serverCode)
-            ? "permanent"
-            : "transient";
+  const kind = kindOf(serverCode, text);
   const mayHaveStored =
-    (kind === "transient" || (kind === "shape" && SIZE_CODES.has(serverCode ?? -1))) && !neverConnected(cause);
+    (kind === "transient" ||
+      (kind === "condition" && !REFUSED_BEFORE_RUN.has(serverCode ?? -1)) ||
+      (kind === "shape" && SIZE_CODES.has(serverCode ?? -1))) &&
+    !neverConnected(cause);
   return new ClickHouseInsertError(
     `${context}: ${firstLine(withCode(text, serverCode, type))}`,
     kind,
@@ -217,6 +231,14 @@ export function classifyInsertError(cause: unknown, context: string): ClickHouse
     },
     { cause, mayHaveStored },
   );
+}
+
+function kindOf(code: number | null, text: string): InsertErrorKind {
+  if (code === null) return "transient";
+  if (SHAPE_TEXT.test(text) || (SIZE_CODES.has(code) && QUERY_LIMIT_TEXT.test(text))) return "shape";
+  if (CONDITION_CODES.has(code)) return "condition";
+  if (DATA_CODES.has(code) || DATA_TEXT.test(text)) return "data";
+  return PERMANENT_CODES.has(code) ? "permanent" : "transient";
 }
 
 /** Errors of a connection that was never made: the request never left, nothing can be stored. */

@@ -265,15 +265,17 @@ export class ClickHouseWriter {
               { code: failure.serverCode, type: failure.serverType },
               {
                 cause: failure.cause,
-                unreachable: !answered && failure.serverCode === null && k === n - 1,
+                unreachable: !answered && notAnswering(failure) && k === n - 1,
                 mayHaveStored: true,
               },
             ),
           );
         }
         e.failures++;
-        if (failure.serverCode !== null) answered = true;
-        if (failure.kind === "transient") {
+        if (!notAnswering(failure)) answered = true;
+        if (failure.kind === "condition") {
+          transient = failure;
+        } else if (failure.kind === "transient") {
           e.up = false;
           e.version = null;
           transient = failure;
@@ -287,7 +289,7 @@ export class ClickHouseWriter {
     const last = (transient ?? permanent)!;
     if (answered) throw withAttempts(last);
     throw withAttempts(
-      new ClickHouseInsertError(last.message, last.kind, { code: null }, {
+      new ClickHouseInsertError(last.message, last.kind, { code: last.serverCode, type: last.serverType }, {
         cause: last.cause,
         unreachable: true,
         mayHaveStored: uncertain.length > 0,
@@ -621,6 +623,14 @@ export class ClickHouseWriter {
  * A refusal no retry gets past (a grant missing, the table gone, authentication) as an error that
  * says so, so the worker stops with a line naming it; anything else as it came, to be tried again.
  */
+/**
+ * A failure that says nothing of these rows or this configuration: no answer at all, or a condition
+ * of the server's. While every endpoint fails so, CH_UNREACHABLE_POLICY=wait waits (DECISIONS).
+ */
+function notAnswering(failure: ClickHouseInsertError): boolean {
+  return failure.serverCode === null || failure.kind === "condition";
+}
+
 function permanentOr(err: unknown, what: string): unknown {
   const e = classifyInsertError(err, what);
   return e.kind === "permanent" ? new CdrWorkerError("CLICKHOUSE_SCHEMA", e.message, false, { cause: err }) : err;

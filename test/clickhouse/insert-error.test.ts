@@ -7,10 +7,11 @@ import { parseError } from "@clickhouse/client";
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { classifyInsertError, refusal } from "../../src/clickhouse/insert-error.ts";
 import captured from "../fixtures/clickhouse-errors.json";
+import { CURRENT_CONDITIONS } from "../fixtures/clickhouse-conditions.ts";
 
 setDefaultTimeout(60_000);
 
-type Kind = "transient" | "data" | "shape" | "permanent";
+type Kind = "transient" | "condition" | "data" | "shape" | "permanent";
 /** case → kind, and per server the row and column the writer reads from the whole answer. */
 const EXPECTED: Record<string, { kind: Kind; "18.16"?: [number | null, string | null]; "26.9"?: [number | null, string | null] }> = {
   "unknown Enum name": { kind: "data", "18.16": [null, null], "26.9": [3, "rat"] },
@@ -19,8 +20,11 @@ const EXPECTED: Record<string, { kind: Kind; "18.16"?: [number | null, string | 
   "CHECK constraint violated": { kind: "data", "26.9": [2, "svc"] },
   "unparseable DateTime": { kind: "data", "18.16": [2, "t"], "26.9": [2, "t"] },
   "too many partitions in one block": { kind: "shape", "26.9": [null, null] },
-  "too many parts (merges slower than inserts)": { kind: "transient", "18.16": [null, null], "26.9": [null, null] },
+  "too many parts (merges slower than inserts)": { kind: "condition", "18.16": [null, null], "26.9": [null, null] },
   "insert over the memory limit": { kind: "shape", "18.16": [null, null], "26.9": [null, null] },
+  "insert while the server is short of memory (total)": { kind: "condition", "18.16": [null, null] },
+  "insert while the user is short of memory": { kind: "condition", "18.16": [null, null] },
+  "too many simultaneous queries": { kind: "condition", "18.16": [null, null] },
   "unknown table": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
   "unknown database": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
   "wrong password": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
@@ -48,7 +52,7 @@ test.each(captured.map((a) => [`${a.server}: ${a.case}`, a] as const))("%s: clas
   expect(whole.serverCode).toBe(Number(/Code: (\d+)/.exec(a.body)![1]));
   expect(parsed.serverCode).toBe(whole.serverCode);
   if (a.server === "26.9") expect(parsed.serverType).toBe(whole.serverType!);
-  expect(whole.retryable).toBe(want.kind === "transient");
+  expect(whole.retryable).toBe(want.kind === "transient" || want.kind === "condition");
   expect(whole.message).toMatch(/^insert of 4 rows: Code: \d+/);
   expect(whole.message).not.toContain("\n");
 });
@@ -70,4 +74,29 @@ test.each([
   expect(e.retryable).toBe(true);
   expect(e.serverCode).toBeNull();
   expect(e.cause).toBe(cause);
+});
+
+
+test.each(CURRENT_CONDITIONS.map(([n, code, text]) => [n, code, text] as const))(
+  "a current server's condition (%s) is a condition: retryable, its code kept, never split",
+  (_n, code, text) => {
+    const body = `Code: ${code}. DB::Exception: ${text} (version 26.9.2.1)\n`;
+    const whole = classifyInsertError(refusal(500, { "x-clickhouse-exception-code": String(code) }, body), "insert of 4 rows");
+    const parsed = classifyInsertError(parseError(body), "insert of 4 rows");
+    for (const e of [whole, parsed]) {
+      expect(e.kind).toBe("condition");
+      expect(e.retryable).toBe(true);
+      expect(e.serverCode).toBe(code);
+    }
+    // Refused before it runs, nothing can be stored; elsewhere part of a body may be.
+    expect(whole.mayHaveStored).toBe(code !== 202);
+  },
+);
+
+test.each([
+  ["18.16", "Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded: would use 2.50 MiB, maximum: 976.56 KiB, e.what() = DB::Exception\n"],
+  ["current", "Code: 241. DB::Exception: Query memory limit exceeded: would use 6.01 MiB (attempt to allocate chunk of 6.01 MiB), maximum: 976.56 KiB. (MEMORY_LIMIT_EXCEEDED) (version 26.9.2.1)\n"],
+  ["between", "Code: 241. DB::Exception: (for query) memory limit exceeded: would use 6.01 MiB, maximum: 976.56 KiB. (MEMORY_LIMIT_EXCEEDED) (version 23.3.1.1)\n"],
+])("only the query's own memory limit (%s) is the body's size: split", (_n, body) => {
+  expect(classifyInsertError(parseError(body), "insert").kind).toBe("shape");
 });

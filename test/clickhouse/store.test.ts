@@ -1,7 +1,8 @@
 // storeBatch against a fake ClickHouse that refuses chosen rows (a pure unit test of the isolation;
 // test/e2e/refused-rows.test.ts runs the same against the real server).
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
+import { parseError } from "@clickhouse/client";
+import { ClickHouseInsertError, classifyInsertError } from "../../src/clickhouse/insert-error.ts";
 import { MAX_ISOLATED, storeBatch, type InsertRange } from "../../src/clickhouse/store.ts";
 
 setDefaultTimeout(60_000);
@@ -78,6 +79,24 @@ test("an insert over the server's memory limit is split down to rows that fit; a
   expect(out.refused.map((r) => r.row)).toEqual([17]);
   expect(out.failed).toBeNull();
   expect(stored.sort((a, b) => a - b)).toEqual(sizes.map((_, i) => i).filter((i) => i !== 17));
+});
+
+test.each([
+  ["18.16", "Code: 241, e.displayText() = DB::Exception: Memory limit (total) exceeded: would use 1.02 GiB, maximum: 1.00 GiB, e.what() = DB::Exception\n"],
+  ["current", "Code: 241. DB::Exception: (total) memory limit exceeded: would use 3.73 GiB, maximum: 3.72 GiB. (MEMORY_LIMIT_EXCEEDED) (version 26.9.2.1)\n"],
+])("a server short of memory as a whole (%s) for two attempts: the batch is retried whole, never split, every row stored", async (_n, body) => {
+  let calls = 0;
+  const stored: number[] = [];
+  const insert: InsertRange = async (lo, hi) => {
+    if (++calls <= 2) throw classifyInsertError(parseError(body), `insert of ${hi - lo} rows`);
+    for (let i = lo; i < hi; i++) stored.push(i);
+  };
+  const out = await storeBatch(1000, insert, policy, noSleep);
+  expect(calls).toBe(3);
+  expect(out.splitInserts).toBe(0);
+  expect(out.refused).toEqual([]);
+  expect(out.failed).toBeNull();
+  expect(stored.length).toBe(1000);
 });
 
 test("transient errors are retried with backoff, and exhausted retries send the whole batch the spec's way", async () => {

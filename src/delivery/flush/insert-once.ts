@@ -89,7 +89,8 @@ export function insertOnce(
       const message = held ? `${what}: ${err.message}` : c.message;
       const failure = new ClickHouseInsertError(message, "transient", { code: c.serverCode }, {
         cause: err,
-        unreachable: !held && c.serverCode === null,
+        // A condition of the server's (insert-error.ts) answers nothing of the rows: waited out too.
+        unreachable: !held && (c.serverCode === null || c.kind === "condition"),
         mayHaveStored: true,
         held,
       });
