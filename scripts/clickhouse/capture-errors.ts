@@ -29,6 +29,13 @@ interface Case {
   settings?: Record<string, string>;
   auth?: string;
   only?: keyof typeof SERVERS;
+  /** A query of the same user running while the insert is sent (started first, awaited after). */
+  beside?: string;
+  /**
+   * Statements that lift what the case set for the whole server: 18.16 takes its total and per-user
+   * memory limits from any query's settings and from then on only raises them.
+   */
+  after?: Array<{ query: string; settings: Record<string, string> }>;
 }
 
 /** RowBinary rows of (UInt32, String). */
@@ -99,6 +106,33 @@ const CASES: Case[] = [
     settings: { max_memory_usage: "1000000" },
   },
   {
+    name: "insert while the server is short of memory (total)",
+    setup: [`CREATE TABLE ${DB}.mt (n UInt32, s String) ENGINE = MergeTree ORDER BY n`],
+    insert: `INSERT INTO ${DB}.mt (n, s) FORMAT TabSeparated`,
+    body: rows(40, (i) => `${i}\t${"x".repeat(200_000)}\n`),
+    settings: { max_memory_usage_for_all_queries: "1000000" },
+    after: [{ query: "SELECT 1", settings: { max_memory_usage_for_all_queries: "1000000000000000" } }],
+    only: "18.16",
+  },
+  {
+    name: "insert while the user is short of memory",
+    setup: [`CREATE TABLE ${DB}.mu (n UInt32, s String) ENGINE = MergeTree ORDER BY n`],
+    insert: `INSERT INTO ${DB}.mu (n, s) FORMAT TabSeparated`,
+    body: rows(40, (i) => `${i}\t${"x".repeat(200_000)}\n`),
+    settings: { max_memory_usage_for_user: "1000000" },
+    after: [{ query: "SELECT 1", settings: { max_memory_usage_for_user: "1000000000000000" } }],
+    only: "18.16",
+  },
+  {
+    name: "too many simultaneous queries",
+    setup: [`CREATE TABLE ${DB}.q (n UInt32) ENGINE = MergeTree ORDER BY n`],
+    insert: `INSERT INTO ${DB}.q (n) FORMAT TabSeparated`,
+    body: "1\n",
+    settings: { max_concurrent_queries_for_user: "1" },
+    beside: "SELECT sleep(2)",
+    only: "18.16",
+  },
+  {
     name: "unknown table",
     setup: [],
     insert: `INSERT INTO ${DB}.nope (n) FORMAT TabSeparated`,
@@ -134,6 +168,16 @@ async function post(url: string, query: string | null, body: string | Uint8Array
   return { status: res.status, exceptionCode: res.headers.get("x-clickhouse-exception-code"), body: await res.text() };
 }
 
+/** Until `query` shows in system.processes. */
+async function waitRunning(url: string, query: string): Promise<void> {
+  const probe = `SELECT count() FROM system.processes WHERE query = '${query}'`;
+  for (let i = 0; i < 100; i++) {
+    if ((await post(url, null, probe)).body.trim() !== "0") return;
+    await Bun.sleep(20);
+  }
+  throw new Error(`"${query}" never showed in system.processes`);
+}
+
 const out: Array<{ server: string; version: string; case: string } & Awaited<ReturnType<typeof post>>> = [];
 for (const [server, url] of Object.entries(SERVERS)) {
   const version = (await post(url, null, "SELECT version()")).body.trim();
@@ -145,7 +189,11 @@ for (const [server, url] of Object.entries(SERVERS)) {
       const r = await post(url, null, sql);
       if (r.status !== 200) throw new Error(`${server}: setup of "${c.name}" failed: ${r.body}`);
     }
+    const beside = c.beside === undefined ? null : post(url, null, c.beside);
+    if (beside) await waitRunning(url, c.beside!);
     const r = await post(url, c.insert, c.body, c.settings, c.auth);
+    await beside;
+    for (const a of c.after ?? []) await post(url, null, a.query, a.settings);
     if (r.status === 200) throw new Error(`${server}: "${c.name}" was not refused`);
     out.push({ server, version, case: c.name, ...r });
     console.log(`${server} ${c.name}: HTTP ${r.status}, code ${r.exceptionCode ?? "(no header)"}: ${r.body.split("\n")[0]!.slice(0, 100)}`);
