@@ -2,12 +2,20 @@
 # Builds librdkafka from the source inside Confluent's npm package (version.env), against Debian's
 # -dev packages: ssl, sasl (GSSAPI), lz4, zstd, zlib. Only the shared library and its header, into
 #   <out>/lib/librdkafka.so.1  <out>/include/librdkafka/rdkafka.h
-# The patches in patches/ are applied in name order (coordinator-timeout.patch: a request waiting
-# for its coordinator fails at its timeout, and asks again once a second for a coordinator that
-# stays down, so send_offsets_to_transaction returns when the group coordinator dies;
-# decompression-cap.patch: lz4 output capped at receive.message.max.bytes, and a batch that cannot
-# be decompressed reported offset by offset and skipped). Idempotent: a build whose stamp matches the pin, the flags and the patches prints "ok:"
-# and does nothing.
+# The patches in patches/ are applied in name order:
+#   coordinator-timeout.patch  a request waiting for its coordinator fails at its timeout, and asks
+#                              again once a second for a coordinator that stays down, so
+#                              send_offsets_to_transaction returns when the group coordinator dies;
+#   decompression-cap.patch    every codec's output (lz4, gzip, snappy; zstd already) capped at
+#                              receive.message.max.bytes;
+#   fetch-budget.patch         the prefetch queue counts what a record holds (key, value, headers,
+#                              its op, a decompressed batch's buffer), and one fetch stops adding to
+#                              it at queued.max.messages.kbytes, inside a batch if need be;
+#   unreadable-batches.patch   a key or value length below -1 is null, as Kafka reads it; a batch
+#                              received whole that cannot be read is reported offset by offset and
+#                              skipped, never fetched again (aborted and control batches passed over).
+# Idempotent: a build whose stamp matches the pin, the flags and the patches prints "ok:" and does
+# nothing.
 # Usage: scripts/librdkafka/build.sh <out dir>
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

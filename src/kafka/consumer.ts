@@ -247,6 +247,14 @@ export class Consumer {
     }
   }
 
+  /**
+   * Records and record errors librdkafka has fetched and not yet handed out: its prefetch queue,
+   * bounded by queued.max.messages.kbytes as scripts/librdkafka/patches/fetch-budget.patch counts it.
+   */
+  get prefetched(): number {
+    return this.#closed ? 0 : Number(rdk().rd_kafka_queue_length(this.#queue));
+  }
+
   /** Partitions currently assigned to this member. */
   get assignment(): readonly TopicPartition[] {
     return this.#rebalance.assignment;

@@ -56,6 +56,7 @@ const symbols = {
   rd_kafka_queue_destroy: { args: ["ptr"], returns: "void" },
   rd_kafka_queue_get_main: { args: ["ptr"], returns: "ptr" },
   rd_kafka_queue_get_consumer: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_queue_length: { args: ["ptr"], returns: "usize" },
   rd_kafka_queue_poll: { args: ["ptr", "i32"], returns: "ptr" },
   rd_kafka_queue_io_event_enable: { args: ["ptr", "i32", "ptr", "usize"], returns: "void" },
   rd_kafka_event_type: { args: ["ptr"], returns: "i32" },
