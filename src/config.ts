@@ -190,6 +190,13 @@ export const VARIABLES = {
     default: "",
     help: "region for caller numbers without international prefix (empty: such numbers are invalid)",
   },
+  RECORD_MAX_BYTES: {
+    schema: int(1024, 16 * 1024 * 1024),
+    default: "1048576",
+    help:
+      "largest raw record taken, whatever its codec (the raw topic's default 1 MiB): a larger one goes to " +
+      "the DLQ as normalization_error, its first bytes as the payload, marked truncated",
+  },
   PHONE_CACHE_SIZE: {
     schema: int(0, 10_000_000),
     default: "50000",
@@ -273,6 +280,8 @@ export interface Config {
   };
   delivery: "exactly-once" | "at-least-once";
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
+  /** RECORD_MAX_BYTES: a larger raw record is dead-lettered, never parsed or stored. */
+  recordMaxBytes: number;
   stats: { host: string; port: number };
   workerInstance: string;
   shutdownTimeoutMs: number;
@@ -486,6 +495,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       defaultRegion: (p.DEFAULT_PHONE_REGION || undefined) as CountryCode | undefined,
       cacheSize: p.PHONE_CACHE_SIZE,
     },
+    recordMaxBytes: p.RECORD_MAX_BYTES,
     stats: { host: p.STATS_HOST, port: p.STATS_PORT },
     workerInstance: p.WORKER_INSTANCE || `${hostname()}-${process.pid}`,
     shutdownTimeoutMs: Math.round(p.SHUTDOWN_TIMEOUT_SECONDS * 1000),

@@ -12,6 +12,7 @@ import {
   type FailureReason,
   type RadioAccessType,
 } from "./fields.ts";
+import { MAX_PAYLOAD_CHARS } from "../dlq/envelope.ts";
 import { parseIPv4 } from "./ipv4.ts";
 import { parseRecord } from "./json.ts";
 import type { PhoneNormalizer } from "./phone.ts";
@@ -62,6 +63,8 @@ export interface Rejection {
   payload: string;
   /** True when `payload` is a JSON object (the envelope embeds it as an object). */
   payloadIsObject: boolean;
+  /** The record's size where `payload` holds only its first bytes (over RECORD_MAX_BYTES). */
+  wholeBytes?: number;
 }
 
 export type Decoded = { ok: true; row: CdrRow; payload: string } | { ok: false; rejection: Rejection };
@@ -80,9 +83,12 @@ export function payloadOf(d: Verdict): string {
 
 export interface DecodeContext {
   phone: PhoneNormalizer;
+  /** RECORD_MAX_BYTES: a larger record is refused unread (oversized()); none when absent. */
+  recordMaxBytes?: number;
 }
 
 export function decode(value: Uint8Array | string | null, ctx: DecodeContext): Decoded {
+  if (isOversized(value, ctx)) return oversized(value!, ctx.recordMaxBytes!);
   const parsed = parseRecord(value);
   if (!parsed.ok) return reject("malformed_json", null, parsed.detail, parsed.text, false);
   const rec = parsed.record;
@@ -175,19 +181,45 @@ function sum(a: number | bigint, b: number | bigint): number | bigint | null {
 }
 
 /**
- * A record librdkafka could not decode: its bytes never reached the worker. `_BAD_MSG`: malformed_json
- * with no field and no payload; `error` names librdkafka's error. `_BAD_COMPRESSION` with librdkafka's
- * `text`: its batch did not decompress within receive.message.max.bytes (a decompression bomb, or a
- * producer's batch past it), and each of its records goes to the DLQ as normalization_error with that
- * text, which names the batch's offsets and compressed size, as its payload. Only its producer's
- * records share the fate: a producer batches only its own.
+ * A record librdkafka could not read: its bytes never reached the worker. It goes to the DLQ as
+ * malformed_json with no field and no payload, whatever the fault (`_BAD_MSG`: a record or batch
+ * that does not parse; `_BAD_COMPRESSION`: a batch that does not decompress within
+ * receive.message.max.bytes, a decompression bomb or a producer's batch past it). librdkafka's
+ * `text` names the batch's offsets and size (scripts/librdkafka/patches/unreadable-batches.patch)
+ * and rides in the envelope's error header. Only its producer's records share the fate: a producer
+ * batches only its own.
  */
 export function undecodable(error: string, text?: string): Decoded {
-  if (error.startsWith("_BAD_COMPRESSION") && text) {
-    const detail = `librdkafka could not decompress the record's batch: ${error}`;
-    return reject("normalization_error", null, detail, text, false);
-  }
-  return reject("malformed_json", null, `librdkafka could not decode the record: ${error}`, "", false);
+  const detail = text
+    ? `librdkafka could not read the record (${error}): ${text}`
+    : `librdkafka could not decode the record: ${error}`;
+  return reject("malformed_json", null, detail, "", false);
+}
+
+/** Whether a record is over RECORD_MAX_BYTES: then it is neither scanned nor parsed. */
+export function isOversized(value: Uint8Array | string | null, ctx: DecodeContext): boolean {
+  if (value === null || ctx.recordMaxBytes === undefined) return false;
+  const bytes = typeof value === "string" ? Buffer.byteLength(value) : value.length;
+  return bytes > ctx.recordMaxBytes;
+}
+
+/**
+ * A record over RECORD_MAX_BYTES: normalization_error with no field, whatever it holds. Its size
+ * alone is against it, and a row that large would cost ClickHouse and the worker's memory bound
+ * what no CDR needs. Only the first MAX_PAYLOAD_CHARS bytes are decoded, for the envelope's
+ * payload, which travels marked truncated with the record's size.
+ */
+export function oversized(value: Uint8Array | string, max: number): Decoded {
+  const bytes = typeof value === "string" ? Buffer.byteLength(value) : value.length;
+  const head =
+    typeof value === "string"
+      ? value.slice(0, MAX_PAYLOAD_CHARS)
+      : lossy.decode(value.subarray(0, MAX_PAYLOAD_CHARS));
+  const detail = `the record's ${bytes} bytes are over RECORD_MAX_BYTES (${max})`;
+  return {
+    ok: false,
+    rejection: { reason: "normalization_error", field: null, detail, payload: head, payloadIsObject: false, wholeBytes: bytes },
+  };
 }
 
 /**

@@ -86,7 +86,8 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
     let recordsRead = 0;
     let replaysCollapsed = 0;
     let mismatched = 0;
-    const ctx = { phone: new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion }) };
+    const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion });
+    const ctx = { phone, recordMaxBytes: cfg.recordMaxBytes };
     for (const r of ranges) {
       let current: Message | null = null;
       // Missing offsets whose record decodes: its cdr_id may be stored at a replay's offset.

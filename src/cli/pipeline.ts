@@ -118,7 +118,7 @@ export function buildPipeline(
         : {}),
     },
   );
-  const worker = new Worker({ consumer, phone, delivery });
+  const worker = new Worker({ consumer, phone, delivery, recordMaxBytes: cfg.recordMaxBytes });
   return { counters, phone, dlqProducer: () => producer, transactions, consumer, writer, delivery, worker };
 }
 

@@ -12,7 +12,7 @@ import { Admin } from "../kafka/admin.ts";
 import { groupSessionTerms, usesConsumerProtocol, type SessionTerms } from "../kafka/group-session.ts";
 import { diagnoseBrokerTls } from "../kafka/tls-diagnosis.ts";
 import { log } from "../log.ts";
-import { requireTopics } from "../topics/topology.ts";
+import { RAW_TOPIC_CODEC, requireTopics } from "../topics/topology.ts";
 
 /**
  * A start-up failure to reach Kafka over TLS, with the reason the broker's certificate was refused
@@ -54,11 +54,15 @@ export async function kafkaPreflight(cfg: Config): Promise<KafkaSide> {
 /**
  * How long the broker keeps a topic's records, which lag in time is compared with. The worker needs
  * no DescribeConfigs on the topic for anything else: without it, this is unknown and said once.
+ * Its compression.type is said too when it is not the spec's lz4: on `producer` (a topic another
+ * tool made) records keep whatever codec their producer chose. The worker's memory bound holds
+ * either way (librdkafka caps every codec's output: scripts/librdkafka/patches/), but an operator
+ * should know why the topic differs from what `topics ensure` makes.
  */
 async function retentionMs(admin: Admin, topic: string): Promise<number | null> {
+  let configs: Awaited<ReturnType<Admin["describeConfigs"]>>;
   try {
-    const ms = Number((await admin.describeConfigs(topic))["retention.ms"]?.value);
-    return Number.isFinite(ms) && ms > 0 ? ms : null;
+    configs = await admin.describeConfigs(topic);
   } catch (e) {
     log.warn("the raw topic's retention.ms could not be read: lag in time is not compared with it", {
       topic,
@@ -66,6 +70,14 @@ async function retentionMs(admin: Admin, topic: string): Promise<number | null> 
     });
     return null;
   }
+  const codec = configs["compression.type"]?.value;
+  if (codec !== undefined && codec !== null && codec !== RAW_TOPIC_CODEC)
+    log.warn("the raw topic's compression.type is not lz4: its records keep their producers' codecs", {
+      topic,
+      compression_type: codec,
+    });
+  const ms = Number(configs["retention.ms"]?.value);
+  return Number.isFinite(ms) && ms > 0 ? ms : null;
 }
 
 /** One endpoint's table, schema and grants, as the worker's user; throws what `run` would stop on. */

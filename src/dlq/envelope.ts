@@ -20,6 +20,11 @@ export interface EnvelopeInput {
   field: string | null;
   payload: string;
   payloadIsObject: boolean;
+  /**
+   * The record's size in bytes where `payload` holds only its first bytes (a record over
+   * RECORD_MAX_BYTES, never read whole): it travels marked truncated, as a longer one would.
+   */
+  wholeBytes?: number;
 }
 
 export const HEADERS = {
@@ -117,12 +122,12 @@ export function encodeEnvelope(input: EnvelopeInput, failedAt: Date, workerInsta
 }
 
 export function encodeEnvelopeOf(input: EnvelopeInput, failedAt: Date, workerInstance: string): EncodedEnvelope {
-  const truncated = isTruncated(input.payload);
+  const cut = input.wholeBytes !== undefined;
+  const truncated = cut || isTruncated(input.payload);
   const asText = !truncated && input.payloadIsObject ? unportable(input.payload) : null;
+  const whole = cut ? `${input.wholeBytes} bytes` : `${input.payload.length} characters`;
   const payload = truncated
-    ? JSON.stringify(
-        input.payload.slice(0, MAX_PAYLOAD_CHARS) + `…[truncated: ${input.payload.length} characters in all]`,
-      )
+    ? JSON.stringify(input.payload.slice(0, MAX_PAYLOAD_CHARS) + `…[truncated: ${whole} in all]`)
     : input.payloadIsObject && asText === null
       ? input.payload
       : JSON.stringify(input.payload);

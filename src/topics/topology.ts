@@ -24,6 +24,9 @@ export function minInsyncReplicas(replicationFactor: number): number | undefined
 /** The DLQ topic's max.message.bytes, and what the DLQ producer may send (docs/dlq.md). */
 export const DLQ_MAX_MESSAGE_BYTES = 8 << 20;
 
+/** The raw topic's codec (DECISIONS "Topics"): what `run` expects to find (cli/preflight.ts). */
+export const RAW_TOPIC_CODEC = "lz4";
+
 export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyOptions = {}): TopicSpec[] {
   const replicationFactor = opts.replicationFactor ?? 1;
   const minIsr = minInsyncReplicas(replicationFactor);
@@ -33,7 +36,7 @@ export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyO
       name: rawTopic,
       partitions: opts.partitions ?? 3,
       replicationFactor,
-      configs: { "retention.ms": "86400000", "compression.type": "lz4", ...durability },
+      configs: { "retention.ms": "86400000", "compression.type": RAW_TOPIC_CODEC, ...durability },
     },
     {
       name: dlqTopic,

@@ -22,15 +22,17 @@ const IDLE_WAIT_MS = 20, FULL_WAIT_MS = 50;
 export class Worker {
   readonly #consumer: GroupConsumer;
   readonly #phone: PhoneNormalizer;
+  readonly #recordMaxBytes: number | undefined;
   readonly #delivery: Delivery;
   #state: WorkerState = "starting";
   #assigned = false;
   #stopRequested = false;
   #fatal: Error | null = null;
 
-  constructor(deps: { consumer: GroupConsumer; phone: PhoneNormalizer; delivery: Delivery }) {
+  constructor(deps: { consumer: GroupConsumer; phone: PhoneNormalizer; delivery: Delivery; recordMaxBytes?: number }) {
     this.#consumer = deps.consumer;
     this.#phone = deps.phone;
+    this.#recordMaxBytes = deps.recordMaxBytes;
     this.#delivery = deps.delivery;
     // The consumer's wait for records is the loop's one waiting point: whatever else it waits for wakes it.
     this.#delivery.listen({ onFatal: (e) => this.#fail(e), onSettled: () => this.#consumer.wake() });
@@ -101,7 +103,8 @@ export class Worker {
   }
 
   #handOver(messages: Message[]): void {
-    const ctx = { phone: this.#phone }, ingestedAt = Math.floor(this.#delivery.clock.now() / 1000);
+    const ctx = { phone: this.#phone, recordMaxBytes: this.#recordMaxBytes };
+    const ingestedAt = Math.floor(this.#delivery.clock.now() / 1000);
     this.#delivery.received(messages);
     for (const m of messages) this.#delivery.handOver(m, decodeOne(m, ctx), ingestedAt);
   }

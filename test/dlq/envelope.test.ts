@@ -59,3 +59,20 @@ test("a payload larger than the raw topic admits travels truncated as a string, 
   expect(env.original_payload).toEndWith(`…[truncated: ${big.length} characters in all]`);
   expect(Object.fromEntries(provenanceHeaders({ topic: "t", partition: 0, offset: 1, stage: "decode", detail: "d", truncated: true }))["dlq.payload.truncated"]).toBe("true");
 });
+
+test("a record over RECORD_MAX_BYTES travels as its first bytes, marked truncated with its size, and is never parsed", () => {
+  const phone = new PhoneNormalizer();
+  const whole = new TextEncoder().encode(`{"raw_id":"big","pad":"${"x".repeat(3 * MAX_PAYLOAD_CHARS)}"}`);
+  const d = decode(whole, { phone, recordMaxBytes: 2 * MAX_PAYLOAD_CHARS });
+  expect(d.ok).toBe(false);
+  if (d.ok) return;
+  expect(d.rejection).toMatchObject({ reason: "normalization_error", field: null, payloadIsObject: false, wholeBytes: whole.length });
+  expect(d.rejection.detail).toBe(`the record's ${whole.length} bytes are over RECORD_MAX_BYTES (${2 * MAX_PAYLOAD_CHARS})`);
+  expect(d.rejection.payload.length).toBe(MAX_PAYLOAD_CHARS);
+  const e = JSON.parse(encodeEnvelope(d.rejection, new Date(0), "w"));
+  expect(e.original_payload).toEndWith(`…[truncated: ${whole.length} bytes in all]`);
+  expect(e.original_payload.startsWith('{"raw_id":"big","pad":"xxx')).toBe(true);
+  // At the limit it is read as any record: here, a valid JSON object missing its fields.
+  const at = decode(whole, { phone, recordMaxBytes: whole.length });
+  expect(!at.ok && at.rejection.reason).toBe("missing_required_field");
+});
