@@ -118,7 +118,7 @@ async function readColumns(
   // Literal names, not query parameters: ClickHouse 18.16 has no {name:Type} parameters.
   const query =
     `SELECT name, type, default_kind FROM system.columns WHERE database = '${database}' AND table = '${table}'`;
-  const answer = await queryText(ch, query, LIST_ANSWER_BYTES, undefined, "JSONEachRow");
+  const answer = await queryText(ch, query, LIST_ANSWER_BYTES, { format: "JSONEachRow" });
   return answer
     .split("\n")
     .filter(Boolean)

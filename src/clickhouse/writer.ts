@@ -28,7 +28,7 @@
  * ends an insert at it (server-version.ts's boundsInsertLife), an endpoint that stops answering
  * holds a lost answer's check only until that bound has passed; the rows are then read on another.
  */
-import type { ClickHouseClient } from "@clickhouse/client";
+import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import { Readable } from "node:stream";
 import { systemClock, type Clock } from "../delivery/clock.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -39,7 +39,8 @@ import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
 import { offsetsTable } from "./migrate.ts";
 import { boundsInsertLife, insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
-import { queryText, readCapped, versionOf } from "./answer.ts";
+import { ANSWER_DEADLINE_MARGIN_MS, queryText, readCapped, versionOf, withDeadline } from "./answer.ts";
+import type { AnswerOptions } from "./answer.ts";
 import { LIST_ANSWER_BYTES, ROWS_ANSWER_BYTES, SMALL_ANSWER_BYTES } from "./answer.ts";
 
 /** Awaited right before an insert's send; may resolve to the time (monotonic ms) its request ends by. */
@@ -48,6 +49,11 @@ export type Admit = () => Promise<number | undefined | void>;
 /** The start of every insert's query id (system.processes). */
 export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
 /** How often the replay check looks whether earlier inserts still run, and how long it waits in all. */
+/**
+ * An exception as each supported server writes it: `Code: 241. DB::Exception:`, or 18.16's
+ * `Code: 241, e.displayText() =`.
+ */
+const EXCEPTION_TEXT = /\bCode: \d+[.,] (?:e\.displayText\(\) = )?DB::Exception\b/;
 const RUNNING_POLL_MS = 100;
 const RUNNING_WAIT_MS = 120_000;
 /**
@@ -141,6 +147,11 @@ export class ClickHouseWriter {
    */
   readonly #checkSeconds: number;
   readonly #clock: Clock;
+  /**
+   * The deadline of every request, answer read included: CLICKHOUSE_REQUEST_TIMEOUT_MS and a margin
+   * (answer.ts). The client's own timeout counts the socket's idle time only.
+   */
+  readonly #deadlineMs: number;
   #current = 0;
   #inserts = 0;
   #failing = false;
@@ -162,6 +173,7 @@ export class ClickHouseWriter {
     this.#clock = opts.clock ?? systemClock;
     this.#syncDistributed = opts.syncDistributed ?? false;
     this.#checkSeconds = Math.max(1, Math.floor((opts.requestTimeoutMs ?? 10_000) / 1000) - 1);
+    this.#deadlineMs = (opts.requestTimeoutMs ?? 10_000) + ANSWER_DEADLINE_MARGIN_MS;
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
     this.#endpoints = list.map(({ name, client }) => ({
       name,
@@ -351,9 +363,9 @@ export class ClickHouseWriter {
         const which = `query_id IN (${list.map((a) => quote(a.queryId)).join(", ")})`;
         let running: number;
         try {
-          await e.client.command({ query: `KILL QUERY WHERE ${which} SYNC` });
+          await queryText(e.client, `KILL QUERY WHERE ${which} SYNC`, LIST_ANSWER_BYTES, this.#bounded());
           const query = `SELECT count() FROM system.processes WHERE ${which}`;
-          running = Number((await queryText(e.client, query, SMALL_ANSWER_BYTES)).trim());
+          running = Number((await queryText(e.client, query, SMALL_ANSWER_BYTES, this.#bounded())).trim());
         } catch (err) {
           const silent = classifyInsertError(err, "").serverCode === null;
           const until = Math.max(...list.map((a) => a.endedBy ?? Infinity));
@@ -387,7 +399,7 @@ export class ClickHouseWriter {
     const until = Math.min(...list.map((a) => a.failedAt ?? now)) + SILENT_ENDPOINT_HOLD_MS;
     if (now >= until) return err;
     const others = this.#endpoints.filter((_, k) => k !== i);
-    const answers = await Promise.all(others.map((o) => o.client.ping().then((p) => p.success, () => false)));
+    const answers = await Promise.all(others.map((o) => this.#answersPing(o).catch(() => false)));
     if (!answers.includes(true)) return err;
     const e = this.#endpoints[i]!;
     if (!list.every((a) => this.#heldSaid.has(a))) {
@@ -427,7 +439,8 @@ export class ClickHouseWriter {
         `AND kafka_offset >= ${lookup.minOffset} AND kafka_offset <= ${lookup.maxOffset}`;
       const settings = { max_execution_time: this.#checkSeconds };
       const from = first !== undefined && this.#endpoints[first]?.up ? first : this.#current;
-      const text = await this.#onAnyEndpoint((c) => queryText(c, query, ROWS_ANSWER_BYTES, settings), from);
+      const read = (c: ClickHouseClient) => queryText(c, query, ROWS_ANSWER_BYTES, this.#bounded(settings));
+      const text = await this.#onAnyEndpoint(read, from);
       for (const line of text.split("\n")) {
         if (!line) continue;
         const m = /^(-?\d+)\t(-?\d+)\t([0-9a-f-]{36})\t(\d+)$/.exec(line);
@@ -454,10 +467,14 @@ export class ClickHouseWriter {
     const abort = new AbortController();
     const cancel =
       endBy === undefined ? () => {} : this.#clock.setTimeout(() => abort.abort(), endBy - this.#clock.mono());
+    // One deadline for the whole request: an endpoint that trickles its answer cannot hold a flush
+    // slot, and the partition's commits, past it.
+    const deadline = this.#clock.setTimeout(() => abort.abort(), this.#deadlineMs);
     try {
       await this.#exec(client, body, version, queryId, abort.signal);
     } finally {
       cancel();
+      deadline();
     }
   }
 
@@ -484,16 +501,31 @@ export class ClickHouseWriter {
       },
       ignore_error_response: true,
     });
-    const answer = await readCapped(r.stream, LIST_ANSWER_BYTES, "an insert's answer");
+    const answer = await readCapped(r.stream, LIST_ANSWER_BYTES, "an insert's answer", signal);
     const status = r.http_status_code ?? 200;
-    if (status >= 300 || r.response_headers["x-clickhouse-exception-code"] !== undefined)
+    // Judged whole: a server that sent its headers early (progress headers in a user's profile), or
+    // a proxy, writes the exception into a 200 body; an insert's own answer has none.
+    if (status >= 300 || r.response_headers["x-clickhouse-exception-code"] !== undefined || EXCEPTION_TEXT.test(answer))
       throw refusal(status, r.response_headers, answer);
+  }
+
+  /** Whether the endpoint answers /ping within the writer's deadline. */
+  async #answersPing(e: Endpoint): Promise<boolean> {
+    const ping = (signal: AbortSignal) => e.client.ping({ select: false, abort_signal: signal });
+    const timer = (fn: () => void, ms: number) => this.#clock.setTimeout(fn, ms);
+    return (await withDeadline(this.#deadlineMs, `ping of ${e.name}`, timer, ping)).success;
+  }
+
+  /** Answer options for a query of this writer's: its deadline, on its clock. */
+  #bounded(settings?: ClickHouseSettings): AnswerOptions {
+    const setTimer = (fn: () => void, ms: number) => this.#clock.setTimeout(fn, ms);
+    return { timeoutMs: this.#deadlineMs, setTimer, ...(settings ? { settings } : {}) };
   }
 
   /** Asks the endpoint its version; a failure is classified like an insert's (it fails over alike). */
   async #learnVersion(e: Endpoint, what: string): Promise<string> {
     try {
-      e.version = versionOf(await queryText(e.client, "SELECT version()", SMALL_ANSWER_BYTES));
+      e.version = versionOf(await queryText(e.client, "SELECT version()", SMALL_ANSWER_BYTES, this.#bounded()));
     } catch (cause) {
       throw classifyInsertError(cause, `${what}: asking the server's version`);
     }
@@ -530,7 +562,7 @@ export class ClickHouseWriter {
       .join(" OR ");
     const query = `SELECT kafka_partition, kafka_offset FROM ${this.#offsetsTable} WHERE ${where || "0"}`;
     const settings = { max_execution_time: this.#checkSeconds };
-    const read = (c: ClickHouseClient) => queryText(c, query, ROWS_ANSWER_BYTES, settings);
+    const read = (c: ClickHouseClient) => queryText(c, query, ROWS_ANSWER_BYTES, this.#bounded(settings));
     const text = await this.#onAnyEndpoint(read).catch((err) => {
       throw permanentOr(err, "replay check: reading what the last owner stored");
     });
@@ -561,7 +593,8 @@ export class ClickHouseWriter {
       const which =
         (ids ? `query_id IN (${ids.map(quote).join(", ")})` : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`) +
         (this.#user === undefined ? "" : ` AND user = ${quote(this.#user)}`);
-      const answer = await queryText(c, `SELECT query_id FROM system.processes WHERE ${which}`, LIST_ANSWER_BYTES);
+      const query = `SELECT query_id FROM system.processes WHERE ${which}`;
+      const answer = await queryText(c, query, LIST_ANSWER_BYTES, this.#bounded());
       return answer.split("\n").filter(Boolean);
     };
     await Promise.all(
@@ -605,7 +638,7 @@ export class ClickHouseWriter {
     const answers = await Promise.all(
       this.#endpoints.map(async (e) => {
         try {
-          e.up = (await e.client.ping()).success;
+          e.up = await this.#answersPing(e);
         } catch {
           e.up = false;
         }

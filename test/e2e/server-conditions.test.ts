@@ -4,7 +4,8 @@
 // CH_UNREACHABLE_POLICY=wait a condition longer than the budget is waited out like a ClickHouse that
 // does not answer. The answers are each server's own: 18.16's as it sent it (captured by
 // scripts/clickhouse/capture-errors.ts), a current server's text and header in front of the 26.9
-// engine, which runs without server limits and cannot be brought to refuse so.
+// engine, which runs without server limits and cannot be brought to refuse so. An insert answered
+// 200 with an exception in its body, and one whose answer trickles, are failures too.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { CURRENT_CONDITIONS } from "../fixtures/clickhouse-conditions.ts";
@@ -95,6 +96,47 @@ test("18.16, CH_UNREACHABLE_POLICY=wait: a condition past the retry budget is wa
     const counts = await old.storedCounts(n);
     expect(counts.rows).toBe(first.valid + second.valid);
     expect(counts.ids).toBe(first.valid + second.valid);
+    expect(await w.stop()).toBe(0);
+  } finally {
+    proxy.stop();
+    w.proc.kill("SIGKILL");
+  }
+}, 90_000);
+
+test("18.16: inserts answered 200 with an exception in the body (headers sent early) are no success: retried, every row stored once", async () => {
+  const n = await old.names("condition-200");
+  const proxy = new ClickHouseHttpProxy(CLICKHOUSE_URL);
+  const w = await startWorker(workerEnv(n, { CLICKHOUSE_URL: proxy.url }));
+  try {
+    // What a server whose headers went out first writes after them: its status is already 200.
+    proxy.refuseInserts({ status: 200, body: total1816.body });
+    const r = await produceSynthetic(n.raw, 500, 0, 3);
+    await waitFor(() => (proxy.inserts.refused > 0 ? true : undefined), 20_000, "an insert answered 200 with an exception");
+    proxy.refuseInserts(null);
+    const s = await statsWhen(w, (s) => s.total_processed === r.valid && s.in_flight_buffer === 0, 30_000, "every record settled");
+    expect([s.total_clickhouse, s.total_dlq]).toEqual([r.valid, 0]);
+    expect(s.clickhouse_retries).toBeGreaterThan(0);
+    expect(await old.storedCounts(n)).toEqual({ rows: r.valid, ids: r.valid, offsetRows: r.valid, offsets: r.valid });
+    expect(await w.stop()).toBe(0);
+  } finally {
+    proxy.stop();
+    w.proc.kill("SIGKILL");
+  }
+}, 90_000);
+
+test("18.16: an endpoint that trickles its answer ends each attempt within CLICKHOUSE_REQUEST_TIMEOUT_MS + 1 s, and the partition moves on", async () => {
+  const n = await old.names("condition-trickle");
+  const proxy = new ClickHouseHttpProxy(CLICKHOUSE_URL);
+  const w = await startWorker(workerEnv(n, { CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "2000" }));
+  try {
+    proxy.refuseInserts({ status: 200, body: "", trickle: true });
+    const r = await produceSynthetic(n.raw, 300, 0, 4);
+    await waitFor(() => (proxy.trickled.filter((t) => t.ended !== undefined).length >= 2 ? true : undefined), 30_000, "two trickled attempts given up");
+    proxy.refuseInserts(null);
+    for (const t of proxy.trickled.filter((t) => t.ended !== undefined)) expect(t.ended! - t.began).toBeLessThan(2_000 + 1_000 + 500);
+    const s = await statsWhen(w, (s) => s.total_processed === r.valid && s.in_flight_buffer === 0, 30_000, "every record settled");
+    expect(s.total_clickhouse).toBe(r.valid);
+    expect(await old.storedCounts(n)).toEqual({ rows: r.valid, ids: r.valid, offsetRows: r.valid, offsets: r.valid });
     expect(await w.stop()).toBe(0);
   } finally {
     proxy.stop();

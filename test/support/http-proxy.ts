@@ -12,6 +12,8 @@ export interface Refusal {
   /** X-ClickHouse-Exception-Code, as current servers send it; 18.16 sends none. */
   exceptionCode?: string;
   body: string;
+  /** The body a byte every 500 ms, never ending: an endpoint that trickles its answer. */
+  trickle?: boolean;
 }
 
 export class ClickHouseHttpProxy {
@@ -19,6 +21,8 @@ export class ClickHouseHttpProxy {
   #refusal: Refusal | null = null;
   /** Inserts the proxy answered itself, and inserts it let through. */
   readonly inserts = { refused: 0, passed: 0 };
+  /** Each trickled answer: when it began, and when the client gave it up (performance.now()). */
+  readonly trickled: Array<{ began: number; ended?: number }> = [];
 
   constructor(private readonly target: string) {
     this.#server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => this.#answer(req) });
@@ -43,10 +47,23 @@ export class ClickHouseHttpProxy {
     const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.arrayBuffer();
     if (insert && this.#refusal) {
       this.inserts.refused++;
-      const { status, exceptionCode, body: text } = this.#refusal;
+      const { status, exceptionCode, body: text, trickle } = this.#refusal;
       const headers: Record<string, string> = { "content-type": "text/plain; charset=UTF-8" };
       if (exceptionCode !== undefined) headers["x-clickhouse-exception-code"] = exceptionCode;
-      return new Response(text, { status, headers });
+      if (!trickle) return new Response(text, { status, headers });
+      const t: { began: number; ended?: number } = { began: performance.now() };
+      this.trickled.push(t);
+      const stream = new ReadableStream({
+        async pull(c) {
+          await Bun.sleep(500);
+          c.enqueue(Uint8Array.of(0x20));
+        },
+        cancel() {
+          t.ended = performance.now();
+        },
+      });
+      req.signal.addEventListener("abort", () => (t.ended ??= performance.now()));
+      return new Response(stream, { status, headers });
     }
     if (insert) this.inserts.passed++;
     const headers = new Headers(req.headers);
