@@ -13,6 +13,7 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { consumeN, header, props, text } from "../support/kafka.ts";
 import { Admin } from "../../src/kafka/admin.ts";
+import { Transactions } from "../../src/kafka/transaction.ts";
 import { waitFor } from "../support/services.ts";
 import { explainedBy, startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
@@ -127,4 +128,38 @@ test.each([
   }
   console.log(`2 ${codec} bombs of ${bytes / 1e6} MB: peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, bound ${(bound / 2 ** 20).toFixed(0)} MiB`);
   expect(peak).toBeLessThan(bound);
+}, 180_000);
+
+// A bomb in a transaction that was aborted was never a record: librdkafka passes aborted batches
+// over (read_committed), and a batch that cannot be read is no exception. The same bomb committed
+// is dead-lettered, which shows the aborted one was read past rather than never fetched.
+test("an lz4 bomb in an aborted transaction is passed over, never dead-lettered; committed, it is", async () => {
+  const n = await names("bomb-txn");
+  const record = toJson(withFields({ raw_id: "the-bomb" }));
+  const bomb = `${record.slice(0, -1)}${" ".repeat(BOMB_BYTES)}}`;
+  const producer = new Producer({ ...props, "transactional.id": `${n.group}-txn`, "compression.type": "lz4", "message.max.bytes": "300000000" });
+  const txn = new Transactions(producer);
+  try {
+    await txn.init(30_000);
+    txn.begin();
+    await txn.produce(n.raw, bomb, { partition: 0 });
+    await txn.abort(30_000);
+    txn.begin();
+    await txn.produce(n.raw, bomb, { partition: 1 });
+    await txn.commit(30_000);
+  } finally {
+    txn.close();
+  }
+  await produce(n.raw, Array.from({ length: 30 }, (_, i) => [i % 3, toJson(withFields({ raw_id: `txn-${i}` }))] as [number, string]));
+  const w = await startWorker(workerEnv(n));
+  try {
+    await explainedBy(w, async () => {
+      const s = await statsWhen(w, (s) => s.total_processed === 31 && s.in_flight_buffer === 0, 60_000, "every record settled");
+      expect([s.total_clickhouse, s.total_dlq]).toEqual([30, 1]);
+      const [m] = await consumeN(n.dlq, 1, 30_000);
+      expect(header(m!, HEADERS.sourcePartition)).toBe("1");
+    });
+  } finally {
+    expect(await w.stop()).toBe(0);
+  }
 }, 180_000);
