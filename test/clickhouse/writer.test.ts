@@ -67,16 +67,17 @@ test("ClickHouse 18.16: a body over the profile's memory limit is a shape error 
   }
 });
 
-test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: the server takes the writer's insert settings for its version and reads async_insert=0 where it has the setting", async (_n, server, i) => {
+test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: the server takes the writer's insert settings for its version: async_insert=0 where it has the setting, no progress headers", async (_n, server, i) => {
   const ch = clients[i]!;
   await migrate(ch, "e2e", table);
   const w = new ClickHouseWriter(ch, "e2e", table);
   await w.insert(body("voice"), 1);
   // What the server itself reports for a query sent with the writer's settings.
   const settings = insertSettings(w.endpoints[0]!.version!);
-  const rs = await ch.query({ query: "SELECT name, value FROM system.settings WHERE name IN ('async_insert', 'max_threads')", format: "JSONEachRow", clickhouse_settings: settings });
+  const rs = await ch.query({ query: "SELECT name, value FROM system.settings WHERE name IN ('async_insert', 'max_threads', 'send_progress_in_http_headers')", format: "JSONEachRow", clickhouse_settings: settings });
   const seen = Object.fromEntries((await rs.json<{ name: string; value: string }>()).map((r) => [r.name, r.value]));
   expect(seen.max_threads).toBeDefined(); // the query itself answered
+  expect(seen.send_progress_in_http_headers).toBe("0");
   if (server.version.test("18.16.")) expect(seen.async_insert).toBeUndefined(); // 18.16 has no such setting
   else expect(seen.async_insert).toBe("0");
 });
