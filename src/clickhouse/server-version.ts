@@ -32,12 +32,14 @@ export function olderThanTested(version: string): boolean {
  * - `async_insert=0` since 21.11, where the setting exists (26.x defaults it to 1): the worker
  *   batches itself, and the server's queue would add latency, its own deduplication rules and
  *   errors reported after the acknowledgement.
- * - `send_progress_in_http_headers=0` and `wait_end_of_query=1` on every version (18.16 has both):
- *   the status goes out once the insert has ended, so a failure is a status and a header, whatever
- *   the user's profile sets. An exception in a 200 body is still read as one (writer.ts).
+ * - `send_progress_in_http_headers=0` on every version (18.16 has it): an insert writes no body,
+ *   so its status goes out once it has ended, a failure as a status and a header, whatever the
+ *   user's profile sets. An exception in a 200 body is still read as one (writer.ts).
+ *   (`wait_end_of_query=1` would buffer the answer in a 1 MiB chunk counted against the query's
+ *   memory limit, and an insert has no answer to buffer.)
  */
 export function insertSettings(version: string): ClickHouseSettings {
-  const status = { send_progress_in_http_headers: 0, wait_end_of_query: 1 } as ClickHouseSettings;
+  const status: ClickHouseSettings = { send_progress_in_http_headers: 0 };
   return atLeast(version, 21, 11) ? { ...status, async_insert: 0 } : status;
 }
 

@@ -4,7 +4,7 @@ import { insertSettings, olderThanTested, parseVersion } from "../../src/clickho
 
 setDefaultTimeout(60_000);
 
-const status = { send_progress_in_http_headers: 0, wait_end_of_query: 1 };
+const status = { send_progress_in_http_headers: 0 };
 test.each([
   ["18.16.1", status, false],
   ["21.8.15.7", status, false],
