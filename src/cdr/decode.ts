@@ -87,8 +87,8 @@ export interface DecodeContext {
   recordMaxBytes?: number;
 }
 
-export function decode(value: Uint8Array | string | null, ctx: DecodeContext): Decoded {
-  if (isOversized(value, ctx)) return oversized(value!, ctx.recordMaxBytes!);
+export function decode(value: Uint8Array | string | null, ctx: DecodeContext, wholeBytes?: number): Decoded {
+  if (isOversized(value, ctx, wholeBytes)) return oversized(value!, ctx.recordMaxBytes!, wholeBytes);
   const parsed = parseRecord(value);
   if (!parsed.ok) return reject("malformed_json", null, parsed.detail, parsed.text, false);
   const rec = parsed.record;
@@ -196,11 +196,17 @@ export function undecodable(error: string, text?: string): Decoded {
   return reject("malformed_json", null, detail, "", false);
 }
 
-/** Whether a record is over RECORD_MAX_BYTES: then it is neither scanned nor parsed. */
-export function isOversized(value: Uint8Array | string | null, ctx: DecodeContext): boolean {
+/**
+ * Whether a record is over RECORD_MAX_BYTES: then it is neither scanned nor parsed. `wholeBytes`:
+ * its size where `value` holds only its first bytes (the consumer copies no more).
+ */
+export function isOversized(value: Uint8Array | string | null, ctx: DecodeContext, wholeBytes?: number): boolean {
   if (value === null || ctx.recordMaxBytes === undefined) return false;
-  const bytes = typeof value === "string" ? Buffer.byteLength(value) : value.length;
-  return bytes > ctx.recordMaxBytes;
+  return (wholeBytes ?? byteLength(value)) > ctx.recordMaxBytes;
+}
+
+function byteLength(value: Uint8Array | string): number {
+  return typeof value === "string" ? Buffer.byteLength(value) : value.length;
 }
 
 /**
@@ -209,17 +215,16 @@ export function isOversized(value: Uint8Array | string | null, ctx: DecodeContex
  * what no CDR needs. Only the first MAX_PAYLOAD_CHARS bytes are decoded, for the envelope's
  * payload, which travels marked truncated with the record's size.
  */
-export function oversized(value: Uint8Array | string, max: number): Decoded {
-  const bytes = typeof value === "string" ? Buffer.byteLength(value) : value.length;
+export function oversized(value: Uint8Array | string, max: number, wholeBytes?: number): Decoded {
+  const bytes = wholeBytes ?? byteLength(value);
   const head =
     typeof value === "string"
       ? value.slice(0, MAX_PAYLOAD_CHARS)
       : lossy.decode(value.subarray(0, MAX_PAYLOAD_CHARS));
   const detail = `the record's ${bytes} bytes are over RECORD_MAX_BYTES (${max})`;
-  return {
-    ok: false,
-    rejection: { reason: "normalization_error", field: null, detail, payload: head, payloadIsObject: false, wholeBytes: bytes },
-  };
+  const reason = "normalization_error" as const;
+  const rejection = { reason, field: null, detail, payload: head, payloadIsObject: false, wholeBytes: bytes };
+  return { ok: false, rejection };
 }
 
 /**

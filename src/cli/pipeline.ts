@@ -7,6 +7,7 @@ import { CdrWorkerError, KafkaError } from "../errors.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { provenanceKeyOf, type ProvenanceKey } from "../dlq/provenance-mac.ts";
+import { MAX_PAYLOAD_CHARS } from "../dlq/envelope.ts";
 import { DlqPublisher } from "../dlq/publisher.ts";
 import { offsetLookup, type OffsetLookup } from "../kafka/offset-lookup.ts";
 import { Admin } from "../kafka/admin.ts";
@@ -64,6 +65,10 @@ export function buildPipeline(
     readTimestamps: true,
     // Delivery resumes each once it may deliver it (after its replay check, under exactly-once).
     assignPaused: true,
+    // A record over RECORD_MAX_BYTES is dead-lettered with its first bytes only: no more is copied
+    // out of librdkafka, and no key, which the worker does not read.
+    valueMaxBytes: Math.max(cfg.recordMaxBytes, MAX_PAYLOAD_CHARS),
+    readKeys: false,
   });
   const transactions = exactlyOnce
     ? new TransactionalCommits(new Transactions(producer), {

@@ -20,13 +20,23 @@ import { MESSAGE } from "./structs.ts";
 import { compileC } from "./tinycc.ts";
 
 /** Doubles per message in the metadata array filled by `copy`. */
-export const META_STRIDE = 7;
+export const META_STRIDE = 8;
 /**
  * Slots of one message's metadata. A length of -1 means the value or key is null. The topic
  * handle is a pointer: user-space addresses on x86_64 have 47 bits, exact in a double, so no
  * BigInt is made per message.
  */
-export const META = { err: 0, partition: 1, offset: 2, timestamp: 3, valueLen: 4, keyLen: 5, rkt: 6 } as const;
+export const META = {
+  err: 0,
+  partition: 1,
+  offset: 2,
+  timestamp: 3,
+  valueLen: 4,
+  keyLen: 5,
+  rkt: 6,
+  /** The value's length before any cap (CopyCaps): the record's size. */
+  valueWhole: 7,
+} as const;
 
 const SOURCE = `
 typedef unsigned long size_t;
@@ -45,23 +55,29 @@ static size_t put(memcpy_t mcpy, unsigned char *slab, size_t off, void *p, size_
   return off + len;
 }
 
-/* Bytes needed to copy the payloads and keys of n messages; each message's topic handle into meta,
-   so its name can be read while the message (and the reference it holds) still lives. */
-i64 batch_size(void **msgs, int n, double *meta) {
+static size_t capped(size_t len, i64 cap) { return cap >= 0 && (i64)len > cap ? (size_t)cap : len; }
+
+/* Bytes needed to copy the payloads and keys of n messages, each at most its cap (-1: none); each
+   message's topic handle into meta, so its name can be read while the message still lives. */
+i64 batch_size(void **msgs, int n, double *meta, i64 value_cap, i64 key_cap) {
   i64 total = 0;
   for (int i = 0; i < n; i++) {
     void *m = msgs[i];
     meta[i * ${META_STRIDE} + ${META.rkt}] = (double)(unsigned long)AT(m, ${MESSAGE.rkt}, void *);
-    /* An error's payload is its text: copied too, as a record error names its record's fate. */
-    if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)AT(m, ${MESSAGE.len}, size_t);
-    if (AT(m, ${MESSAGE.err}, int) != 0) continue;
-    if (AT(m, ${MESSAGE.key}, void *)) total += (i64)AT(m, ${MESSAGE.key_len}, size_t);
+    /* An error's payload is its text: copied whole, as a record error names its record's fate. */
+    if (AT(m, ${MESSAGE.err}, int) != 0) {
+      if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)AT(m, ${MESSAGE.len}, size_t);
+      continue;
+    }
+    if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)capped(AT(m, ${MESSAGE.len}, size_t), value_cap);
+    if (AT(m, ${MESSAGE.key}, void *)) total += (i64)capped(AT(m, ${MESSAGE.key_len}, size_t), key_cap);
   }
   return total;
 }
 
 /* Copies payload then key of each message into slab, fills meta, destroys every message. */
-int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_ts, void **fns) {
+int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_ts, void **fns, i64 value_cap,
+               i64 key_cap) {
   memcpy_t mcpy = (memcpy_t)fns[0];
   destroy_t destroy = (destroy_t)fns[1];
   timestamp_t timestamp = (timestamp_t)fns[2];
@@ -77,11 +93,13 @@ int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
     r[${META.timestamp}] = -1;
     r[${META.valueLen}] = -1;
     r[${META.keyLen}] = -1;
+    r[${META.valueWhole}] = (double)AT(m, ${MESSAGE.len}, size_t);
     if (err == 0 && with_ts) r[${META.timestamp}] = (double)timestamp(m, 0);
-    off = put(mcpy, slab, off, AT(m, ${MESSAGE.payload}, void *), AT(m, ${MESSAGE.len}, size_t),
-              r + ${META.valueLen});
+    size_t vlen = err == 0 ? capped(AT(m, ${MESSAGE.len}, size_t), value_cap) : AT(m, ${MESSAGE.len}, size_t);
+    off = put(mcpy, slab, off, AT(m, ${MESSAGE.payload}, void *), vlen, r + ${META.valueLen});
     if (err == 0)
-      off = put(mcpy, slab, off, AT(m, ${MESSAGE.key}, void *), AT(m, ${MESSAGE.key_len}, size_t), r + ${META.keyLen});
+      off = put(mcpy, slab, off, AT(m, ${MESSAGE.key}, void *), capped(AT(m, ${MESSAGE.key_len}, size_t), key_cap),
+                r + ${META.keyLen});
     destroy(m);
   }
   return n;
@@ -89,15 +107,21 @@ int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
 `;
 
 const SYMBOLS = {
-  batch_size: { args: ["ptr", "i32", "ptr"], returns: FFIType.i64_fast },
-  batch_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr"], returns: "i32" },
+  batch_size: { args: ["ptr", "i32", "ptr", "i64", "i64"], returns: FFIType.i64_fast },
+  batch_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr", "i64", "i64"], returns: "i32" },
 } as const;
 
+/** Most bytes of each value and key copied out (-1: all); a value's whole length goes into meta. */
+export interface CopyCaps {
+  value: number;
+  key: number;
+}
+
 export interface BatchCopy {
-  /** Total payload + key bytes of the first n messages in the slot array; topic handles into meta. */
-  size(slots: Pointer, n: number, meta: Pointer): number;
+  /** Total payload + key bytes (as capped) of the first n messages in the slot array; topic handles into meta. */
+  size(slots: Pointer, n: number, meta: Pointer, caps: CopyCaps): number;
   /** Copies into slab, fills meta (META_STRIDE doubles each), destroys all n messages. */
-  copy(slots: Pointer, n: number, slab: Pointer, meta: Pointer, withTimestamps: boolean): void;
+  copy(slots: Pointer, n: number, slab: Pointer, meta: Pointer, withTimestamps: boolean, caps: CopyCaps): void;
 }
 
 let loaded: BatchCopy | null | undefined;
@@ -122,8 +146,9 @@ export function loadBatchCopy(): BatchCopy | null {
     keepAlive.push(table);
     const tablePtr = ptr(table);
     loaded = {
-      size: (slots, n, meta) => Number(symbols.batch_size(slots, n, meta)),
-      copy: (slots, n, slab, meta, ts) => void symbols.batch_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr),
+      size: (slots, n, meta, caps) => Number(symbols.batch_size(slots, n, meta, caps.value, caps.key)),
+      copy: (slots, n, slab, meta, ts, caps) =>
+        void symbols.batch_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr, caps.value, caps.key),
     };
   } catch (cause) {
     log.warn("kafka: native batch copy unavailable, copying per message", { cause: (cause as Error).message });

@@ -23,7 +23,7 @@ import {
   type KafkaProps,
 } from "./handle.ts";
 import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type Message } from "./message.ts";
-import { loadBatchCopy, META, META_STRIDE, type BatchCopy } from "./batch-copy.ts";
+import { loadBatchCopy, META, META_STRIDE, type BatchCopy, type CopyCaps } from "./batch-copy.ts";
 import { partitionFetches, type PartitionFetch } from "./fetch-state.ts";
 import { coordinatorSampleOf, HeartbeatProofs } from "./heartbeat-proof.ts";
 import { monotonicOffsetMs } from "./libc.ts";
@@ -47,6 +47,14 @@ export interface ConsumerOptions {
   readHeaders?: boolean;
   /** Read each message's timestamp (one FFI call per message); default true. */
   readTimestamps?: boolean;
+  /**
+   * Most bytes of each value copied out of librdkafka; a longer value's first bytes are copied and
+   * its whole size set as `valueBytes` (RECORD_MAX_BYTES: a record too large to take costs only
+   * what its envelope needs). All unless given.
+   */
+  valueMaxBytes?: number;
+  /** Copy each message's key; default true (the worker reads no key). */
+  readKeys?: boolean;
   /**
    * Copy each batch out in one native call (batch-copy.ts); default true. False keeps the per-message
    * path, which tests use as the reference. Ignored when headers are read (they need the message).
@@ -115,6 +123,7 @@ export class Consumer {
   readonly #slotsPtr: Pointer;
   readonly #readHeaders: boolean;
   readonly #readTimestamps: boolean;
+  readonly #caps: CopyCaps;
   // Per-poll scratch arrays, reused: payload pointers, lengths and the messages to destroy.
   readonly #sources: Array<Pointer | null> = [];
   readonly #lengths: number[] = [];
@@ -170,6 +179,7 @@ export class Consumer {
     this.#wakeup = new QueueWakeup(this.#queue);
     this.#readHeaders = opts.readHeaders ?? false;
     this.#readTimestamps = opts.readTimestamps ?? true;
+    this.#caps = { value: opts.valueMaxBytes ?? -1, key: opts.readKeys === false ? 0 : -1 };
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
     this.#slotsPtr = ptr(this.#slots);
     this.#batchCopy = opts.nativeCopy === false || this.#readHeaders ? null : loadBatchCopy();
@@ -309,12 +319,12 @@ export class Consumer {
 
   /** Two native calls for the whole batch; per message only the JS object and a view. */
   #copyNative(copy: BatchCopy, n: number): Message[] {
-    const slab = new Uint8Array(Math.max(1, copy.size(this.#slotsPtr, n, this.#metaPtr)));
+    const slab = new Uint8Array(Math.max(1, copy.size(this.#slotsPtr, n, this.#metaPtr, this.#caps)));
     // Names now, while the messages hold their topic handles: copy() destroys them.
     this.#resolveTopics(n);
     // See copyIntoSlab: move a small array's inline storage to a real buffer before ptr().
     void slab.buffer;
-    copy.copy(this.#slotsPtr, n, ptr(slab), this.#metaPtr, this.#readTimestamps);
+    copy.copy(this.#slotsPtr, n, ptr(slab), this.#metaPtr, this.#readTimestamps, this.#caps);
     const meta = this.#meta;
     const out: Message[] = [];
     let off = 0;
@@ -346,15 +356,17 @@ export class Consumer {
         key = slab.subarray(off, off + keyLen);
         off += keyLen;
       }
-      out.push({
+      const m: Message = {
         topic: this.#topicName(meta[r + META.rkt]!),
         partition,
         offset,
         timestamp: meta[r + META.timestamp]!,
         value,
-        key,
+        key: this.#caps.key === 0 ? null : key,
         headers: undefined,
-      });
+      };
+      if (value !== null && meta[r + META.valueWhole]! > valueLen) m.valueBytes = meta[r + META.valueWhole]!;
+      out.push(m);
     }
     return out;
   }
@@ -450,19 +462,23 @@ export class Consumer {
       // A tombstone has a NULL payload: keep it null, not an empty value.
       sources[kept] = (read.ptr(m, MESSAGE.payload) || null) as Pointer | null;
       // Low 32 bits suffice: librdkafka caps a message at 1 GB (message.max.bytes); no BigInt per message.
-      lengths[kept] = read.u32(m, MESSAGE.len);
+      const whole = read.u32(m, MESSAGE.len);
+      lengths[kept] = this.#caps.value >= 0 ? Math.min(whole, this.#caps.value) : whole;
       this.#kept[kept++] = m;
-      out.push({
+      const message: Message = {
         topic,
         partition: read.i32(m, MESSAGE.partition),
         offset: readExactI64(m, MESSAGE.offset),
         timestamp: this.#readTimestamps ? Number(lib.rd_kafka_message_timestamp(m, null)) : -1,
         value: null,
-        key: read.ptr(m, MESSAGE.key)
-          ? copyBytes(read.ptr(m, MESSAGE.key) as Pointer, read.u32(m, MESSAGE.key_len))
-          : null,
+        key:
+          read.ptr(m, MESSAGE.key) && this.#caps.key !== 0
+            ? copyBytes(read.ptr(m, MESSAGE.key) as Pointer, read.u32(m, MESSAGE.key_len))
+            : null,
         headers: this.#readHeaders ? readHeaders(m) : undefined,
-      });
+      };
+      if (sources[kept - 1] !== null && whole > lengths[kept - 1]!) message.valueBytes = whole;
+      out.push(message);
     }
     const values = copyIntoSlab(sources, lengths, kept);
     for (let i = 0; i < kept; i++) {

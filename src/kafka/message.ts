@@ -14,6 +14,8 @@ export interface Message {
   timestamp: number;
   /** The payload bytes (a view into the batch's own copy); null for a tombstone. */
   value: Uint8Array | null;
+  /** The value's whole size where `value` holds only its first bytes (ConsumerOptions.valueMaxBytes). */
+  valueBytes?: number;
   key: Uint8Array | null;
   headers?: Array<[string, Uint8Array]>;
   /**

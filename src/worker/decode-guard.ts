@@ -4,7 +4,8 @@
  * (test/fuzz/fuzz.test.ts), but a defect in a stage must cost one record, not the partition: every
  * owner would read the same record and stop on it in turn, the whole group down.
  */
-import { decode, decodeFailed, isOversized, undecodable, type DecodeContext, type Verdict } from "../cdr/decode.ts";
+import { decode, decodeFailed, isOversized, oversized, undecodable } from "../cdr/decode.ts";
+import type { DecodeContext, Verdict } from "../cdr/decode.ts";
 import { scanRecord } from "../cdr/record-scan.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
@@ -17,14 +18,15 @@ export interface DecodeStages {
 const STAGES: DecodeStages = { scan: scanRecord, decode };
 
 /**
- * The scanned row, else decode()'s verdict; undecodable() for a record librdkafka could not read.
+ * The scanned row, else decode()'s verdict; undecodable() for a record librdkafka could not read,
+ * oversized() for one over RECORD_MAX_BYTES (never scanned: the single pass would read it all).
  * A throw from either stage becomes a rejection.
  */
 export function decodeOne(m: Message, ctx: DecodeContext, stages: DecodeStages = STAGES): Verdict {
   if (m.error !== undefined) return undecodable(m.error, m.errorText);
   try {
-    // An oversized record is refused by decode() unread: the single pass would read it all first.
-    const scanned = m.value === null || isOversized(m.value, ctx) ? null : stages.scan(m.value, ctx.phone);
+    if (isOversized(m.value, ctx, m.valueBytes)) return oversized(m.value!, ctx.recordMaxBytes!, m.valueBytes);
+    const scanned = m.value === null ? null : stages.scan(m.value, ctx.phone);
     return scanned ?? stages.decode(m.value, ctx);
   } catch (e) {
     log.error("decoding a record threw; it goes to the DLQ and the worker goes on", {
