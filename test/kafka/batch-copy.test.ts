@@ -3,7 +3,10 @@
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { loadBatchCopy } from "../../src/kafka/batch-copy.ts";
 import { Producer } from "../../src/kafka/producer.ts";
+import { Consumer, type ConsumerOptions } from "../../src/kafka/consumer.ts";
+import type { Message } from "../../src/kafka/message.ts";
 import { consumeN, createTopic, deleteTopics, props } from "../support/kafka.ts";
+import { uniqueName } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
 
@@ -41,4 +44,37 @@ test("native batch copy and per-message copy hand out identical messages: values
   expect(native.filter((m) => m.value === null).length).toBeGreaterThan(400);
   expect(native.filter((m) => m.key === null).length).toBeGreaterThan(400);
   expect(native.filter((m) => m.value?.length === 65_536).length).toBeGreaterThan(400);
+});
+
+/** Every message of a topic through a consumer with these copy options. */
+async function readAll(topic: string, count: number, opts: Partial<ConsumerOptions>): Promise<Message[]> {
+  const c = new Consumer({ props: { ...props, "group.id": uniqueName("caps") }, topics: [topic], ...opts });
+  const out: Message[] = [];
+  try {
+    const deadline = Date.now() + 30_000;
+    while (out.length < count && Date.now() < deadline) {
+      await c.waitForMessages(100);
+      out.push(...c.poll());
+    }
+  } finally {
+    await c.close();
+  }
+  return out.sort((a, b) => a.offset - b.offset);
+}
+
+test("with a value cap and no keys, both paths copy each value's first bytes only, say its whole size, and hand out no key", async () => {
+  const topic = await createTopic("batch-copy-caps", 1);
+  cleanup.push(topic);
+  const p = new Producer(props);
+  const sizes = [1, 10, 99, 100, 101, 5_000];
+  for (const [i, n] of sizes.entries()) await p.produce(topic, new Uint8Array(n).fill(65 + i), { key: "k".repeat(n), partition: 0 });
+  await p.produce(topic, null, { key: "tombstone", partition: 0 });
+  p.close();
+  for (const nativeCopy of [true, false]) {
+    const got = await readAll(topic, sizes.length + 1, { valueMaxBytes: 100, readKeys: false, nativeCopy });
+    expect(got.map((m) => m.value?.length ?? null)).toEqual([1, 10, 99, 100, 100, 100, null]);
+    expect(got.map((m) => m.valueBytes)).toEqual([undefined, undefined, undefined, undefined, 101, 5_000, undefined]);
+    expect(got.every((m) => m.key === null)).toBe(true);
+    expect(got[5]!.value!.every((b) => b === 65 + 5)).toBe(true);
+  }
 });
