@@ -4,7 +4,7 @@ import { insertSettings, olderThanTested, parseVersion } from "../../src/clickho
 
 setDefaultTimeout(60_000);
 
-const status = { send_progress_in_http_headers: 0 };
+const status = { send_progress_in_http_headers: 0 } as const;
 test.each([
   ["18.16.1", status, false],
   ["21.8.15.7", status, false],

@@ -56,12 +56,14 @@ for (const [server, scope, url, refusal] of SERVERS) {
       proxy.refuseInserts(null);
       await stream;
       const s = await statsWhen(w, (s) => s.total_processed === valid + invalid && s.in_flight_buffer === 0, 60_000, "every record settled");
-      expect(proxy.inserts.refused).toBeGreaterThan(0);
-      expect(s.clickhouse_retries).toBeGreaterThan(0);
+      const seen = { refused: proxy.inserts.refused, retries: s.clickhouse_retries, split: s.clickhouse_split_inserts, rows_refused: s.clickhouse_refused_rows, dlq: s.total_dlq, invalid };
+      console.log(`${server}: ${JSON.stringify(seen)}`);
+      expect(s.total_dlq).toBe(invalid);
       expect(s.clickhouse_split_inserts).toBe(0);
       expect(s.clickhouse_refused_rows).toBe(0);
       expect(s.clickhouse_exhausted_batches).toBe(0);
-      expect(s.total_dlq).toBe(invalid);
+      expect(proxy.inserts.refused).toBeGreaterThan(0);
+      expect(s.clickhouse_retries).toBeGreaterThan(0);
       const counts = await scope.storedCounts(n);
       expect(counts).toEqual({ rows: valid, ids: valid, offsetRows: valid, offsets: valid });
       const dlq = await readCommitted(n.dlq);
@@ -115,8 +117,9 @@ test("18.16: inserts answered 200 with an exception in the body (headers sent ea
     proxy.refuseInserts(null);
     const s = await statsWhen(w, (s) => s.total_processed === r.valid && s.in_flight_buffer === 0, 30_000, "every record settled");
     expect([s.total_clickhouse, s.total_dlq]).toEqual([r.valid, 0]);
-    expect(s.clickhouse_retries).toBeGreaterThan(0);
+    // Taken for stored, the rows of an insert answered so would be missing here.
     expect(await old.storedCounts(n)).toEqual({ rows: r.valid, ids: r.valid, offsetRows: r.valid, offsets: r.valid });
+    expect(s.clickhouse_retries).toBeGreaterThan(0);
     expect(await w.stop()).toBe(0);
   } finally {
     proxy.stop();
