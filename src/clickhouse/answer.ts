@@ -11,8 +11,13 @@ import { refusal } from "./insert-error.ts";
 export const SMALL_ANSWER_BYTES = 64 * 1024;
 /** A list the worker asks for: its running query ids, a table's columns. */
 export const LIST_ANSWER_BYTES = 4 * 1024 * 1024;
-/** Rows the replay check or a lost insert's check reads back: a batch's, or a partition's since its commit. */
-export const ROWS_ANSWER_BYTES = 256 * 1024 * 1024;
+/**
+ * Rows the replay check or a lost insert's check reads back: a batch's, or a partition's since its
+ * commit, about 70 bytes a row. A worker commits after each insert, so what any owner stored past a
+ * commit is at most its batches in flight (a few times BATCH_BACKLOG_ROWS): 32 MiB holds 480,000
+ * rows and leaves the rest of the memory bound to the worker.
+ */
+export const ROWS_ANSWER_BYTES = 32 * 1024 * 1024;
 
 /**
  * The body of `stream` as text; past `limit` bytes the stream is dropped and the read refused.

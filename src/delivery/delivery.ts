@@ -219,6 +219,18 @@ export class Delivery {
     return this.#tracker.positions();
   }
 
+  /**
+   * librdkafka's positions, read while the loop is idle: a partition whose every record handed over
+   * is durable moves to its position, past control records and aborted records (tracker.passOver),
+   * and the move is committed.
+   */
+  passOver(positions: ReadonlyArray<{ partition: number; offset: number }>): void {
+    let moved = false;
+    for (const { partition, offset } of positions)
+      if (offset >= 0 && this.#tracker.passOver(partition, offset)) moved = true;
+    if (moved) this.#commits.schedule();
+  }
+
   /** No room for another record: every batch slot is busy, or the DLQ sends awaited are at their bound. */
   /** A send waits for a proof of membership: the loop polls, full or not (consumption is paused meanwhile). */
   get awaitingMembership(): boolean {

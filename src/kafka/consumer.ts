@@ -88,7 +88,8 @@ export type GroupConsumer = Pick<
   | "completeRevoke"
   | "close"
   | "onHeartbeatProof"
->;
+> &
+  Partial<Pick<Consumer, "positions">>;
 
 /** What a reader of a topic range uses (dlq/reader.ts): partitions assigned directly, read to their ends. */
 export type RangeReader = Pick<Consumer, "assign" | "poll" | "endReached" | "queryWatermarks">;
@@ -569,6 +570,20 @@ export class Consumer {
    */
   endReached(partition: number): number | undefined {
     return this.#ends.get(partition);
+  }
+
+  /**
+   * Where librdkafka stands in each partition, a local read: every offset below was handed out or
+   * passed over (a transaction's control record, an aborted transaction's records). -1001 where
+   * nothing was handed out yet.
+   */
+  positions(partitions: readonly TopicPartition[]): TopicPartition[] {
+    if (this.#closed || partitions.length === 0) return [];
+    return withNativeList(partitions, (list) => {
+      const err = rdk().rd_kafka_position(this.#h.rk, list);
+      if (err !== 0) throw kafkaError("KAFKA_CLIENT", "position", err);
+      return fromNativeList(list);
+    });
   }
 
   /** Committed offsets as the broker has them (blocking up to timeoutMs: for tools and tests). */

@@ -93,6 +93,7 @@ const symbols = {
   rd_kafka_event_topic_partition_list: { args: ["ptr"], returns: "ptr" },
   rd_kafka_yield: { args: ["ptr"], returns: "void" },
   rd_kafka_committed: { args: ["ptr", "ptr", "i32"], returns: "i32" },
+  rd_kafka_position: { args: ["ptr", "ptr"], returns: "i32" },
   rd_kafka_offsets_for_times: { args: ["ptr", "ptr", "i32"], returns: "i32" },
   rd_kafka_get_watermark_offsets: { args: ["ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
   rd_kafka_query_watermark_offsets: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "i32"], returns: "i32" },

@@ -18,11 +18,14 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 
 // Longest waits for records (arrivals wake it sooner) and for room (a settle wakes it sooner).
 const IDLE_WAIT_MS = 20, FULL_WAIT_MS = 50;
+/** Least time between two reads of librdkafka's positions while idle (#passOver). */
+const PASS_OVER_INTERVAL_MS = 1_000;
 
 export class Worker {
   readonly #consumer: GroupConsumer;
   readonly #phone: PhoneNormalizer;
   readonly #recordMaxBytes: number | undefined;
+  #passedOverAt = -Infinity;
   readonly #delivery: Delivery;
   #state: WorkerState = "starting";
   #assigned = false;
@@ -73,6 +76,7 @@ export class Worker {
       }
       const messages = this.#poll();
       if (messages.length === 0) {
+        this.#passOver();
         await this.#consumer.waitForMessages(IDLE_WAIT_MS);
         continue;
       }
@@ -90,6 +94,24 @@ export class Worker {
     }
     await this.#consumer.close();
     this.#state = "stopped";
+  }
+
+  /**
+   * While idle, at most once a second: where librdkafka stands past the last record it handed out
+   * (a transaction's commit marker takes an offset of its own), the commit follows, so a quiet
+   * partition written by a transactional producer shows no lag of 1 for ever.
+   */
+  #passOver(): void {
+    const positions = this.#consumer.positions;
+    const now = this.#delivery.clock.mono();
+    if (!positions || now - this.#passedOverAt < PASS_OVER_INTERVAL_MS) return;
+    this.#passedOverAt = now;
+    try {
+      const at = positions.call(this.#consumer, this.#consumer.assignment);
+      this.#delivery.passOver(at.map((p) => ({ partition: p.partition, offset: Number(p.offset ?? -1) })));
+    } catch (e) {
+      log.debug("librdkafka's positions not read", { err: e as Error });
+    }
   }
 
   /** A poll that throws (the client may not use the group) is fatal, through the one fatal path. */

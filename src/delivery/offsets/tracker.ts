@@ -158,6 +158,21 @@ export class OffsetTracker {
     return out;
   }
 
+  /**
+   * librdkafka's position in a partition (`next`): every offset below it was handed over or passed
+   * over, a transaction's control record or an aborted transaction's records, which no hold stands
+   * for. Once every record handed over is durable, the position moves there: a transactional
+   * producer's last commit marker is committed past, and counts as no lag. True when it moved.
+   */
+  passOver(partition: number, next: number): boolean {
+    const p = this.#parts.get(partition);
+    if (!p || next <= p.consumed) return false;
+    while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
+    if (p.head < p.holds.length || p.position !== p.consumed) return false;
+    p.position = p.consumed = next;
+    return true;
+  }
+
   /** The group acknowledged these positions. */
   confirm(positions: ReadonlyArray<{ partition: number; offset: number }>): void {
     for (const { partition, offset } of positions) {

@@ -147,3 +147,21 @@ test("whenReached: an envelope waits for the batch before it, not for envelopes;
   expect(reached).toEqual(["batch 1", "p1 e0", "e2", "e4", "batch 2"]);
   expect(e2.done || e4.done).toBe(false);
 });
+
+test("librdkafka's position past a transaction's commit marker is taken once every record is durable, never before", () => {
+  const t = new OffsetTracker(() => 0);
+  const batch = {};
+  const h = t.track(0, 0, batch)!; // records 0-9, one batch
+  for (let o = 1; o < 10; o++) t.track(0, o, batch);
+  // The producer's commit marker takes offset 10: librdkafka stands at 11.
+  expect(t.passOver(0, 11)).toBe(false); // the batch is not durable yet
+  expect(positions(t)).toEqual([]);
+  h.done = true;
+  expect(t.passOver(0, 10)).toBe(false); // nothing past what was handed over
+  expect(t.passOver(0, 11)).toBe(true);
+  expect(positions(t)).toEqual([{ partition: 0, offset: 11 }]);
+  // The records after the marker go on from there.
+  t.track(0, 11, {})!.done = true;
+  expect(positions(t)).toEqual([{ partition: 0, offset: 12 }]);
+  expect(t.passOver(5, 3)).toBe(false); // a partition nothing was handed over for
+});
