@@ -123,7 +123,7 @@ export function buildPipeline(
         : {}),
     },
   );
-  const worker = new Worker({ consumer, phone, delivery, recordMaxBytes: cfg.recordMaxBytes });
+  const worker = new Worker({ consumer, decoding: { phone, recordMaxBytes: cfg.recordMaxBytes }, delivery });
   return { counters, phone, dlqProducer: () => producer, transactions, consumer, writer, delivery, worker };
 }
 

@@ -33,6 +33,7 @@ import { Pending } from "./pending.ts";
 import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
 import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
+import { PassOver } from "./offsets/pass-over.ts";
 import type { GroupToken, TransactionalCommits } from "./offsets/transactional-commits.ts";
 import { Replays, type ReplayFinder } from "./replays.ts";
 
@@ -105,6 +106,7 @@ export class Delivery {
   #events: DeliveryEvents = { onFatal: () => {}, onSettled: () => {} };
   readonly #pending: Pending;
   readonly #commits: CommitScheduler;
+  readonly #passOver: PassOver;
   #replays: Replays | null = null;
   readonly #lease: Lease;
   /** Exactly-once: sends go only while the coordinator's answers prove membership (membership.ts). */
@@ -189,6 +191,7 @@ export class Delivery {
       (e) => this.#events.onFatal(e),
       deps.transactions ? { spacingMs: TRANSACTION_SPACING_MS, clock } : undefined,
     );
+    this.#passOver = new PassOver(deps.consumer, clock, (positions) => this.#moveTo(positions));
   }
 
   /** The worker's ears: called back on a fatal failure and whenever something settles. */
@@ -220,11 +223,15 @@ export class Delivery {
   }
 
   /**
-   * librdkafka's positions, read while the loop is idle: a partition whose every record handed over
-   * is durable moves to its position, past control records and aborted records (tracker.passOver),
-   * and the move is committed.
+   * The loop found no record: a partition whose every record handed over is durable moves to
+   * librdkafka's position, past control records and aborted records (offsets/pass-over.ts), and
+   * the move is committed.
    */
-  passOver(positions: ReadonlyArray<{ partition: number; offset: number }>): void {
+  idle(): void {
+    this.#passOver.tick();
+  }
+
+  #moveTo(positions: ReadonlyArray<{ partition: number; offset: number }>): void {
     let moved = false;
     for (const { partition, offset } of positions)
       if (offset >= 0 && this.#tracker.passOver(partition, offset)) moved = true;

@@ -6,6 +6,8 @@
  */
 import { decode, decodeFailed, isOversized, oversized, undecodable } from "../cdr/decode.ts";
 import type { DecodeContext, Verdict } from "../cdr/decode.ts";
+
+export type { DecodeContext };
 import { scanRecord } from "../cdr/record-scan.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";

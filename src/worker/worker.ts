@@ -5,12 +5,11 @@
  * (src/delivery/). A DLQ, commit or poll failure is fatal: the worker stops without flushing or
  * committing further.
  */
-import type { PhoneNormalizer } from "../cdr/phone.ts";
 import type { Delivery } from "../delivery/delivery.ts";
 import type { GroupConsumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { log } from "../log.ts";
-import { decodeOne } from "./decode-guard.ts";
+import { decodeOne, type DecodeContext } from "./decode-guard.ts";
 import { drain } from "./drain.ts";
 import { releaseRevoked } from "./revoke.ts";
 
@@ -18,24 +17,19 @@ export type WorkerState = "starting" | "running" | "tripped" | "draining" | "sto
 
 // Longest waits for records (arrivals wake it sooner) and for room (a settle wakes it sooner).
 const IDLE_WAIT_MS = 20, FULL_WAIT_MS = 50;
-/** Least time between two reads of librdkafka's positions while idle (#passOver). */
-const PASS_OVER_INTERVAL_MS = 1_000;
 
 export class Worker {
   readonly #consumer: GroupConsumer;
-  readonly #phone: PhoneNormalizer;
-  readonly #recordMaxBytes: number | undefined;
-  #passedOverAt = -Infinity;
+  readonly #ctx: DecodeContext;
   readonly #delivery: Delivery;
   #state: WorkerState = "starting";
   #assigned = false;
   #stopRequested = false;
   #fatal: Error | null = null;
 
-  constructor(deps: { consumer: GroupConsumer; phone: PhoneNormalizer; delivery: Delivery; recordMaxBytes?: number }) {
+  constructor(deps: { consumer: GroupConsumer; decoding: DecodeContext; delivery: Delivery }) {
     this.#consumer = deps.consumer;
-    this.#phone = deps.phone;
-    this.#recordMaxBytes = deps.recordMaxBytes;
+    this.#ctx = deps.decoding;
     this.#delivery = deps.delivery;
     // The consumer's wait for records is the loop's one waiting point: whatever else it waits for wakes it.
     this.#delivery.listen({ onFatal: (e) => this.#fail(e), onSettled: () => this.#consumer.wake() });
@@ -76,7 +70,7 @@ export class Worker {
       }
       const messages = this.#poll();
       if (messages.length === 0) {
-        this.#passOver();
+        this.#delivery.idle();
         await this.#consumer.waitForMessages(IDLE_WAIT_MS);
         continue;
       }
@@ -96,24 +90,6 @@ export class Worker {
     this.#state = "stopped";
   }
 
-  /**
-   * While idle, at most once a second: where librdkafka stands past the last record it handed out
-   * (a transaction's commit marker takes an offset of its own), the commit follows, so a quiet
-   * partition written by a transactional producer shows no lag of 1 for ever.
-   */
-  #passOver(): void {
-    const positions = this.#consumer.positions;
-    const now = this.#delivery.clock.mono();
-    if (!positions || now - this.#passedOverAt < PASS_OVER_INTERVAL_MS) return;
-    this.#passedOverAt = now;
-    try {
-      const at = positions.call(this.#consumer, this.#consumer.assignment);
-      this.#delivery.passOver(at.map((p) => ({ partition: p.partition, offset: Number(p.offset ?? -1) })));
-    } catch (e) {
-      log.debug("librdkafka's positions not read", { err: e as Error });
-    }
-  }
-
   /** A poll that throws (the client may not use the group) is fatal, through the one fatal path. */
   #poll(draining = false): Message[] {
     try {
@@ -125,10 +101,9 @@ export class Worker {
   }
 
   #handOver(messages: Message[]): void {
-    const ctx = { phone: this.#phone, recordMaxBytes: this.#recordMaxBytes };
     const ingestedAt = Math.floor(this.#delivery.clock.now() / 1000);
     this.#delivery.received(messages);
-    for (const m of messages) this.#delivery.handOver(m, decodeOne(m, ctx), ingestedAt);
+    for (const m of messages) this.#delivery.handOver(m, decodeOne(m, this.#ctx), ingestedAt);
   }
 
   /** Commits everything of the revoked partitions before librdkafka gives them away (or drops it, lost). */

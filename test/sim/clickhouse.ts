@@ -316,15 +316,20 @@ export class SimClickHouseClient {
     clickhouse_settings?: Record<string, unknown>;
     abort_signal?: AbortSignal;
   }) {
-    // A query read through exec() (clickhouse/answer.ts): its format named in its text, its answer a stream.
+    // A query read through exec() (clickhouse/answer.ts): its format named in its text, its answer a
+    // stream with the status and headers the client hands back under ignore_error_response. A
+    // statement (KILL QUERY) is run as command() runs it, and answers no rows.
     if (params.values === undefined) {
       const query = params.query.replace(/ FORMAT (TabSeparated|JSONEachRow)$/, "");
-      const answer = await this.query({ query, clickhouse_settings: params.clickhouse_settings });
-      const text = await answer.text();
+      const text = query.startsWith("KILL QUERY")
+        ? await this.command({ query }).then(() => "")
+        : await (await this.query({ query, clickhouse_settings: params.clickhouse_settings })).text();
       return {
         stream: (async function* () {
           if (text) yield Buffer.from(text);
         })(),
+        http_status_code: 200,
+        response_headers: {} as Record<string, unknown>,
       };
     }
     const chunks: Buffer[] = [];

@@ -214,7 +214,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
       },
       { consumer, writer, dlq, counters, replays, transactions, clock },
     );
-    const worker = new Worker({ consumer, phone, delivery });
+    const worker = new Worker({ consumer, decoding: { phone }, delivery });
     const proc: Proc = { actor, worker, consumer, delivery, ended: false, restartMs: 1_000 };
     // The process's first step runs as that process.
     sched.at(0, () => {

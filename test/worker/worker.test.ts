@@ -64,7 +64,7 @@ function harness(messages: Message[], dlqDelayMs = 0) {
     { topic: "cdr.raw", batchSize: 2, flushIntervalMs: 20, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: 1, dlqRatioWindow: 100 },
     { consumer, writer, dlq, counters },
   );
-  const worker = new Worker({ consumer, phone: new PhoneNormalizer(), delivery });
+  const worker = new Worker({ consumer, decoding: { phone: new PhoneNormalizer() }, delivery });
   return { worker, delivery, events, rejections, counters, push: (m: Message[]) => { queued = queued.concat(m); } };
 }
 
