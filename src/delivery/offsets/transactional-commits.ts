@@ -107,6 +107,14 @@ const RELEASED = -1;
 /** How often a commit flushes again while envelopes keep joining its transaction before it closes it. */
 const MAX_FLUSHES = 10;
 
+/**
+ * Most envelopes one transaction holds. Each stays in memory until its transaction ends (it goes
+ * again if the transaction aborts), and a flood of invalid records kept one transaction open while
+ * envelopes joined it faster than the commit's flushes caught up: 90,000 of them, about 150 MiB.
+ * Past this, a new envelope waits for the next transaction.
+ */
+export const MAX_TRANSACTION_ENVELOPES = 10_000;
+
 export class TransactionalCommits<G extends GroupToken> {
   #tx: TransactionalProducer<G>;
   readonly #opts: TransactionalCommitsOptions<G>;
@@ -123,6 +131,8 @@ export class TransactionalCommits<G extends GroupToken> {
   #ending: Promise<void> | null = null;
   /** The open transaction's envelopes: checked against its offsets, produced again if it aborts. */
   #produced: Produced[] = [];
+  /** Resolved when a transaction ends: envelopes that found the open one full try again. */
+  #room: PromiseWithResolvers<void> | null = null;
   #refusal = "";
   /** Counts the assignments lost (abandon): an envelope of an earlier one is never sent again. */
   #assignment = 0;
@@ -169,7 +179,8 @@ export class TransactionalCommits<G extends GroupToken> {
     source: EnvelopeSource,
   ): Promise<DeliveryReport> {
     const assignment = this.#assignment;
-    while (this.#ending) await this.#ending;
+    while (this.#ending || this.#produced.length >= MAX_TRANSACTION_ENVELOPES)
+      await (this.#ending ?? (this.#room ??= Promise.withResolvers<void>()).promise);
     const delivered = Promise.withResolvers<DeliveryReport>();
     const entry: Produced = { topic, value, opts, source, delivered, assignment };
     // Its assignment was lost while it waited for the transaction: the record is its next owner's.
@@ -326,6 +337,9 @@ export class TransactionalCommits<G extends GroupToken> {
     } finally {
       this.#ending = null;
       ended.resolve();
+      const room = this.#room;
+      this.#room = null;
+      room?.resolve();
     }
   }
 

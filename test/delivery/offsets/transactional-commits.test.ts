@@ -3,6 +3,7 @@
 // calls is test/kafka/transaction.test.ts; the delivery simulation runs them under faults.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import {
+  MAX_TRANSACTION_ENVELOPES,
   TransactionalCommits,
   type TransactionalProducer,
 } from "../../../src/delivery/offsets/transactional-commits.ts";
@@ -344,4 +345,18 @@ test("regression: a producer failed for good otherwise than fenced (INVALID_TXN_
   expect(tx.calls.slice(-3)).toEqual(["sendOffsets failed ILLEGAL_GENERATION", "abort failed INVALID_TXN_STATE", "close"]);
   expect(renewed[0]!.calls).toEqual(["init", "begin", "produce e1"]);
   expect(commits.renewals).toBe(1);
+});
+
+test("a transaction holds at most MAX_TRANSACTION_ENVELOPES: the next envelope waits for the next transaction", async () => {
+  const { tx, commits } = setup();
+  const sends = Array.from({ length: MAX_TRANSACTION_ENVELOPES + 5 }, (_, i) => commits.produce("dlq", `e${i}`, {}, { partition: 0, offset: i }));
+  await Bun.sleep(0);
+  const produced = () => tx.calls.filter((c) => c.startsWith("produce ")).length;
+  expect(produced()).toBe(MAX_TRANSACTION_ENVELOPES);
+  expect(await commits.commit(() => [at(0, MAX_TRANSACTION_ENVELOPES)])).toBe(true);
+  // The waiting five join the next transaction, once the full one has committed.
+  await waitFor(() => (produced() === MAX_TRANSACTION_ENVELOPES + 5 ? true : undefined), 5_000, "the rest produced");
+  expect(tx.calls.indexOf("commit")).toBeLessThan(tx.calls.lastIndexOf(`produce e${MAX_TRANSACTION_ENVELOPES}`));
+  expect(await commits.commit(() => [at(0, MAX_TRANSACTION_ENVELOPES + 5)])).toBe(true);
+  await Promise.all(sends);
 });
