@@ -4,13 +4,13 @@
 // record once: librdkafka (patched, scripts/librdkafka/patches/) stops decompressing at
 // receive.message.max.bytes and reports the batch offset by offset instead of fetching it again.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { readFileSync } from "node:fs";
 import { loadConfig } from "../../src/config.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { memoryBoundBytes } from "../../src/stats/memory-bound.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
+import { samplePeakRss } from "../support/rss.ts";
 import { consumeN, header, props, text } from "../support/kafka.ts";
 import { Admin } from "../../src/kafka/admin.ts";
 import { Transactions } from "../../src/kafka/transaction.ts";
@@ -45,11 +45,8 @@ test("a 200 MB lz4 record on each partition between valid ones: each dead-letter
 
   const w = await startWorker(workerEnv(n));
   const bound = memoryBoundBytes(loadConfig({ DLQ_PROVENANCE: "unsigned" }).batch, 50_000);
+  const rss = samplePeakRss(w.proc.pid);
   let peak = 0;
-  const sample = setInterval(() => {
-    const kib = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${w.proc.pid}/status`, "utf8"))?.[1] ?? 0);
-    peak = Math.max(peak, kib * 1024);
-  }, 100);
   try {
     await explainedBy(w, async () => {
       const s = await statsWhen(w, (s) => s.total_processed === 6 * VALID_EACH_SIDE + 3 && s.in_flight_buffer === 0, 60_000, "every record durable");
@@ -65,22 +62,12 @@ test("a 200 MB lz4 record on each partition between valid ones: each dead-letter
       expect(w.proc.exitCode).toBeNull();
     });
   } finally {
-    clearInterval(sample);
+    peak = rss.stop();
     expect(await w.stop()).toBe(0);
   }
   console.log(`3 lz4 bombs of ${BOMB_BYTES / 1e6} MB: peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, bound ${(bound / 2 ** 20).toFixed(0)} MiB`);
   expect(peak).toBeLessThan(bound);
 }, 180_000);
-
-/** The worker's peak RSS (VmHWM), sampled every 100 ms until stopped. */
-function peakRss(pid: number) {
-  let peak = 0;
-  const sample = setInterval(() => {
-    const kib = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
-    peak = Math.max(peak, kib * 1024);
-  }, 100);
-  return { stop: () => (clearInterval(sample), peak) };
-}
 
 // A topic another tool made often keeps each producer's codec (compression.type=producer): the
 // broker stores gzip and snappy batches as they come, and every codec must stop at the same cap.
@@ -108,7 +95,7 @@ test.each([
 
   const w = await startWorker(workerEnv(n));
   const bound = memoryBoundBytes(loadConfig({ DLQ_PROVENANCE: "unsigned" }).batch, 50_000);
-  const rss = peakRss(w.proc.pid);
+  const rss = samplePeakRss(w.proc.pid);
   let peak = 0;
   try {
     await explainedBy(w, async () => {

@@ -3,13 +3,13 @@
 // smallest records, each costing librdkafka an op. Peak RSS (VmHWM) is compared with the bound at
 // the defaults. The bombs (one record decompressing to 200 MB) are test/e2e/decompression-bomb.test.ts.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { readFileSync } from "node:fs";
 import { loadConfig } from "../../src/config.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { memoryBoundBytes } from "../../src/stats/memory-bound.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
+import { samplePeakRss } from "../support/rss.ts";
 import { consumeN, header, props, text } from "../support/kafka.ts";
 import { produceRaw, recordBatch } from "../support/raw-batch.ts";
 import { KAFKA_BROKERS } from "../support/services.ts";
@@ -23,17 +23,13 @@ const bound = memoryBoundBytes(loadConfig({ DLQ_PROVENANCE: "unsigned" }).batch,
 
 /** Runs `w` until `done`, sampling its peak RSS; returns it. */
 async function peakWhile(w: RunningWorker, done: () => Promise<unknown>): Promise<number> {
-  let peak = 0;
-  const sample = setInterval(() => {
-    const kib = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${w.proc.pid}/status`, "utf8"))?.[1] ?? 0);
-    peak = Math.max(peak, kib * 1024);
-  }, 100);
+  const rss = samplePeakRss(w.proc.pid);
   try {
     await explainedBy(w, done);
   } finally {
-    clearInterval(sample);
+    rss.stop();
   }
-  return peak;
+  return rss.stop();
 }
 
 async function produceEach(topic: string, values: Array<{ partition: number; value: string | null; key?: string }>) {

@@ -4,26 +4,14 @@
 // it (librdkafka issue #5456): the cluster's broker kill -9 left a worker's commit hanging there,
 // with the partitions' lag growing and nothing logged. The broker's side of transactions is
 // test/kafka/transaction.test.ts.
-import { dlopen, FFIType, type Pointer } from "bun:ffi";
+import type { Pointer } from "bun:ffi";
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { cstr, rdk } from "../../src/kafka/native.ts";
+import { cstr } from "../../src/kafka/native.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { GroupMetadata, TransactionError, Transactions } from "../../src/kafka/transaction.ts";
-import { ROOT } from "../support/services.ts";
+import { mockControls } from "../support/mock-cluster.ts";
 
 setDefaultTimeout(60_000);
-
-/** The mock cluster's controls, from the library the worker loaded (dlopen shares it). */
-function mockControls() {
-  rdk();
-  const { symbols } = dlopen(`${ROOT}/.local/librdkafka/lib/librdkafka.so.1`, {
-    rd_kafka_handle_mock_cluster: { args: [FFIType.ptr], returns: FFIType.ptr },
-    rd_kafka_mock_coordinator_set: { args: [FFIType.ptr, FFIType.ptr, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
-    rd_kafka_mock_broker_set_down: { args: [FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
-    rd_kafka_consumer_group_metadata_new: { args: [FFIType.ptr], returns: FFIType.ptr },
-  });
-  return symbols;
-}
 
 test("regression: send_offsets_to_transaction returns, refused, when the group coordinator goes down, instead of waiting for ever", async () => {
   const mock = mockControls();

@@ -4,25 +4,13 @@
 // is fetched again from the next offset. Unpatched, the bound counted values alone and was checked
 // only before a fetch: a batch of 200,000 records of two bytes each, or a batch that fails to
 // decompress and stands for as many offsets, went onto the queue whole.
-import { dlopen, FFIType, type Pointer } from "bun:ffi";
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { Consumer } from "../../src/kafka/consumer.ts";
-import { cstr, rdk } from "../../src/kafka/native.ts";
-import { Producer } from "../../src/kafka/producer.ts";
+import { mockClusterWith } from "../support/mock-cluster.ts";
 import { produceRaw, recordBatch, type RawRecord } from "../support/raw-batch.ts";
-import { ROOT, waitFor } from "../support/services.ts";
+import { waitFor } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
-
-function mockControls() {
-  rdk();
-  const { symbols } = dlopen(`${ROOT}/.local/librdkafka/lib/librdkafka.so.1`, {
-    rd_kafka_handle_mock_cluster: { args: [FFIType.ptr], returns: FFIType.ptr },
-    rd_kafka_mock_cluster_bootstraps: { args: [FFIType.ptr], returns: FFIType.cstring },
-    rd_kafka_mock_topic_create: { args: [FFIType.ptr, FFIType.ptr, FFIType.i32, FFIType.i32], returns: FFIType.i32 },
-  });
-  return symbols;
-}
 
 const RECORDS = 200_000;
 const tiny: RawRecord = { value: new TextEncoder().encode("{}") };
@@ -32,14 +20,10 @@ test.each([
   ["lz4", "lz4", false],
   ["lz4 that does not decompress", "lz4", true],
 ] as const)("a batch of 200,000 two-byte records (%s): the prefetch queue stays near its bound, and every offset comes out once, in order", async (_n, codec, corrupt) => {
-  const mock = mockControls();
-  const holder = new Producer({ "test.mock.num.brokers": "1" });
   const topic = `budget-${codec}-${corrupt}`;
+  const { holder, bootstraps } = mockClusterWith(topic);
   let consumer: Consumer | null = null;
   try {
-    const cluster = mock.rd_kafka_handle_mock_cluster(holder.handle) as Pointer;
-    const bootstraps = String(mock.rd_kafka_mock_cluster_bootstraps(cluster));
-    expect(mock.rd_kafka_mock_topic_create(cluster, cstr(topic), 1, 1)).toBe(0);
     const batch = recordBatch(Array.from({ length: RECORDS }, () => tiny), codec, { corruptFrame: corrupt });
     expect((await produceRaw(bootstraps, topic, 0, batch)).error).toBe(0);
     expect((await produceRaw(bootstraps, topic, 0, recordBatch([{ value: new TextEncoder().encode('{"last":1}') }]))).error).toBe(0);

@@ -3,38 +3,21 @@
 // test/e2e/raw-records.test.ts). Every offset of a partition comes out of the consumer once, as a
 // record or as a record error naming its batch, and the consumer moves past; unpatched, a record
 // that does not parse read as a truncated response and its offset was fetched for ever.
-import { dlopen, FFIType, type Pointer } from "bun:ffi";
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import type { Message } from "../../src/kafka/message.ts";
-import { cstr, rdk } from "../../src/kafka/native.ts";
-import { Producer } from "../../src/kafka/producer.ts";
+import { mockClusterWith } from "../support/mock-cluster.ts";
 import { produceRaw, recordBatch, type RawRecord } from "../support/raw-batch.ts";
-import { ROOT } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
-
-function mockControls() {
-  rdk();
-  const { symbols } = dlopen(`${ROOT}/.local/librdkafka/lib/librdkafka.so.1`, {
-    rd_kafka_handle_mock_cluster: { args: [FFIType.ptr], returns: FFIType.ptr },
-    rd_kafka_mock_cluster_bootstraps: { args: [FFIType.ptr], returns: FFIType.cstring },
-    rd_kafka_mock_topic_create: { args: [FFIType.ptr, FFIType.ptr, FFIType.i32, FFIType.i32], returns: FFIType.i32 },
-  });
-  return symbols;
-}
 
 const value = (i: number): RawRecord => ({ value: new TextEncoder().encode(`{"n":${i}}`) });
 
 test("every offset of batches that cannot be read comes out once, as a record error naming its batch, and the partition moves on", async () => {
-  const mock = mockControls();
-  const holder = new Producer({ "test.mock.num.brokers": "1" });
   const topic = "unreadable";
+  const { holder, bootstraps } = mockClusterWith(topic);
   let consumer: Consumer | null = null;
   try {
-    const cluster = mock.rd_kafka_handle_mock_cluster(holder.handle) as Pointer;
-    const bootstraps = String(mock.rd_kafka_mock_cluster_bootstraps(cluster));
-    expect(mock.rd_kafka_mock_topic_create(cluster, cstr(topic), 1, 1)).toBe(0);
     const batches: Array<Parameters<typeof recordBatch>> = [
       // 0-2: the third record claims 50 bytes where the batch holds 3.
       [[value(0), value(1), { raw: Uint8Array.of(0, 0, 4), recordLength: 50 }]],
