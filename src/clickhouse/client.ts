@@ -33,14 +33,42 @@ export function clickhouseUrls(url: string): string[] {
     .filter(Boolean);
 }
 
-/** A client for each endpoint, named host:port (no credentials), for ClickHouseWriter. */
+/** A client for each endpoint, named host:port (no credentials), and its ping, for ClickHouseWriter. */
 export function createClickHouseEndpoints(
   cfg: Config["clickhouse"],
-): Array<{ name: string; client: ClickHouseClient }> {
+): Array<{ name: string; client: ClickHouseClient; ping: Ping }> {
   return clickhouseUrls(cfg.url).map((url) => ({
     name: new URL(url).host,
     client: createClickHouse(cfg, undefined, url),
+    ping: pingOf(url, cfg.caCert),
   }));
+}
+
+/** Whether the endpoint answers `/ping` with `Ok.`; ended by `signal`. */
+export type Ping = (signal: AbortSignal) => Promise<boolean>;
+
+/** Most bytes of a `/ping` answer read: `Ok.` and a newline, or an error page. */
+const PING_ANSWER_BYTES = 4096;
+
+/**
+ * `GET /ping`, its answer read up to PING_ANSWER_BYTES: the client's own ping reads an error's body
+ * whole, which an endpoint that is not ClickHouse can make as large as it likes. No credentials go.
+ */
+export function pingOf(url: string, caCert?: Buffer): Ping {
+  const u = new URL(url);
+  const target = `${u.protocol}//${u.host}${u.pathname.replace(/\/$/, "")}/ping`;
+  return async (signal) => {
+    const res = await fetch(target, { signal, ...(caCert ? { tls: { ca: caCert.toString() } } : {}) });
+    const reader = res.body?.getReader();
+    let text = "";
+    while (reader && text.length <= PING_ANSWER_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString("latin1");
+    }
+    await reader?.cancel().catch(() => {});
+    return res.ok && text.trim() === "Ok.";
+  };
 }
 
 /** A client for one endpoint: `url`, else the first of CLICKHOUSE_URL. */

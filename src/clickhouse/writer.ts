@@ -41,6 +41,7 @@ import { offsetsTable } from "./migrate.ts";
 import { boundsInsertLife, insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 import { ANSWER_DEADLINE_MARGIN_MS, queryText, readCapped, versionOf, withDeadline } from "./answer.ts";
 import type { AnswerOptions } from "./answer.ts";
+import type { Ping } from "./client.ts";
 import { LIST_ANSWER_BYTES, ROWS_ANSWER_BYTES, SMALL_ANSWER_BYTES } from "./answer.ts";
 
 /** Awaited right before an insert's send; may resolve to the time (monotonic ms) its request ends by. */
@@ -126,6 +127,8 @@ export interface Endpoint {
   /** host:port, never the credentials. */
   readonly name: string;
   readonly client: ClickHouseClient;
+  /** `/ping` with its answer bounded (client.ts pingOf); the client's own ping where absent. */
+  readonly ping?: Ping;
   up: boolean;
   inserts: number;
   failures: number;
@@ -159,7 +162,7 @@ export class ClickHouseWriter {
   readonly #heldSaid = new WeakSet<UncertainAttempt>();
 
   constructor(
-    ch: ClickHouseClient | ReadonlyArray<{ name: string; client: ClickHouseClient }>,
+    ch: ClickHouseClient | ReadonlyArray<{ name: string; client: ClickHouseClient; ping?: Ping }>,
     database: string,
     table: string,
     opts: WriterOptions = {},
@@ -175,9 +178,10 @@ export class ClickHouseWriter {
     this.#checkSeconds = Math.max(1, Math.floor((opts.requestTimeoutMs ?? 10_000) / 1000) - 1);
     this.#deadlineMs = (opts.requestTimeoutMs ?? 10_000) + ANSWER_DEADLINE_MARGIN_MS;
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
-    this.#endpoints = list.map(({ name, client }) => ({
+    this.#endpoints = list.map(({ name, client, ping }) => ({
       name,
       client,
+      ...(ping ? { ping } : {}),
       up: true,
       inserts: 0,
       failures: 0,
@@ -509,11 +513,12 @@ export class ClickHouseWriter {
       throw refusal(status, r.response_headers, answer);
   }
 
-  /** Whether the endpoint answers /ping within the writer's deadline. */
+  /** Whether the endpoint answers /ping within the writer's deadline (its bounded ping where given). */
   async #answersPing(e: Endpoint): Promise<boolean> {
-    const ping = (signal: AbortSignal) => e.client.ping({ select: false, abort_signal: signal });
+    const ping =
+      e.ping ?? (async (signal: AbortSignal) => (await e.client.ping({ select: false, abort_signal: signal })).success);
     const timer = (fn: () => void, ms: number) => this.#clock.setTimeout(fn, ms);
-    return (await withDeadline(this.#deadlineMs, `ping of ${e.name}`, timer, ping)).success;
+    return withDeadline(this.#deadlineMs, `ping of ${e.name}`, timer, ping);
   }
 
   /** Answer options for a query of this writer's: its deadline, on its clock. */

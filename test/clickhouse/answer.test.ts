@@ -5,6 +5,7 @@
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { ClickHouseError, ClickHouseLogLevel, createClient } from "@clickhouse/client";
 import { queryText, SMALL_ANSWER_BYTES, versionOf } from "../../src/clickhouse/answer.ts";
+import { pingOf } from "../../src/clickhouse/client.ts";
 import { CdrWorkerError } from "../../src/errors.ts";
 import { CLICKHOUSE_SERVERS } from "../support/services.ts";
 
@@ -16,6 +17,10 @@ const proxy = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
   async fetch(req) {
+    if (new URL(req.url).pathname === "/ping") {
+      // An error page without end where `Ok.` should be.
+      return new Response(new ReadableStream({ pull: (c) => void ((served += 1 << 20), c.enqueue(new Uint8Array(1 << 20).fill(0x41))) }), { status: 502 });
+    }
     // The client sends the query as the request's body.
     const q = `${new URL(req.url).searchParams.get("query") ?? ""} ${await req.text()}`;
     if (q.includes("version()")) return new Response("<html>Bad Gateway</html>\n");
@@ -110,4 +115,12 @@ test.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s: its version 
   } finally {
     await ch.close();
   }
+});
+
+test("a /ping answered with an endless error page is no answer, read to a bound; the servers answer it", async () => {
+  served = 0;
+  const abort = new AbortController();
+  expect(await pingOf(`http://127.0.0.1:${proxy.port}`)(abort.signal)).toBe(false);
+  expect(served).toBeLessThan(64 << 20);
+  for (const server of CLICKHOUSE_SERVERS) expect(await pingOf(server.url)(abort.signal)).toBe(true);
 });
