@@ -109,9 +109,9 @@ const MAX_FLUSHES = 10;
 
 /**
  * Most envelopes one transaction holds. Each stays in memory until its transaction ends (it goes
- * again if the transaction aborts), and a flood of invalid records kept one transaction open while
- * envelopes joined it faster than the commit's flushes caught up: 90,000 of them, about 150 MiB.
- * Past this, a new envelope waits for the next transaction.
+ * again if the transaction aborts), and under a flood of invalid records envelopes join the open
+ * transaction as fast as its commit's flushes catch up: 90,000 of them hold about 150 MiB. Past
+ * this, a new envelope waits for the next transaction.
  */
 export const MAX_TRANSACTION_ENVELOPES = 10_000;
 
