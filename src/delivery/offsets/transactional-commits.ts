@@ -131,8 +131,14 @@ export class TransactionalCommits<G extends GroupToken> {
   #ending: Promise<void> | null = null;
   /** The open transaction's envelopes: checked against its offsets, produced again if it aborts. */
   #produced: Produced[] = [];
-  /** Resolved when a transaction ends: envelopes that found the open one full try again. */
-  #room: PromiseWithResolvers<void> | null = null;
+  /**
+   * Envelopes waiting to join a transaction (the open one closed or full), in the order they came,
+   * and admitted in it: an envelope ahead of an earlier one of its partition would lie past the
+   * commit, which stops at the earlier one, and the transaction would abort again and again.
+   */
+  readonly #waiting: Array<() => void> = [];
+  /** Admitted from #waiting and not yet in #produced: room already promised to them. */
+  #admitted = 0;
   #refusal = "";
   /** Counts the assignments lost (abandon): an envelope of an earlier one is never sent again. */
   #assignment = 0;
@@ -179,8 +185,8 @@ export class TransactionalCommits<G extends GroupToken> {
     source: EnvelopeSource,
   ): Promise<DeliveryReport> {
     const assignment = this.#assignment;
-    while (this.#ending || this.#produced.length >= MAX_TRANSACTION_ENVELOPES)
-      await (this.#ending ?? (this.#room ??= Promise.withResolvers<void>()).promise);
+    // Joins at once where it can: a send goes out in the same turn as its call.
+    if (this.#waiting.length > 0 || this.#admitted > 0 || !this.#hasRoom()) await this.#turn();
     const delivered = Promise.withResolvers<DeliveryReport>();
     const entry: Produced = { topic, value, opts, source, delivered, assignment };
     // Its assignment was lost while it waited for the transaction: the record is its next owner's.
@@ -191,6 +197,8 @@ export class TransactionalCommits<G extends GroupToken> {
     this.#begin();
     this.#produced.push(entry);
     this.#send(entry);
+    // In: the next in line may follow, room allowing.
+    if (this.#waiting.length > 0) this.#admit();
     return entry.delivered.promise;
   }
 
@@ -337,9 +345,28 @@ export class TransactionalCommits<G extends GroupToken> {
     } finally {
       this.#ending = null;
       ended.resolve();
-      const room = this.#room;
-      this.#room = null;
-      room?.resolve();
+      this.#admit();
+    }
+  }
+
+  /** Whether the open transaction takes another envelope now. */
+  #hasRoom(): boolean {
+    return !this.#ending && this.#produced.length + this.#admitted < MAX_TRANSACTION_ENVELOPES;
+  }
+
+  /** Resolves when this envelope may join the open transaction, in its turn. */
+  async #turn(): Promise<void> {
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    this.#admitted--;
+    // Admitted, then a commit closed the transaction before this ran: the next one, in order.
+    while (this.#ending) await this.#ending;
+  }
+
+  /** Lets the waiting envelopes in, first come first, while the open transaction has room. */
+  #admit(): void {
+    while (this.#waiting.length > 0 && this.#hasRoom()) {
+      this.#admitted++;
+      this.#waiting.shift()!();
     }
   }
 

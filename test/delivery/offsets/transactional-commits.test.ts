@@ -360,3 +360,18 @@ test("a transaction holds at most MAX_TRANSACTION_ENVELOPES: the next envelope w
   expect(await commits.commit(() => [at(0, MAX_TRANSACTION_ENVELOPES + 5)])).toBe(true);
   await Promise.all(sends);
 });
+
+test("envelopes that wait for room join in the order they came, one called during a commit behind them: none lies past the commit", async () => {
+  const { tx, commits } = setup();
+  const sends = Array.from({ length: MAX_TRANSACTION_ENVELOPES }, (_, i) => commits.produce("dlq", `e${i}`, {}, { partition: 0, offset: i }));
+  const waiting = commits.produce("dlq", "waiting", {}, { partition: 0, offset: MAX_TRANSACTION_ENVELOPES });
+  // Called while the full transaction is being committed (closed to new envelopes).
+  let later: Promise<unknown> | null = null;
+  tx.duringOffsets = () => (later = commits.produce("dlq", "later", {}, { partition: 0, offset: MAX_TRANSACTION_ENVELOPES + 1 }));
+  expect(await commits.commit(() => [at(0, MAX_TRANSACTION_ENVELOPES)])).toBe(true);
+  await waitFor(() => (tx.calls.includes("produce later") ? true : undefined), 5_000, "the later envelope produced");
+  expect(tx.calls.indexOf("produce waiting")).toBeLessThan(tx.calls.indexOf("produce later"));
+  expect(await commits.commit(() => [at(0, MAX_TRANSACTION_ENVELOPES + 2)])).toBe(true);
+  expect(tx.calls.filter((c) => c === "abort")).toEqual([]);
+  await Promise.all([...sends, waiting, later]);
+});
