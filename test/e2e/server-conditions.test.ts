@@ -67,6 +67,8 @@ for (const [server, scope, url, refusal] of SERVERS) {
       const counts = await scope.storedCounts(n);
       expect(counts).toEqual({ rows: valid, ids: valid, offsetRows: valid, offsets: valid });
       const dlq = await readCommitted(n.dlq);
+      // Counted as billing would, beside the distinct sources: an envelope sent twice fails one of them.
+      expect(dlq.length).toBe(invalid);
       expect(new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`)).size).toBe(invalid);
       expect(await w.stop()).toBe(0);
     } finally {
