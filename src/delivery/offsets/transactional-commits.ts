@@ -114,6 +114,12 @@ const MAX_FLUSHES = 10;
  * this, a new envelope waits for the next transaction.
  */
 export const MAX_TRANSACTION_ENVELOPES = 10_000;
+/** Most bytes of envelopes one transaction holds, for large ones (as the DLQ sends awaited are bounded). */
+export const MAX_TRANSACTION_BYTES = 32 << 20;
+
+function sizeOf(value: string | Uint8Array | null): number {
+  return value === null ? 0 : value.length;
+}
 
 export class TransactionalCommits<G extends GroupToken> {
   #tx: TransactionalProducer<G>;
@@ -136,9 +142,12 @@ export class TransactionalCommits<G extends GroupToken> {
    * and admitted in it: an envelope ahead of an earlier one of its partition would lie past the
    * commit, which stops at the earlier one, and the transaction would abort again and again.
    */
-  readonly #waiting: Array<() => void> = [];
-  /** Admitted from #waiting and not yet in #produced: room already promised to them. */
+  readonly #waiting: Array<{ go: () => void; bytes: number }> = [];
+  /** Admitted from #waiting and not yet in #produced: room already promised to them, and their bytes. */
   #admitted = 0;
+  #admittedBytes = 0;
+  /** The bytes of #produced's envelopes (a string's length), kept with it (#setProduced). */
+  #producedBytes = 0;
   #refusal = "";
   /** Counts the assignments lost (abandon): an envelope of an earlier one is never sent again. */
   #assignment = 0;
@@ -186,7 +195,7 @@ export class TransactionalCommits<G extends GroupToken> {
   ): Promise<DeliveryReport> {
     const assignment = this.#assignment;
     // Joins at once where it can: a send goes out in the same turn as its call.
-    if (this.#waiting.length > 0 || this.#admitted > 0 || !this.#hasRoom()) await this.#turn();
+    if (this.#waiting.length > 0 || this.#admitted > 0 || !this.#hasRoom()) await this.#turn(sizeOf(value));
     const delivered = Promise.withResolvers<DeliveryReport>();
     const entry: Produced = { topic, value, opts, source, delivered, assignment };
     // Its assignment was lost while it waited for the transaction: the record is its next owner's.
@@ -196,6 +205,7 @@ export class TransactionalCommits<G extends GroupToken> {
     }
     this.#begin();
     this.#produced.push(entry);
+    this.#producedBytes += sizeOf(entry.value);
     this.#send(entry);
     // In: the next in line may follow, room allowing.
     if (this.#waiting.length > 0) this.#admit();
@@ -234,7 +244,7 @@ export class TransactionalCommits<G extends GroupToken> {
       await this.#closed(async () => {
         const earlier = this.#produced.filter((p) => p.assignment !== this.#assignment);
         this.#drop(earlier);
-        this.#produced = this.#produced.filter((p) => !earlier.includes(p));
+        this.#setProduced(this.#produced.filter((p) => !earlier.includes(p)));
         await this.#abortAndRequeue();
       });
     } finally {
@@ -281,7 +291,7 @@ export class TransactionalCommits<G extends GroupToken> {
           this.#refusal = "PARTITIONS_LOST";
           const earlier = this.#produced.filter((p) => p.assignment !== this.#assignment);
           this.#drop(earlier);
-          this.#produced = this.#produced.filter((p) => !earlier.includes(p));
+          this.#setProduced(this.#produced.filter((p) => !earlier.includes(p)));
           log.warn("the transaction holds envelopes of a lost assignment: it is aborted, not committed", {
             envelopes: earlier.length,
           });
@@ -314,7 +324,7 @@ export class TransactionalCommits<G extends GroupToken> {
         if (offsets.length > 0) await this.#persist("send offsets", () => this.#tx.sendOffsets(offsets, g, timeoutMs));
         await this.#persist("commit", () => this.#tx.commit(timeoutMs));
         this.#ended();
-        this.#produced = [];
+        this.#setProduced([]);
         return true;
       } catch (e) {
         if (e instanceof TransactionError && e.fatal) {
@@ -351,13 +361,23 @@ export class TransactionalCommits<G extends GroupToken> {
 
   /** Whether the open transaction takes another envelope now. */
   #hasRoom(): boolean {
-    return !this.#ending && this.#produced.length + this.#admitted < MAX_TRANSACTION_ENVELOPES;
+    return (
+      !this.#ending &&
+      this.#produced.length + this.#admitted < MAX_TRANSACTION_ENVELOPES &&
+      this.#producedBytes + this.#admittedBytes < MAX_TRANSACTION_BYTES
+    );
+  }
+
+  #setProduced(list: Produced[]): void {
+    this.#produced = list;
+    this.#producedBytes = list.reduce((n, p) => n + sizeOf(p.value), 0);
   }
 
   /** Resolves when this envelope may join the open transaction, in its turn. */
-  async #turn(): Promise<void> {
-    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  async #turn(bytes: number): Promise<void> {
+    await new Promise<void>((go) => this.#waiting.push({ go, bytes }));
     this.#admitted--;
+    this.#admittedBytes -= bytes;
     // Admitted, then a commit closed the transaction before this ran: the next one, in order.
     while (this.#ending) await this.#ending;
   }
@@ -365,8 +385,10 @@ export class TransactionalCommits<G extends GroupToken> {
   /** Lets the waiting envelopes in, first come first, while the open transaction has room. */
   #admit(): void {
     while (this.#waiting.length > 0 && this.#hasRoom()) {
+      const next = this.#waiting.shift()!;
       this.#admitted++;
-      this.#waiting.shift()!();
+      this.#admittedBytes += next.bytes;
+      next.go();
     }
   }
 
@@ -389,7 +411,7 @@ export class TransactionalCommits<G extends GroupToken> {
     const current = (p: Produced) => p.assignment === this.#assignment && this.#opts.owns(p.source.partition);
     const owned = this.#produced.filter(current);
     this.#drop(this.#produced.filter((p) => !owned.includes(p)));
-    this.#produced = [];
+    this.#setProduced([]);
     return owned;
   }
 
@@ -398,6 +420,7 @@ export class TransactionalCommits<G extends GroupToken> {
     this.#begin();
     for (const p of owned) {
       this.#produced.push(p);
+      this.#producedBytes += sizeOf(p.value);
       this.#send(p);
     }
   }

@@ -3,6 +3,7 @@
 // calls is test/kafka/transaction.test.ts; the delivery simulation runs them under faults.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import {
+  MAX_TRANSACTION_BYTES,
   MAX_TRANSACTION_ENVELOPES,
   TransactionalCommits,
   type TransactionalProducer,
@@ -374,4 +375,19 @@ test("envelopes that wait for room join in the order they came, one called durin
   expect(await commits.commit(() => [at(0, MAX_TRANSACTION_ENVELOPES + 2)])).toBe(true);
   expect(tx.calls.filter((c) => c === "abort")).toEqual([]);
   await Promise.all([...sends, waiting, later]);
+});
+
+test("a transaction holds at most MAX_TRANSACTION_BYTES of envelopes: large ones wait for the next", async () => {
+  const { tx, commits } = setup();
+  const MiB = 1 << 20;
+  const big = (i: number) => `${i}`.padEnd(MiB, "x");
+  const count = MAX_TRANSACTION_BYTES / MiB + 8;
+  const sends = Array.from({ length: count }, (_, i) => commits.produce("dlq", big(i), {}, { partition: 0, offset: i }));
+  await Bun.sleep(0);
+  const produced = () => tx.calls.filter((c) => c.startsWith("produce ")).length;
+  expect(produced()).toBe(MAX_TRANSACTION_BYTES / MiB);
+  expect(await commits.commit(() => [at(0, MAX_TRANSACTION_BYTES / MiB)])).toBe(true);
+  await waitFor(() => (produced() === count ? true : undefined), 5_000, "the rest produced");
+  expect(await commits.commit(() => [at(0, count)])).toBe(true);
+  await Promise.all(sends);
 });
