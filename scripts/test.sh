@@ -11,6 +11,7 @@
 # alone, in one process. A --reporter-outfile=F.xml is written per run: F.xml, F.serial.xml, and
 # F.kafka-<version>.xml for the newest Kafka's.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/test-args.sh"
 "$ROOT/scripts/provision.sh"
 "$ROOT/scripts/services.sh" start
 cd "$ROOT"
@@ -27,15 +28,6 @@ PARALLEL=(--parallel=2 --timings=test/timings.json)
 
 # Integration tests wait on real services; bun's 5 s default is too short for some.
 for a in "$@"; do [[ $a == -* ]] || exec bun test --timeout 60000 "$@"; done
-# The arguments with a --reporter-outfile=F.xml written to F.$1.xml instead.
-args_for() {
-  local a out=()
-  for a in "${@:2}"; do
-    [[ $a == --reporter-outfile=* ]] && a="${a%.xml}.$1.xml"
-    out+=("$a")
-  done
-  printf '%s\0' "${out[@]}"
-}
 mapfile -t files < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${SERIAL[@]}"))
 # Every run runs whatever the others' outcome (common.sh sets -e): the exit status is the worst.
 rc=0
