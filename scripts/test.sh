@@ -7,9 +7,10 @@
 # tests wait on a broker, a server, a session or a process of their own rather than compute, so two
 # share the cores. Each test names its own topics, groups and tables, so both share the services;
 # the files that stop or freeze the shared broker (SERIAL) run after the others, alone.
-# Extra arguments go to `bun test` in every run (e.g. a reporter); a path filter runs those paths
-# alone, in one process. A --reporter-outfile=F.xml is written per run: F.xml, F.serial.xml, and
-# F.kafka-<version>.xml for the newest Kafka's.
+# Each run writes a JUnit report, which CI counts: .local/junit.xml, .local/junit.serial.xml and
+# .local/junit.kafka-<version>.xml for the newest Kafka's. Extra arguments go to `bun test` in every
+# run (another --reporter-outfile=F.xml is written per run the same way); a path filter runs those
+# paths alone, in one process, with no report.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/test-args.sh"
 "$ROOT/scripts/provision.sh"
@@ -28,6 +29,12 @@ PARALLEL=(--parallel=2 --timings=test/timings.json)
 
 # Integration tests wait on real services; bun's 5 s default is too short for some.
 for a in "$@"; do [[ $a == -* ]] || exec bun test --timeout 60000 "$@"; done
+# The whole suite: a report per run unless the caller names its own.
+[[ " $* " == *" --reporter-outfile="* ]] || set -- --reporter=junit --reporter-outfile=.local/junit.xml "$@"
+# A report of an earlier run would be counted with this one's.
+for a in "$@"; do
+  if [[ $a == --reporter-outfile=* ]]; then f="${a#*=}"; mkdir -p "$(dirname "$f")"; rm -f "$f" "${f%.xml}".*.xml; fi
+done
 mapfile -t files < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${SERIAL[@]}"))
 # Every run runs whatever the others' outcome (common.sh sets -e): the exit status is the worst.
 rc=0
