@@ -46,4 +46,8 @@ mapfile -d '' -t newest < <(args_for "kafka-$KAFKA_NEWEST_VERSION" "$@")
 echo "== the Kafka-facing suites on Kafka $KAFKA_NEWEST_VERSION (127.0.0.1:$KAFKA_NEWEST_BASE_PORT)"
 KAFKA_BROKERS="127.0.0.1:$KAFKA_NEWEST_BASE_PORT" KAFKA_SASL_BROKERS="127.0.0.1:$((KAFKA_NEWEST_BASE_PORT + 2))" \
   bun test --timeout 60000 "${PARALLEL[@]}" "${newest[@]}" "${KAFKA_FACING[@]}" || rc=1
+# The verdict over every pass: the failed tests by name, then `N passed, M failed`.
+for a in "$@"; do [[ $a == --reporter-outfile=* ]] && report="${a#*=}"; done
+shopt -s nullglob
+python3 "$ROOT/scripts/lib/junit-summary.py" "$report" "${report%.xml}".*.xml || rc=1
 exit $rc
