@@ -9,6 +9,8 @@ import { getCountries, type CountryCode } from "libphonenumber-js/max";
 import { ConfigError, type ConfigProblem } from "./errors.ts";
 import { MIN_KEY_CHARS, MIN_PREVIOUS_KEY_CHARS } from "./dlq/provenance-mac.ts";
 import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
+import { ANSWER_DEADLINE_MARGIN_MS } from "./clickhouse/answer.ts";
+import { retryBudgetMs, type RetryPolicy } from "./clickhouse/retry.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -230,9 +232,11 @@ export const VARIABLES = {
       "the result as metrics (0: never); of a group's workers, the owner of the raw topic's partition 0 runs it",
   },
   SHUTDOWN_TIMEOUT_SECONDS: {
-    schema: num(1, 3600),
-    default: "30",
-    help: "on SIGTERM, give up (exit nonzero, nothing committed past durable) after this long",
+    schema: v.union([v.literal(""), num(1, 3600)], "a number from 1 to 3600, or empty"),
+    default: "",
+    help:
+      "on SIGTERM, give up (exit nonzero, nothing committed past durable) after this long (default: one " +
+      "insert's retry budget at CH_RETRY_* and CLICKHOUSE_REQUEST_TIMEOUT_MS, plus 10 s; 45 s at their defaults)",
   },
   CORE_DUMPS: {
     schema: oneOf(["off", "on"] as const),
@@ -451,6 +455,12 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     });
   if (problems.length) throw new ConfigError(problems);
   const p = out as Parsed;
+  const retry: Config["retry"] = {
+    maxAttempts: p.CH_RETRY_MAX_ATTEMPTS,
+    initialDelayMs: p.CH_RETRY_INITIAL_DELAY_MS,
+    backoffFactor: p.CH_RETRY_BACKOFF_FACTOR,
+    whenUnreachable: p.CH_UNREACHABLE_POLICY,
+  };
   return {
     kafka: {
       brokers: p.KAFKA_BROKERS,
@@ -476,12 +486,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       flushIntervalMs: Math.round(p.BATCH_FLUSH_INTERVAL_SECONDS * 1000),
       concurrency: p.FLUSH_CONCURRENCY,
     },
-    retry: {
-      maxAttempts: p.CH_RETRY_MAX_ATTEMPTS,
-      initialDelayMs: p.CH_RETRY_INITIAL_DELAY_MS,
-      backoffFactor: p.CH_RETRY_BACKOFF_FACTOR,
-      whenUnreachable: p.CH_UNREACHABLE_POLICY,
-    },
+    retry,
     dlq: {
       storageFailureReason: p.DLQ_STORAGE_FAILURE_REASON,
       maxRatio: p.DLQ_MAX_RATIO,
@@ -498,7 +503,10 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     recordMaxBytes: p.RECORD_MAX_BYTES,
     stats: { host: p.STATS_HOST, port: p.STATS_PORT },
     workerInstance: p.WORKER_INSTANCE || `${hostname()}-${process.pid}`,
-    shutdownTimeoutMs: Math.round(p.SHUTDOWN_TIMEOUT_SECONDS * 1000),
+    shutdownTimeoutMs:
+      p.SHUTDOWN_TIMEOUT_SECONDS === ""
+        ? shutdownCovering(retry, p.CLICKHOUSE_REQUEST_TIMEOUT_MS)
+        : Math.round(p.SHUTDOWN_TIMEOUT_SECONDS * 1000),
     auditIntervalMs: p.AUDIT_INTERVAL_SECONDS * 1000,
     lagTimeIntervalMs: p.LAG_TIME_INTERVAL_SECONDS * 1000,
     logLevel: p.LOG_LEVEL,
@@ -513,6 +521,32 @@ export function loadConfig(rawEnv: Env = process.env): Config {
  * may write to the DLQ topic could otherwise make the audit count a record as dead-lettered. Other
  * commands need no key to do their work.
  */
+/** Beyond one insert's retry budget, what a stop still does: the commit, the DLQ's transaction. */
+const SHUTDOWN_MARGIN_MS = 10_000;
+
+/** The shortest stop deadline that lets an insert under way end by its own retry budget, in whole seconds. */
+export function shutdownCovering(retry: RetryPolicy, requestTimeoutMs: number): number {
+  const ms = retryBudgetMs(retry, requestTimeoutMs + ANSWER_DEADLINE_MARGIN_MS) + SHUTDOWN_MARGIN_MS;
+  return Math.ceil(ms / 1000) * 1000;
+}
+
+/**
+ * A SHUTDOWN_TIMEOUT_SECONDS set below one insert's retry budget: a stop may then give up on an
+ * insert that its retries would have stored, and leave its records to the next owner. `check`
+ * refuses it; `run` warns.
+ */
+export function shutdownBelowBudget(cfg: Config): ConfigProblem | null {
+  const covering = shutdownCovering(cfg.retry, cfg.clickhouse.requestTimeoutMs);
+  if (cfg.shutdownTimeoutMs >= covering) return null;
+  return {
+    variable: "SHUTDOWN_TIMEOUT_SECONDS",
+    value: String(cfg.shutdownTimeoutMs / 1000),
+    expected:
+      `expected at least ${covering / 1000}: one insert's retry budget (CH_RETRY_*, CLICKHOUSE_REQUEST_TIMEOUT_MS) ` +
+      "plus 10 s, so that a stop can end the insert under way (or unset it: that is its default)",
+  };
+}
+
 export function keyRequired(cfg: Config): ConfigProblem | null {
   if (cfg.delivery !== "exactly-once" || cfg.dlq.provenance === "unsigned" || cfg.dlq.provenanceKey) return null;
   return {

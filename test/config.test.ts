@@ -1,7 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { kafkaPropName, kafkaPropVariable, loadConfig, VARIABLES } from "../src/config.ts";
+import { kafkaPropName, kafkaPropVariable, loadConfig, shutdownBelowBudget, VARIABLES } from "../src/config.ts";
 import { ConfigError } from "../src/errors.ts";
 import { ROOT } from "./support/services.ts";
 
@@ -205,4 +205,18 @@ test("BATCH_BACKLOG_ROWS: by default 10 × BATCH_SIZE within the memory bound's 
   expect(rows({ BATCH_SIZE: "1000", BATCH_BACKLOG_ROWS: "1000" })).toBe(1000); // off
   expect(rows({ BATCH_SIZE: "1000", BATCH_BACKLOG_ROWS: "500" })).toBe(1000);
   expect(rows({ BATCH_SIZE: "1000", BATCH_BACKLOG_ROWS: "50000" })).toBe(50000);
+});
+
+test("SHUTDOWN_TIMEOUT_SECONDS: by default one insert's retry budget plus 10 s; set below it, a problem check refuses", () => {
+  // 3 attempts of 10 s + 1 s each, 0.5 s + 1 s between them, 10 s for the commit: 44.5 s, whole seconds up.
+  expect(loadConfig({}).shutdownTimeoutMs).toBe(45_000);
+  const longer = { CH_RETRY_MAX_ATTEMPTS: "5", CH_RETRY_INITIAL_DELAY_MS: "1000", CH_RETRY_BACKOFF_FACTOR: "2" };
+  expect(loadConfig(longer).shutdownTimeoutMs).toBe(80_000); // 5 × 11 + 1 + 2 + 4 + 8 + 10
+  expect(loadConfig({ SHUTDOWN_TIMEOUT_SECONDS: "" }).shutdownTimeoutMs).toBe(45_000);
+  expect(shutdownBelowBudget(loadConfig({}))).toBeNull();
+  expect(shutdownBelowBudget(loadConfig({ SHUTDOWN_TIMEOUT_SECONDS: "45" }))).toBeNull();
+  const short = shutdownBelowBudget(loadConfig({ ...longer, SHUTDOWN_TIMEOUT_SECONDS: "30" }));
+  expect(short).toMatchObject({ variable: "SHUTDOWN_TIMEOUT_SECONDS", value: "30" });
+  expect(short!.expected).toStartWith("expected at least 80: one insert's retry budget");
+  expect(() => loadConfig({ SHUTDOWN_TIMEOUT_SECONDS: "0" })).toThrow(`SHUTDOWN_TIMEOUT_SECONDS="0": expected a number from 1 to 3600`);
 });

@@ -7,7 +7,7 @@
 import { queryText, SMALL_ANSWER_BYTES, versionOf } from "../clickhouse/answer.ts";
 import { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { OLDEST_TESTED, olderThanTested } from "../clickhouse/server-version.ts";
-import { keyRequired, type Config } from "../config.ts";
+import { keyRequired, shutdownBelowBudget, type Config } from "../config.ts";
 import { CdrWorkerError, ConfigError } from "../errors.ts";
 import { EXITS, type ExitKind } from "../exits.ts";
 import { classifyFailure, type Failure } from "./failure.ts";
@@ -15,9 +15,11 @@ import { clickhousePreflight, decisive, kafkaPreflight } from "./preflight.ts";
 
 export const CHECK_HELP = `cdr-worker check: read the configuration, connect, and check what run needs:
 both topics, the group's session (exactly-once with group.protocol=consumer), each ClickHouse
-endpoint's table schema and the worker's grants, the DLQ key, and each server's version. Consumes,
+endpoint's table schema and the worker's grants, the DLQ key, and each server's version; and refuses
+a SHUTDOWN_TIMEOUT_SECONDS below one insert's retry budget, which run only warns of. Consumes,
 writes and commits nothing. One line a problem on stderr (a warning for an endpoint that fails beside
-one that passes, as run would start), then a JSON summary on stdout; exits with the code run would.`;
+one that passes, as run would start), then a JSON summary on stdout; exits with the code run would
+(2 for that deadline).`;
 
 interface EndpointReport {
   endpoint: string;
@@ -31,6 +33,9 @@ export async function checkCommand(cfg: Config): Promise<ExitKind> {
   const warnings: string[] = [];
   const unkeyed = keyRequired(cfg);
   if (unkeyed) problems.push(classifyFailure(new ConfigError([unkeyed])));
+  // run only warns of it; a deploy step that checks refuses it before a stop gives up an insert.
+  const short = shutdownBelowBudget(cfg);
+  if (short) problems.push(classifyFailure(new ConfigError([short])));
   let session: Awaited<ReturnType<typeof kafkaPreflight>>["session"];
   let kafkaPassed = false;
   try {

@@ -4,7 +4,7 @@
  */
 import { AuditSchedule } from "../audit/schedule.ts";
 import { createClickHouseEndpoints } from "../clickhouse/client.ts";
-import { keyRequired, type Config } from "../config.ts";
+import { keyRequired, shutdownBelowBudget, type Config } from "../config.ts";
 import { ConfigError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { log } from "../log.ts";
@@ -84,6 +84,8 @@ export async function runCommand(cfg: Config): Promise<ExitKind> {
   if (cfg.delivery === "exactly-once" && !cfg.dlq.provenanceKey)
     log.warn("DLQ_PROVENANCE=unsigned: the replay check and the audit take any DLQ envelope's source headers as " +
       "true, so whoever may write to the DLQ topic can make them count records as delivered (docs/security.md)");
+  const short = shutdownBelowBudget(cfg);
+  if (short) log.warn(`SHUTDOWN_TIMEOUT_SECONDS=${short.value}, ${short.expected}`);
   log.info("cdr-worker running", {
     version: VERSION,
     worker_instance: cfg.workerInstance,

@@ -24,6 +24,17 @@ export function backoffDelay(policy: RetryPolicy, attempt: number): number {
 }
 
 /**
+ * The longest one insert's attempts take when every one fails slowly: each attempt up to
+ * `attemptMs`, and the delays between them. A stop that is to end an insert under way needs as
+ * long (SHUTDOWN_TIMEOUT_SECONDS).
+ */
+export function retryBudgetMs(policy: RetryPolicy, attemptMs: number): number {
+  let total = policy.maxAttempts * attemptMs;
+  for (let attempt = 1; attempt < policy.maxAttempts; attempt++) total += backoffDelay(policy, attempt);
+  return total;
+}
+
+/**
  * Runs `fn` up to maxAttempts times while its errors say a retry can help (`retryable`; an error
  * without the flag counts as retryable). An error that is `held` spends no attempt, under either
  * policy. `onRetry` hears each failure that will be retried;

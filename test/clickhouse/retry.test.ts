@@ -1,5 +1,5 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { backoffDelay, withRetry } from "../../src/clickhouse/retry.ts";
+import { backoffDelay, retryBudgetMs, withRetry } from "../../src/clickhouse/retry.ts";
 import { escapeTsv, formatRow } from "../../src/clickhouse/row-format.ts";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
 
@@ -89,4 +89,10 @@ test("the cluster DDL's local table has exactly the single-node table's columns;
   expect(cluster[3]).toContain("ReplicatedMergeTree('/clickhouse/tables/{shard}/telecom/cdr_offsets_local', '{replica}')");
   expect(cluster[4]).toContain("ENGINE = Distributed(c1, telecom, cdr_offsets_local, rand())");
   expect(cluster[5]).toContain("TO telecom.cdr_offsets_local");
+});
+
+test("the retry budget: every attempt to its deadline and every delay between them", () => {
+  expect(retryBudgetMs({ maxAttempts: 3, initialDelayMs: 500, backoffFactor: 2 }, 11_000)).toBe(34_500);
+  expect(retryBudgetMs({ maxAttempts: 1, initialDelayMs: 500, backoffFactor: 2 }, 11_000)).toBe(11_000);
+  expect(retryBudgetMs({ maxAttempts: 8, initialDelayMs: 1000, backoffFactor: 2 }, 0)).toBe(127_000);
 });

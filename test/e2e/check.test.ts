@@ -7,7 +7,7 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedSum, props } from "../support/kafka.ts";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
-import { workerEnv } from "../support/worker.ts";
+import { startWorker, workerEnv } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -85,5 +85,21 @@ test("an endpoint that answers a page where a version should be is a warning bes
     expect(JSON.parse(stdout).clickhouse.map((e: { version: string | null }) => e.version)).toEqual([null, expect.stringMatching(/^18\.16\./)]);
   } finally {
     page.stop(true);
+  }
+});
+
+test("a stop deadline below one insert's retry budget: check refuses it, one line, exit 2; run starts and says so", async () => {
+  const n = await pageScope.names("check-deadline");
+  const env = workerEnv(n, { DLQ_PROVENANCE_KEY: KEY, SHUTDOWN_TIMEOUT_SECONDS: "20" });
+  const { code, stdout, stderr } = await cli(env, "check");
+  expect(stderr.trim().split("\n")).toEqual([
+    expect.stringMatching(/^config error: SHUTDOWN_TIMEOUT_SECONDS="?20"?: expected at least 45: one insert's retry budget/),
+  ]);
+  expect({ code, summary: JSON.parse(stdout) }).toMatchObject({ code: 2, summary: { check: "failed", exit: 2, problems: 1 } });
+  const w = await startWorker({ ...env, LOG_LEVEL: "info" });
+  try {
+    expect(w.logs.some((l) => l.includes('"level":"warn"') && l.includes("SHUTDOWN_TIMEOUT_SECONDS=20, expected at least 45"))).toBe(true);
+  } finally {
+    expect(await w.stop()).toBe(0);
   }
 });
