@@ -1,6 +1,8 @@
 // No Docker engine here: compose.yml is checked as data (what `docker compose config` would catch
 // plus what this stack needs).
 import { expect, setDefaultTimeout, test } from "bun:test";
+import { loadConfig } from "../src/config.ts";
+import { productionProfile } from "./support/profile.ts";
 import { ROOT } from "./support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -136,4 +138,18 @@ test("compose.yml: least privilege: the worker read-only with a tmpfs /tmp, no c
   expect(s.grafana.ports).toEqual(["127.0.0.1:3000:3000"]);
   expect(s.grafana.environment.GF_AUTH_ANONYMOUS_ENABLED).toBe("false");
   expect(s.grafana.environment.GF_SECURITY_ADMIN_PASSWORD).toStartWith("${GRAFANA_ADMIN_PASSWORD:?");
+});
+
+test("compose.yml: the workers run the production profile, and compose waits out their stop deadline", async () => {
+  const s = (Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> }).services;
+  for (const name of ["worker", "cluster-worker"]) {
+    const svc = s[name];
+    expect({ name, env_file: svc.env_file }).toEqual({ name, env_file: "deploy/production.env" });
+    // What compose gives the worker: the profile, then its own environment over it.
+    const env = { ...productionProfile(), ...svc.environment };
+    for (const k of Object.keys(productionProfile())) expect({ [k]: svc.environment[k] }).toEqual({ [k]: undefined });
+    // The secrets' files are the container's: not needed for the deadline.
+    const deadline = loadConfig(Object.fromEntries(Object.entries(env).filter(([k]) => !k.endsWith("_FILE")))).shutdownTimeoutMs / 1000;
+    expect({ name, grace: svc.stop_grace_period }).toEqual({ name, grace: `${deadline + 10}s` });
+  }
 });

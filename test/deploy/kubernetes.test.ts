@@ -5,9 +5,10 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { loadConfig } from "../../src/config.ts";
+import { loadConfig, shutdownBelowBudget } from "../../src/config.ts";
 import { memoryBoundBytes } from "../../src/stats/memory-bound.ts";
 import { VERSION } from "../../src/version.ts";
+import { productionProfile } from "../support/profile.ts";
 import { ROOT } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -67,6 +68,10 @@ test("the Deployment is held to the worker: memory bound, shutdown deadline, pro
   const bound = memoryBoundBytes(cfg.batch, cfg.phone.cacheSize);
   expect(bytes(c.resources.requests.memory)).toBeGreaterThanOrEqual(bound);
   expect(bytes(c.resources.limits.memory)).toBeGreaterThan(bytes(c.resources.requests.memory));
+  // The production profile, as deploy/production.env holds it; the stop deadline its own default.
+  expect(data).toMatchObject(productionProfile());
+  expect(data.SHUTDOWN_TIMEOUT_SECONDS).toBeUndefined();
+  expect(shutdownBelowBudget(cfg)).toBeNull();
   // The worker's deadline ends a stop before the kubelet's SIGKILL would.
   expect(pod.terminationGracePeriodSeconds).toBe(cfg.shutdownTimeoutMs / 1000 + 10);
   expect(c.livenessProbe.httpGet.path).toBe("/healthz");
