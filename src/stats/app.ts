@@ -1,5 +1,5 @@
 /**
- * The HTTP surface: /internal/stats (JSON), /metrics (Prometheus), /healthz, /readyz.
+ * The HTTP surface: /internal/stats (JSON), /metrics (Prometheus), /healthz, /readyz, /runningz.
  * Read-only; every answer comes from in-memory state, never from a Kafka or ClickHouse call.
  */
 import { Hono } from "hono";
@@ -21,7 +21,15 @@ export function createStatsApp(source: StatsSource): Hono {
     const r = source.ready();
     return c.json({ status: r.ready ? "ready" : "not_ready", reasons: r.reasons }, r.ready ? 200 : 503);
   });
-  const known = new Set(["/internal/stats", "/metrics", "/healthz", "/readyz"]);
+  // For an orchestrator's readiness probe: 503 only while the worker starts or stops. A standby (no
+  // partition) or a worker waiting for ClickHouse runs; /readyz says why it takes no records, for
+  // alerts, and as a pod's readiness it would hold every drain and rollout (docs/install.md, "Probes").
+  app.get("/runningz", function runningz(c) {
+    const state = source.state();
+    const running = state === "running" || state === "tripped";
+    return c.json({ status: running ? "running" : "not_running", state }, running ? 200 : 503);
+  });
+  const known = new Set(["/internal/stats", "/metrics", "/healthz", "/readyz", "/runningz"]);
   app.all("*", function fallback(c) {
     if (known.has(c.req.path)) return c.json({ error: "method not allowed" }, 405, { allow: "GET, HEAD" });
     return c.json({ error: "not found" }, 404);

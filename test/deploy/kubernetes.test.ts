@@ -75,7 +75,7 @@ test("the Deployment is held to the worker: memory bound, shutdown deadline, pro
   // The worker's deadline ends a stop before the kubelet's SIGKILL would.
   expect(pod.terminationGracePeriodSeconds).toBe(cfg.shutdownTimeoutMs / 1000 + 10);
   expect(c.livenessProbe.httpGet.path).toBe("/healthz");
-  expect(c.readinessProbe.httpGet.path).toBe("/readyz");
+  expect(c.readinessProbe.httpGet.path).toBe("/runningz");
   expect(c.ports[0].containerPort).toBe(8081);
   expect(readFileSync(`${ROOT}/Dockerfile`, "utf8")).toMatch(/^ENV .*STATS_HOST=0\.0\.0\.0 STATS_PORT=8081/m);
   // Secrets as files, under the mount.

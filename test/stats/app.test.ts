@@ -68,3 +68,10 @@ test("unknown paths are 404, wrong methods 405, and there are no write endpoints
   expect((await app.request("/internal/stats", { method: "POST" })).status).toBe(405);
   expect((await app.request("/metrics", { method: "DELETE" })).status).toBe(405);
 });
+
+test("/runningz is 503 only while the worker starts or stops: a standby, or one waiting for ClickHouse, runs", async () => {
+  const at = (state: string, ready = false) => createStatsApp({ ...source(ready), state: () => state }).request("/runningz");
+  for (const state of ["running", "tripped"]) expect({ state, status: (await at(state)).status }).toEqual({ state, status: 200 });
+  for (const state of ["starting", "draining", "stopped", "failed"]) expect({ state, status: (await at(state, true)).status }).toEqual({ state, status: 503 });
+  expect(await (await at("starting")).json()).toEqual({ status: "not_running", state: "starting" });
+});
