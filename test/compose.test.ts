@@ -149,7 +149,7 @@ test("compose.yml: the workers run the production profile, and compose waits out
     const env = { ...productionProfile(), ...svc.environment };
     for (const k of Object.keys(productionProfile())) expect({ [k]: svc.environment[k] }).toEqual({ [k]: undefined });
     // The secrets' files are the container's: not needed for the deadline.
-    const deadline = loadConfig(Object.fromEntries(Object.entries(env).filter(([k]) => !k.endsWith("_FILE")))).shutdownTimeoutMs / 1000;
+    const deadline = loadConfig(Object.fromEntries(Object.entries(env).filter(([k]) => !k.endsWith("_FILE"))) as Record<string, string>).shutdownTimeoutMs / 1000;
     expect({ name, grace: svc.stop_grace_period }).toEqual({ name, grace: `${deadline + 10}s` });
   }
 });

@@ -22,12 +22,14 @@ cdr-worker migrate --print-grants [--role NAME] [--user NAME]: print, and change
 cdr-worker migrate --role NAME [--user NAME --password-file F]: migrate, then run those statements (run as an
   admin; ClickHouse 20.4 or later, which has SQL roles); with --user, create that user (or set its password)
   from the file's content first. The worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.`;
-export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]:
-  create missing topics with the spec's settings, repair drifted configs, report (never change) a partition
+export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs] [--dry-run]:
+  create missing topics with the spec's settings, repair drifted configs (retention.ms included: an
+  operator's retention goes back to the spec's unless --keep-configs), report (never change) a partition
   count that differs. Idempotent; deletes nothing. --replication-factor (default 1) also sets
   min.insync.replicas (2 from 3 replicas); --partitions is the raw topic's count (default 3), the most workers
   one group can use; --keep-configs leaves an existing topic's configs as they are and reports where they
-  differ from the spec ("action":"kept").
+  differ from the spec ("action":"kept"); --dry-run changes nothing and reports what a run would do
+  ("would-create", "would-repair" with each config's current value).
 cdr-worker topics describe: print each topic's partition count and spec-relevant configs as JSON.`;
 
 export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
@@ -88,7 +90,10 @@ export async function topicsCommand(cfg: Config, args: ParsedArgs): Promise<Exit
   const admin = new Admin(clientProps(cfg, "admin"));
   try {
     if (sub === "ensure") {
-      const reports = await ensureTopics(admin, specs, { keepConfigs: args.flags.has("keep-configs") });
+      const reports = await ensureTopics(admin, specs, {
+        keepConfigs: args.flags.has("keep-configs"),
+        dryRun: args.flags.has("dry-run"),
+      });
       for (const r of reports) console.log(JSON.stringify(r));
       return "OK";
     }

@@ -33,7 +33,7 @@ export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
   run: {},
   check: {},
   migrate: { cluster: value, "print-grants": toggle, role: value, user: value, "password-file": value },
-  topics: { "replication-factor": value, partitions: value, "keep-configs": toggle },
+  topics: { "replication-factor": value, partitions: value, "keep-configs": toggle, "dry-run": toggle },
   generate: {
     count: value,
     rate: value,

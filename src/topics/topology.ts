@@ -51,8 +51,11 @@ export function topologySpec(rawTopic: string, dlqTopic: string, opts: TopologyO
 
 export interface TopicReport {
   topic: string;
-  /** `kept`: configs differ from the spec and were left as they are (`keepConfigs`). */
-  action: "created" | "repaired" | "kept" | "ok";
+  /**
+   * `kept`: configs differ from the spec and were left as they are (`keepConfigs`). `would-create`,
+   * `would-repair`: what a run would do, under `dryRun`, which changes nothing.
+   */
+  action: "created" | "repaired" | "kept" | "ok" | "would-create" | "would-repair";
   /** Config keys set by a repair, with their previous values. */
   repaired: Record<string, string | null>;
   /** With `keepConfigs`: config keys that differ from the spec, left alone, with both values. */
@@ -64,17 +67,18 @@ export interface TopicReport {
 /**
  * `keepConfigs`: an existing topic's configs are reported where they differ from the spec, never
  * changed, so an operator's own retention or limits survive every `topics ensure` (compose runs it
- * on each `up`). Missing topics are still created with the spec's configs.
+ * on each `up`). Missing topics are still created with the spec's configs. `dryRun`: the same
+ * reports, of what would be done, and nothing created or changed.
  */
 export async function ensureTopics(
   admin: Admin,
   specs: readonly TopicSpec[],
-  opts: { keepConfigs?: boolean } = {},
+  opts: { keepConfigs?: boolean; dryRun?: boolean } = {},
 ): Promise<TopicReport[]> {
   const counts = admin.partitionCounts(specs.map((s) => s.name));
   const reports: TopicReport[] = [];
   const missing = specs.filter((s) => counts.get(s.name) == null);
-  if (missing.length) {
+  if (missing.length && !opts.dryRun) {
     for (const r of await admin.createTopics(missing)) {
       // Another instance may have created it between our look and our create.
       if (r.err !== 0 && r.errName !== "TOPIC_ALREADY_EXISTS")
@@ -86,7 +90,7 @@ export async function ensureTopics(
   }
   for (const spec of specs) {
     if (missing.includes(spec)) {
-      reports.push({ topic: spec.name, action: "created", repaired: {} });
+      reports.push({ topic: spec.name, action: opts.dryRun ? "would-create" : "created", repaired: {} });
       continue;
     }
     const current = await admin.describeConfigs(spec.name);
@@ -100,6 +104,10 @@ export async function ensureTopics(
         Object.entries(repaired).map(([k, was]) => [k, { spec: spec.configs[k]!, actual: was }]),
       );
       reports.push({ topic: spec.name, action: "kept", repaired: {}, differs, ...mismatch });
+      continue;
+    }
+    if (opts.dryRun) {
+      reports.push({ topic: spec.name, action: Object.keys(repaired).length ? "would-repair" : "ok", repaired, ...mismatch });
       continue;
     }
     if (Object.keys(repaired).length) {

@@ -50,6 +50,21 @@ describe("admin and topology", () => {
       expect(kept).toMatchObject({ topic: raw, action: "kept", repaired: {}, differs: { "retention.ms": { spec: "86400000", actual: "3600000" } } });
       expect(dlqKept!.action).toBe("ok");
       expect((await admin.describeConfigs(raw))["retention.ms"]!.value).toBe("3600000");
+      // A dry run says what a run would repair, with the current value, and changes nothing.
+      const [wouldRepair] = await ensureTopics(admin, specs, { dryRun: true });
+      expect(wouldRepair).toMatchObject({ topic: raw, action: "would-repair", repaired: { "retention.ms": "3600000" } });
+      expect((await admin.describeConfigs(raw))["retention.ms"]!.value).toBe("3600000");
+    });
+  });
+
+  test("topics ensure --dry-run on missing topics: what it would create, and nothing created", async () => {
+    const raw = uniqueName("cdr.raw.dry");
+    const dlq = uniqueName("cdr.raw.dry.dlq");
+    cleanup.push(raw, dlq);
+    await withAdmin(async (admin: Admin) => {
+      const reports = await ensureTopics(admin, topologySpec(raw, dlq), { dryRun: true });
+      expect(reports.map((r) => [r.topic, r.action])).toEqual([[raw, "would-create"], [dlq, "would-create"]]);
+      expect(admin.partitionCounts([raw, dlq])).toEqual(new Map([[raw, null], [dlq, null]]));
     });
   });
 
