@@ -32,7 +32,9 @@ COPY src src
 COPY sql sql
 COPY scripts/build.ts scripts/build.ts
 COPY scripts/image/copy-libs.txt scripts/image/copy-libs.txt
-RUN LIBRDKAFKA_PATH=/opt/librdkafka/lib/librdkafka.so.1 bun scripts/build.ts --outfile /out/cdr-worker \
+# The commit `cdr-worker version` names (the context holds no .git): scripts/image/build.sh passes it.
+ARG CDR_COMMIT=unknown
+RUN CDR_COMMIT=${CDR_COMMIT} LIBRDKAFKA_PATH=/opt/librdkafka/lib/librdkafka.so.1 bun scripts/build.ts --outfile /out/cdr-worker \
  && mkdir -p /out/lib \
  && grep -v '^#' scripts/image/copy-libs.txt | xargs -I{} cp -L /usr/lib/x86_64-linux-gnu/{} /out/lib/
 

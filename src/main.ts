@@ -16,7 +16,7 @@ import { refusedProps } from "./kafka/handle.ts";
 import { coreDumps } from "./kafka/libc.ts";
 import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
-import { VERSION } from "./version.ts";
+import { commit, VERSION } from "./version.ts";
 
 /** Properties whose values never reach a log or an error line. */
 const SECRET_PROP = /pass(word)?|secret|token|key/i;
@@ -49,7 +49,7 @@ async function main(argv: string[]): Promise<ExitKind> {
     } catch (e) {
       engine = `librdkafka unavailable: ${(e as Error).message}`;
     }
-    console.log(`${VERSION} ${engine}`);
+    console.log(`${VERSION} (commit ${commit()}) ${engine}`);
     return "OK";
   }
   if (command === "probe") {

@@ -36,7 +36,7 @@ export const SUMMARIES: Readonly<Record<string, { usage: string; summary: string
     summary: "reconcile Kafka's records with ClickHouse's rows and the DLQ: missing, twice, both",
   },
   probe: { usage: "probe [URL]", summary: "exit 0 when URL (default: the local /readyz) answers 200: health checks" },
-  version: { usage: "version", summary: "print the version and librdkafka's" },
+  version: { usage: "version", summary: "print the version, the commit it was built from, and librdkafka's version" },
 };
 
 export const USAGE = `cdr-worker ${VERSION}: telecom CDR ingest worker

@@ -8,7 +8,7 @@ import { keyRequired, shutdownBelowBudget, type Config } from "../config.ts";
 import { ConfigError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { log } from "../log.ts";
-import { VERSION } from "../version.ts";
+import { commit, VERSION } from "../version.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import { RecordTimes } from "../kafka/record-times.ts";
 import { LagTime } from "../stats/lag-time.ts";
@@ -88,6 +88,7 @@ export async function runCommand(cfg: Config): Promise<ExitKind> {
   if (short) log.warn(`SHUTDOWN_TIMEOUT_SECONDS=${short.value}, ${short.expected}`);
   log.info("cdr-worker running", {
     version: VERSION,
+    commit: commit(),
     worker_instance: cfg.workerInstance,
     topic: cfg.kafka.topicRaw,
     stats: stats.url,

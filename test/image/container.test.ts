@@ -6,6 +6,7 @@
 // start-up to ready, idle RSS) are printed for the README and the closing note.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
+import { headOf, VERSION } from "../../src/version.ts";
 import { deleteTopics } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, clickhouse, KAFKA_BROKERS, ROOT, run, uniqueName, waitFor } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
@@ -59,6 +60,8 @@ test("the image runs as the non-root user on the distroless stand-in, its entryp
   expect(config!.Config.Cmd).toEqual(["run"]);
   // No shell in the image: distroless has none, and neither has its stand-in.
   await expect(podman(...RUN, "--rm", "--entrypoint", "/bin/sh", TAG, "-c", "true")).rejects.toThrow(/\/bin\/sh.*(no such file|not found)/i);
+  // Tagged with its version too, and it names the commit it was built from.
+  expect((await podman(...RUN, "--rm", `${TAG.slice(0, TAG.lastIndexOf(":"))}:${VERSION}`, "version")).trim()).toStartWith(`${VERSION} (commit ${headOf(ROOT)}) librdkafka `);
   console.log(`image: built in ${buildSeconds.toFixed(0)} s, ${(config!.Size / 2 ** 20).toFixed(1)} MiB`);
 });
 

@@ -3,6 +3,7 @@
 // filesystem that holds only those files (no Bun, no node_modules, no librdkafka1 package).
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { headOf } from "../../src/version.ts";
 import { deleteTopics } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, run } from "../support/services.ts";
 
@@ -44,7 +45,9 @@ test("the binary runs as the non-root user in a root filesystem of only itself a
     const env = ["env", "-i", `KAFKA_BROKERS=${KAFKA_BROKERS}`, "/usr/sbin/chroot", "--userspec=65532:65532", rootfs, "/usr/local/bin/cdr-worker"];
     // The embedded library is the pinned build (scripts/librdkafka/version.env).
     const pinned = /LIBRDKAFKA_VERSION=(\S+)/.exec(readFileSync(`${ROOT}/scripts/librdkafka/version.env`, "utf8"))![1]!;
-    expect((await run([...env, "version"])).trim()).toBe(`${JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8")).version} librdkafka ${pinned}`);
+    // …and the commit it was built from, which the image build passes in (its context has no .git).
+    const version = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8")).version;
+    expect((await run([...env, "version"])).trim()).toBe(`${version} (commit ${headOf(ROOT)}) librdkafka ${pinned}`);
     // A real librdkafka call from inside: the embedded copy loads and talks to the broker.
     const out = await run([...env, "topics", "describe"]);
     expect(out).toContain('"topic":"cdr.raw"');
