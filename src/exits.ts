@@ -83,7 +83,7 @@ export const EXITS = {
   PROBE_FAILED: {
     code: 1,
     when: "`probe`: the URL did not answer 200 within 2 s",
-    says: "nothing",
+    says: "the status and body it answered (stdout), or `probe: no answer from <URL> within 2000 ms: …`",
   },
   PARENT_GONE: {
     code: 1,

@@ -17,6 +17,7 @@ import { coreDumps } from "./kafka/libc.ts";
 import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { commit, VERSION } from "./version.ts";
+import { probeCommand } from "./cli/probe.ts";
 
 /** Properties whose values never reach a log or an error line. */
 const SECRET_PROP = /pass(word)?|secret|token|key/i;
@@ -52,11 +53,7 @@ async function main(argv: string[]): Promise<ExitKind> {
     console.log(`${VERSION} (commit ${commit()}) ${engine}`);
     return "OK";
   }
-  if (command === "probe") {
-    const url = args.positionals[1] ?? PROBE_DEFAULT_URL;
-    const res = await fetch(url, { signal: AbortSignal.timeout(2000) }).catch(() => null);
-    return res?.status === 200 ? "OK" : "PROBE_FAILED";
-  }
+  if (command === "probe") return probeCommand(args.positionals[1] ?? PROBE_DEFAULT_URL);
   const cfg = loadConfig();
   setLogLevel(cfg.logLevel);
   if (cfg.coreDumps && !coreDumps.restore()) log.warn("CORE_DUMPS=on: could not restore the core file size limit");

@@ -35,7 +35,7 @@ export const SUMMARIES: Readonly<Record<string, { usage: string; summary: string
     usage: "audit",
     summary: "reconcile Kafka's records with ClickHouse's rows and the DLQ: missing, twice, both",
   },
-  probe: { usage: "probe [URL]", summary: "exit 0 when URL (default: the local /readyz) answers 200: health checks" },
+  probe: { usage: "probe [URL]", summary: "print what URL (default: the local /readyz) answers; exit 0 on 200: health checks" },
   version: { usage: "version", summary: "print the version, the commit it was built from, and librdkafka's version" },
 };
 
@@ -59,8 +59,9 @@ export const HELP: Record<string, string> = {
   generate: GENERATE_HELP,
   dlq: DLQ_HELP,
   audit: AUDIT_HELP,
-  version: "cdr-worker version: print the version and the librdkafka version it loads.",
-  probe: `cdr-worker probe [URL]: GET URL (default ${PROBE_DEFAULT_URL}); exit 0 on HTTP 200, 1 otherwise
-  (2 s timeout). For container health checks: the distroless image has no curl.`,
+  version: "cdr-worker version: print the version, the commit it was built from and the librdkafka version it loads.",
+  probe: `cdr-worker probe [URL]: GET URL (default ${PROBE_DEFAULT_URL}), print the status and the first 4 KiB of
+  the body (/readyz's reasons); exit 0 on HTTP 200, 1 otherwise (2 s timeout). For container health checks
+  and runbooks: the distroless image has no curl.`,
 };
 

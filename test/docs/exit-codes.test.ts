@@ -55,7 +55,7 @@ test.each([
   // Exactly-once signs the DLQ's envelopes by default: `run` without a key says how to make one.
   ["CONFIG", ["run"], { DLQ_PROVENANCE_KEY: "" }, "config error: DLQ_PROVENANCE_KEY=(unset): expected a key under exactly-once: `openssl rand -hex 32"],
   ["CONFIG", ["run"], { DLQ_PROVENANCE: "unsigned", DLQ_PROVENANCE_KEY: "k".repeat(32) }, 'config error: DLQ_PROVENANCE="unsigned"'],
-  ["PROBE_FAILED", ["probe", "http://127.0.0.1:9/readyz"], {}, ""],
+  ["PROBE_FAILED", ["probe", "http://127.0.0.1:9/readyz"], {}, "probe: no answer from http://127.0.0.1:9/readyz within 2000 ms"],
 ] as Array<[ExitKind, string[], Record<string, string>, string]>)("%s: `cdr-worker %p` exits as the list says", async (kind, args, env, says) => {
   const { code, err } = await exitOf(args, env);
   expect(code).toBe(EXITS[kind].code);
