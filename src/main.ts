@@ -72,7 +72,7 @@ async function main(argv: string[]): Promise<ExitKind> {
     case "run":
       return runCommand(cfg);
     case "check":
-      return checkCommand(cfg);
+      return checkCommand(cfg, { offline: args.flags.has("offline") });
     case "migrate":
       return migrateCommand(cfg, args);
     case "topics":

@@ -31,7 +31,7 @@ export type FlagSpecs = Readonly<Record<string, typeof value | typeof toggle>>;
 /** Every command's flags beside --help; values are checked by numberFlag, stringFlag, integerFlag. */
 export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
   run: {},
-  check: {},
+  check: { offline: toggle },
   migrate: { cluster: value, "print-grants": toggle, role: value, user: value, "password-file": value },
   topics: { "replication-factor": value, partitions: value, "keep-configs": toggle, "dry-run": toggle },
   generate: {

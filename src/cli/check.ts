@@ -13,13 +13,14 @@ import { EXITS, type ExitKind } from "../exits.ts";
 import { classifyFailure, type Failure } from "./failure.ts";
 import { clickhousePreflight, decisive, kafkaPreflight } from "./preflight.ts";
 
-export const CHECK_HELP = `cdr-worker check: read the configuration, connect, and check what run needs:
+export const CHECK_HELP = `cdr-worker check [--offline]: read the configuration, connect, and check what run needs:
 both topics, the group's session (exactly-once with group.protocol=consumer), each ClickHouse
 endpoint's table schema and the worker's grants, the DLQ key, and each server's version; and refuses
 a SHUTDOWN_TIMEOUT_SECONDS below one insert's retry budget, which run only warns of. Consumes,
 writes and commits nothing. One line a problem on stderr (a warning for an endpoint that fails beside
 one that passes, as run would start), then a JSON summary on stdout; exits with the code run would
-(2 for that deadline).`;
+(2 for that deadline). --offline checks the configuration alone (every variable, KAFKA_PROP_* through
+librdkafka's own setter, the files it names, the DLQ key and the deadline) and connects to nothing.`;
 
 interface EndpointReport {
   endpoint: string;
@@ -27,7 +28,7 @@ interface EndpointReport {
   passed: boolean;
 }
 
-export async function checkCommand(cfg: Config): Promise<ExitKind> {
+export async function checkCommand(cfg: Config, opts: { offline?: boolean } = {}): Promise<ExitKind> {
   // In the order run meets them: the first decides the exit, every one is printed.
   const problems: Failure[] = [];
   const warnings: string[] = [];
@@ -36,6 +37,7 @@ export async function checkCommand(cfg: Config): Promise<ExitKind> {
   // run only warns of it; a deploy step that checks refuses it before a stop gives up an insert.
   const short = shutdownBelowBudget(cfg);
   if (short) problems.push(classifyFailure(new ConfigError([short])));
+  if (opts.offline) return report(cfg, problems, warnings);
   let session: Awaited<ReturnType<typeof kafkaPreflight>>["session"];
   let kafkaPassed = false;
   try {
@@ -75,6 +77,18 @@ export async function checkCommand(cfg: Config): Promise<ExitKind> {
     for (const f of failed) problems.push({ kind, line: named(f.endpoint, classifyFailure(f.error).line) });
   } else for (const f of failed) warnings.push(named(f.endpoint, classifyFailure(f.error).line));
 
+  return report(cfg, problems, warnings, {
+    kafka: {
+      passed: kafkaPassed,
+      topics: [cfg.kafka.topicRaw, cfg.kafka.topicDlq],
+      ...(session ? { session_timeout_ms: session.sessionTimeoutMs } : {}),
+    },
+    clickhouse: reports,
+  });
+}
+
+/** Every problem and warning on a line of its own (stderr), then the JSON summary (stdout); the exit. */
+function report(cfg: Config, problems: Failure[], warnings: string[], services?: object): ExitKind {
   for (const p of problems) console.error(p.line);
   for (const w of warnings) console.error(`warning: ${w}`);
   const kind: ExitKind = problems[0]?.kind ?? "OK";
@@ -86,12 +100,8 @@ export async function checkCommand(cfg: Config): Promise<ExitKind> {
       warnings: warnings.length,
       delivery: cfg.delivery,
       dlq_provenance: cfg.dlq.provenanceKey ? "signed" : "unsigned",
-      kafka: {
-        passed: kafkaPassed,
-        topics: [cfg.kafka.topicRaw, cfg.kafka.topicDlq],
-        ...(session ? { session_timeout_ms: session.sessionTimeoutMs } : {}),
-      },
-      clickhouse: reports,
+      shutdown_timeout_seconds: cfg.shutdownTimeoutMs / 1000,
+      ...(services ?? { offline: true }),
     }),
   );
   return kind;
