@@ -22,7 +22,8 @@ cdr-worker migrate --print-grants [--role NAME] [--user NAME]: print, and change
 cdr-worker migrate --role NAME [--user NAME --password-file F]: migrate, then run those statements (run as an
   admin; ClickHouse 20.4 or later, which has SQL roles); with --user, create that user (or set its password)
   from the file's content first. The worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.`;
-export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs] [--dry-run]:
+export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]
+  [--dry-run]:
   create missing topics with the spec's settings, repair drifted configs (retention.ms included: an
   operator's retention goes back to the spec's unless --keep-configs), report (never change) a partition
   count that differs. Idempotent; deletes nothing. --replication-factor (default 1) also sets

@@ -35,7 +35,10 @@ export const SUMMARIES: Readonly<Record<string, { usage: string; summary: string
     usage: "audit",
     summary: "reconcile Kafka's records with ClickHouse's rows and the DLQ: missing, twice, both",
   },
-  probe: { usage: "probe [URL]", summary: "print what URL (default: the local /readyz) answers; exit 0 on 200: health checks" },
+  probe: {
+    usage: "probe [URL]",
+    summary: "print what URL (default: the local /readyz) answers; exit 0 on 200: health checks",
+  },
   version: { usage: "version", summary: "print the version, the commit it was built from, and librdkafka's version" },
 };
 

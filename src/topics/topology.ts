@@ -107,7 +107,8 @@ export async function ensureTopics(
       continue;
     }
     if (opts.dryRun) {
-      reports.push({ topic: spec.name, action: Object.keys(repaired).length ? "would-repair" : "ok", repaired, ...mismatch });
+      const action = Object.keys(repaired).length ? "would-repair" : "ok";
+      reports.push({ topic: spec.name, action, repaired, ...mismatch });
       continue;
     }
     if (Object.keys(repaired).length) {
