@@ -31,19 +31,22 @@ export interface KafkaSide {
   session: SessionTerms | undefined;
   /** The raw topic's retention.ms (null: unlimited, or not readable: no DescribeConfigs on it). */
   rawRetentionMs: number | null;
+  /** The raw topic's partitions at start: what the group's workers should own between them. */
+  rawPartitions: number;
 }
 
 /** Throws TOPOLOGY when a topic is missing (the operator runs `topics ensure`). */
 export async function kafkaPreflight(cfg: Config): Promise<KafkaSide> {
   const admin = new Admin(clientProps(cfg, "admin"));
   try {
-    requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
+    const counts = requireTopics(admin, [cfg.kafka.topicRaw, cfg.kafka.topicDlq]);
     // The lease (exactly-once) is measured against the session the coordinator keeps.
     const session =
       cfg.delivery === "exactly-once" && usesConsumerProtocol(kafkaProps(cfg))
         ? await groupSessionTerms(admin, cfg.kafka.groupId)
         : undefined;
-    return { session, rawRetentionMs: await retentionMs(admin, cfg.kafka.topicRaw) };
+    const rawPartitions = counts.get(cfg.kafka.topicRaw)!;
+    return { session, rawRetentionMs: await retentionMs(admin, cfg.kafka.topicRaw), rawPartitions };
   } catch (e) {
     throw await withTlsCause(e, cfg);
   } finally {

@@ -28,7 +28,7 @@ or SHUTDOWN_TIMEOUT_SECONDS passing, exits 1 without committing anything that is
  * is enough: the others are retried as the writer meets them.
  */
 async function preflight(cfg: Config) {
-  const { session, rawRetentionMs } = await kafkaPreflight(cfg);
+  const { session, rawRetentionMs, rawPartitions } = await kafkaPreflight(cfg);
   if (session)
     log.info("the group's session, as the broker keeps it (group.protocol=consumer)", {
       session_timeout_ms: session.sessionTimeoutMs,
@@ -36,7 +36,7 @@ async function preflight(cfg: Config) {
     });
   const endpoints = createClickHouseEndpoints(cfg.clickhouse);
   await onAny(endpoints.map((e) => () => clickhousePreflight(cfg, e.client)));
-  return { endpoints, session, rawRetentionMs };
+  return { endpoints, session, rawRetentionMs, rawPartitions };
 }
 
 /** Lag in time (stats/lag-time.ts), read with a consumer of its own at the committed offsets. */
@@ -70,14 +70,14 @@ function lagTimeOf(cfg: Config, { consumer, delivery }: Pipeline) {
 export async function runCommand(cfg: Config): Promise<ExitKind> {
   const unkeyed = keyRequired(cfg);
   if (unkeyed) throw new ConfigError([unkeyed]);
-  const { endpoints, session, rawRetentionMs } = await preflight(cfg);
+  const { endpoints, session, rawRetentionMs, rawPartitions } = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints, session);
   const { worker, dlqProducer, counters } = pipeline;
   // The owner of partition 0 audits for the group (audit/schedule.ts).
   const ownsPartitionZero = () => pipeline.consumer.assignment.some((a) => a.partition === 0);
   const audits = cfg.auditIntervalMs > 0 ? new AuditSchedule(cfg.auditIntervalMs, { due: ownsPartitionZero }) : null;
   const lagTime = cfg.lagTimeIntervalMs > 0 ? lagTimeOf(cfg, pipeline) : null;
-  const stats = await serveStats(cfg, pipeline, { audits, lagTime: lagTime?.clock, rawRetentionMs });
+  const stats = await serveStats(cfg, pipeline, { audits, lagTime: lagTime?.clock, rawRetentionMs, rawPartitions });
   // Handlers before the "running" line: a supervisor that signals as soon as it reads it must get a
   // graceful stop, not the default action (seen: exit 143 in the image test).
   onShutdownSignals(() => worker.stop(), cfg.shutdownTimeoutMs);

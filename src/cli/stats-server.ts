@@ -34,10 +34,11 @@ export interface StatsExtras {
   audits?: AuditSchedule | null;
   lagTime?: LagTime | null;
   rawRetentionMs?: number | null;
+  rawPartitions?: number;
 }
 
 export async function serveStats(cfg: Config, p: Pipeline, extras: StatsExtras = {}): Promise<StatsServer> {
-  const { audits = null, lagTime = null, rawRetentionMs = null } = extras;
+  const { audits = null, lagTime = null, rawRetentionMs = null, rawPartitions } = extras;
   const { counters, consumer, worker, writer, phone, delivery } = p;
   const topic = cfg.kafka.topicRaw;
   const loopLag = new LoopLagMonitor();
@@ -79,6 +80,7 @@ export async function serveStats(cfg: Config, p: Pipeline, extras: StatsExtras =
     audit: () => audits,
     lagSeconds: lagTime ? (partition, committed, high) => lagTime.seconds(partition, committed, high) : undefined,
     rawRetentionSeconds: rawRetentionMs === null ? undefined : rawRetentionMs / 1000,
+    rawPartitions,
     ready: () =>
       readiness({
         assigned: worker.assigned,

@@ -251,6 +251,11 @@ const offsets: Section = (s, c, { metric }) => {
   metric("cdr_worker_assigned_partitions", "gauge", "Partitions of the raw topic this worker owns.", [
     [{}, s.assignment().length],
   ]);
+  // Beside the group's sum of assigned partitions: a partition no worker owns pages (CdrWorkerPartitionsUnowned).
+  if (s.rawPartitions !== undefined)
+    metric("cdr_worker_raw_topic_partitions", "gauge", "The raw topic's partition count, read at start.", [
+      [{}, s.rawPartitions],
+    ]);
 };
 
 /** The process: phone cache, event loop, readiness, breaker, memory, uptime. */

@@ -38,6 +38,8 @@ export interface StatsSource {
   lagSeconds?: (partition: number, committed: number, high: number | null) => number | null;
   /** The raw topic's retention.ms, in seconds, when known. */
   rawRetentionSeconds?: number;
+  /** The raw topic's partition count, read at start. */
+  rawPartitions?: number;
   /** Why the worker holds a partition paused now (delivery/gate.ts): none while it may fetch. */
   pausedBy?: (partition: number) => string[];
   /** Where librdkafka's fetcher stands for a partition (kafka/fetch-state.ts), null without its statistics. */

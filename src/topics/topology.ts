@@ -128,8 +128,8 @@ export async function ensureTopics(
   return reports;
 }
 
-/** Throws TOPOLOGY naming each missing topic; `run` refuses to start without them. */
-export function requireTopics(admin: Admin, topics: readonly string[]): void {
+/** Throws TOPOLOGY naming each missing topic; `run` refuses to start without them. Their partition counts. */
+export function requireTopics(admin: Admin, topics: readonly string[]): Map<string, number> {
   const counts = admin.partitionCounts(topics);
   const missing = topics.filter((t) => counts.get(t) == null);
   if (missing.length)
@@ -137,4 +137,5 @@ export function requireTopics(admin: Admin, topics: readonly string[]): void {
       "TOPOLOGY",
       `topic${missing.length > 1 ? "s" : ""} ${missing.join(", ")} missing; run \`cdr-worker topics ensure\``,
     );
+  return counts as Map<string, number>;
 }

@@ -38,45 +38,61 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** What a cause fires, per worker: the alerts Prometheus would send, with the rules' severities. */
-const FIRED: Record<string, string[]> = {
-  // A breaker trip: the worker stops consuming on purpose.
-  "w-breaker": ["CdrWorkerDlqBreakerTripped", "CdrWorkerNotReady", "CdrWorkerNoCommitProgress", "CdrWorkerLagGrowing", "CdrWorkerDlqRatioHigh"],
-  // ClickHouse down.
-  "w-clickhouse": ["CdrWorkerClickHouseInsertsFailing", "CdrWorkerNotReady", "CdrWorkerNoCommitProgress", "CdrWorkerLagGrowing", "CdrWorkerReplayCheckStuck"],
-  // The worker itself gone: what it said last keeps other alerts up until they resolve.
-  "w-down": ["CdrWorkerDown", "CdrWorkerNotReady", "CdrWorkerMemoryNearBound"],
-  // A backlog near its deletion: the retention alert pages, the growing lag is the same backlog.
-  "w-backlog": ["CdrWorkerLagNearRetention", "CdrWorkerLagGrowing"],
-  // Another worker, not ready for a reason of its own: nothing of the others silences it.
-  "w-other": ["CdrWorkerNotReady"],
-};
+const WORKERS = ["w1", "w2", "w3"];
+type Fired = { alertname: string; job: string; instance?: string };
+/** One cause's alerts on each of three workers, and its job-level alert (no instance). */
+const onEvery = (job: string, perWorker: string[], jobLevel: string[]): Fired[] => [
+  ...jobLevel.map((alertname) => ({ alertname, job })),
+  ...WORKERS.flatMap((instance) => perWorker.map((alertname) => ({ alertname, job, instance }))),
+];
+/** What each cause fires, as Prometheus would send it with the rules' severities; a job a cause. */
+const FIRED: Fired[] = [
+  // ClickHouse down under CH_UNREACHABLE_POLICY=wait: every worker paused.
+  ...onEvery("ch-wait", ["CdrWorkerNotReady", "CdrWorkerNoCommitProgress", "CdrWorkerLagGrowing", "CdrWorkerReplayCheckStuck"], ["CdrWorkerClickHouseInsertsFailing"]),
+  // ClickHouse down under CH_UNREACHABLE_POLICY=dlq: batches reach the DLQ, and inserts keep failing.
+  ...onEvery("ch-dlq", ["CdrWorkerNotReady", "CdrWorkerLagGrowing"], ["CdrWorkerClickHouseRetriesExhausted", "CdrWorkerClickHouseInsertsFailing"]),
+  // Nothing consumes: every worker down, so no partition is owned.
+  ...onEvery("none", ["CdrWorkerDown", "CdrWorkerNotReady"], ["CdrWorkerNoneConsuming", "CdrWorkerPartitionsUnowned"]),
+  // Causes of one worker's own, beside others of the same job.
+  ...[
+    ["w-breaker", ["CdrWorkerDlqBreakerTripped", "CdrWorkerNotReady", "CdrWorkerNoCommitProgress", "CdrWorkerLagGrowing", "CdrWorkerDlqRatioHigh"]],
+    // The worker itself gone: what it said last keeps other alerts up until they resolve.
+    ["w-down", ["CdrWorkerDown", "CdrWorkerNotReady", "CdrWorkerMemoryNearBound"]],
+    // A backlog near its deletion: the retention alert pages, the growing lag is the same backlog.
+    ["w-backlog", ["CdrWorkerLagNearRetention", "CdrWorkerLagGrowing"]],
+    // Another worker, not ready for a reason of its own: nothing of the others silences it.
+    ["w-other", ["CdrWorkerNotReady"]],
+  ].flatMap(([instance, alerts]) => (alerts as string[]).map((alertname) => ({ alertname, job: "cdr-worker", instance: instance as string }))),
+];
 
-test("each cause pages once: its symptoms are inhibited on the same worker, never on another", async () => {
-  for (const alerts of Object.values(FIRED)) for (const a of alerts) expect(rules.map((r) => r.alert)).toContain(a);
+test("each cause pages once, across three workers: its symptoms are inhibited, another cause's are not", async () => {
+  for (const { alertname } of FIRED) expect(rules.map((r) => r.alert)).toContain(alertname);
   const now = Date.now();
-  const body = Object.entries(FIRED).flatMap(([instance, alerts]) =>
-    alerts.map((alertname) => ({
-      labels: { alertname, instance, job: "cdr-worker", severity: severity(alertname) },
-      annotations: { runbook_url: `docs/runbooks.md#${alertname.toLowerCase()}` },
-      startsAt: new Date(now - 60_000).toISOString(),
-      endsAt: new Date(now + 600_000).toISOString(),
-    })),
-  );
+  const body = FIRED.map(({ alertname, job, instance }) => ({
+    labels: { alertname, job, ...(instance ? { instance } : {}), severity: severity(alertname) },
+    annotations: { runbook_url: `docs/runbooks.md#${alertname.toLowerCase()}` },
+    startsAt: new Date(now - 60_000).toISOString(),
+    endsAt: new Date(now + 600_000).toISOString(),
+  }));
   const posted = await fetch(`${api}/alerts`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   expect(posted.status).toBe(200);
 
   type Alert = { labels: Record<string, string>; status: { state: string; inhibitedBy: string[] } };
   const expected = {
-    "w-breaker": ["CdrWorkerDlqBreakerTripped"],
-    "w-clickhouse": ["CdrWorkerClickHouseInsertsFailing"],
-    "w-down": ["CdrWorkerDown"],
-    "w-backlog": ["CdrWorkerLagNearRetention"],
-    "w-other": ["CdrWorkerNotReady"],
+    "ch-wait": ["CdrWorkerClickHouseInsertsFailing"],
+    "ch-dlq": ["CdrWorkerClickHouseRetriesExhausted"],
+    none: ["CdrWorkerNoneConsuming"],
+    "cdr-worker/w-breaker": ["CdrWorkerDlqBreakerTripped"],
+    "cdr-worker/w-down": ["CdrWorkerDown"],
+    "cdr-worker/w-backlog": ["CdrWorkerLagNearRetention"],
+    "cdr-worker/w-other": ["CdrWorkerNotReady"],
   };
   const activeBy = (alerts: Alert[]) => {
     const out: Record<string, string[]> = {};
-    for (const a of alerts) if (a.status.state === "active") (out[a.labels.instance!] ??= []).push(a.labels.alertname!);
+    for (const a of alerts) {
+      const key = a.labels.instance ? `${a.labels.job}/${a.labels.instance}` : a.labels.job!;
+      if (a.status.state === "active") (out[key] ??= []).push(a.labels.alertname!);
+    }
     return out;
   };
   // The inhibitor reads the alerts as they arrive: wait for it to have seen them all.
@@ -88,7 +104,7 @@ test("each cause pages once: its symptoms are inhibited on the same worker, neve
   expect({ settled, alerts: alerts.length, active: activeBy(alerts) }).toEqual({ settled: true, alerts: body.length, active: expected });
   // Each worker's one active alert pages (a cause that silences pages must page itself), and each
   // silenced alert names the alert that silences it.
-  for (const [instance, [alertname]] of Object.entries(expected)) expect({ instance, severity: severity(alertname!) }).toEqual({ instance, severity: "page" });
+  for (const [cause, [alertname]] of Object.entries(expected)) expect({ cause, severity: severity(alertname!) }).toEqual({ cause, severity: "page" });
   const suppressed = alerts.filter((a) => a.status.state === "suppressed");
   expect(suppressed.length).toBe(body.length - Object.keys(expected).length);
   for (const a of suppressed) expect(a.status.inhibitedBy.length).toBe(1);
