@@ -153,3 +153,15 @@ test("compose.yml: the workers run the production profile, and compose waits out
     expect({ name, grace: svc.stop_grace_period }).toEqual({ name, grace: `${deadline + 10}s` });
   }
 });
+
+test("the dashboard asks for its Prometheus (a variable, no fixed datasource) and shows the age of the oldest waiting record", async () => {
+  const d = JSON.parse(await Bun.file(`${ROOT}/deploy/grafana/cdr-worker.json`).text()) as {
+    templating: { list: Array<{ name: string; type: string; query: string }> };
+    panels: Array<{ title: string; datasource?: { uid: string }; targets: Array<{ expr: string; datasource?: { uid: string } }> }>;
+  };
+  expect(d.templating.list).toContainEqual(expect.objectContaining({ name: "datasource", type: "datasource", query: "prometheus" }));
+  const uids = d.panels.flatMap((p) => [p.datasource?.uid, ...p.targets.map((t) => t.datasource?.uid)]).filter(Boolean);
+  expect(uids.length).toBeGreaterThan(10);
+  expect([...new Set(uids)]).toEqual(["${datasource}"]);
+  expect(d.panels.some((p) => p.targets.some((t) => t.expr.includes("cdr_worker_partition_lag_seconds")))).toBe(true);
+});
