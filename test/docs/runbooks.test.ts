@@ -32,9 +32,12 @@ test("every alert has its anchored section and links it; every section is an ale
   // Drift the test exists for: an alert renamed in the rules, a section dropped from the page.
   expect(mismatches(page, rulesOf(rulesText.replace("alert: CdrWorkerDown", "alert: CdrWorkerGone")))).toContain("CdrWorkerGone: no section");
   expect(mismatches(page.replace("## CdrWorkerEventLoopLag\n", ""), rulesOf(rulesText))).toContain("CdrWorkerEventLoopLag: no section");
-  // The external label the links are built from is set where the shipped Prometheus reads it.
+  // The external label the links are built from is one setting, an address compose requires.
   const prom = Bun.YAML.parse(readFileSync(`${ROOT}/deploy/prometheus/prometheus.yml`, "utf8")) as any;
-  expect(prom.global.external_labels.cdrworker_docs).toBe("docs");
+  expect(prom.global.external_labels.cdrworker_docs).toBe("${CDRWORKER_DOCS_URL}");
+  const compose = Bun.YAML.parse(readFileSync(`${ROOT}/compose.yml`, "utf8")) as any;
+  expect(compose.services.prometheus.command).toContain("--enable-feature=expand-external-labels");
+  expect(compose.services.prometheus.environment.CDRWORKER_DOCS_URL).toStartWith("${CDRWORKER_DOCS_URL:?");
 });
 
 /** The alerts for a whole group (their `job`), which the rules aggregate to one. */

@@ -22,7 +22,7 @@ const DLQ_KEY_FILE = `${secrets}/dlq-provenance-key`;
 writeFileSync(DLQ_KEY_FILE, "compose-test-dlq-provenance-key-0123456789\n");
 chmodSync(DLQ_KEY_FILE, 0o644);
 // Passed to each child: Bun.spawn's children get the environment the process started with.
-const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE: DLQ_KEY_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana" } as Record<string, string>;
+const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE: DLQ_KEY_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana", CDRWORKER_DOCS_URL: "https://git.example/cdr-worker/blob/v0.3.0/docs" } as Record<string, string>;
 const compose = async (...args: string[]) => {
   const p = Bun.spawn([`${ROOT}/.local/podman-compose/bin/podman-compose`, "-p", PROJECT, "-f", `${ROOT}/compose.yml`, "-f", `${ROOT}/compose.podman.yml`, ...args], { env, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);

@@ -21,6 +21,8 @@ const RATE = 100; // records/s
 // The rules' rate windows (1 and 5 minutes) are cut to WINDOW here, as the intervals are to 1 s: a
 // stream a little longer than it fills them, so the rules' values at the end are the stream's.
 const WINDOW = "15s";
+/** Where the alerts' runbook links point: an absolute address, as compose requires one. */
+const DOCS_URL = "https://git.example/cdr-worker/blob/v0.3.0/docs";
 const SECONDS = 20;
 const INVALID_EVERY = 10; // one record in ten goes to the DLQ
 let worker: RunningWorker;
@@ -59,7 +61,12 @@ beforeAll(async () => {
   writeFileSync(`${dir}/cdr-worker.rules.yml`, rules);
   const port = await freePort();
   api = `http://127.0.0.1:${port}`;
-  prometheus = Bun.spawn(["prometheus", `--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, `--web.listen-address=127.0.0.1:${port}`], { stdout: "ignore", stderr: "ignore" });
+  // As compose runs it: the docs' address from the environment into the external labels.
+  prometheus = Bun.spawn(
+    ["prometheus", `--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, `--web.listen-address=127.0.0.1:${port}`,
+      "--enable-feature=expand-external-labels"],
+    { stdout: "ignore", stderr: "ignore", env: { ...process.env, CDRWORKER_DOCS_URL: DOCS_URL } },
+  );
   await waitFor(async () => ((await fetch(`${api}/-/ready`).catch(() => null))?.status === 200 ? true : undefined), 30_000, "Prometheus ready");
   // The paced stream: RATE records a second for SECONDS, one in INVALID_EVERY with a bad rat.
   const p = new Producer(props);
@@ -96,6 +103,12 @@ afterAll(async () => {
 test("Prometheus scrapes the worker: the target is up", async () => {
   const up = await query('up{job="cdr-worker"}');
   expect(up.map((s) => s.value[1])).toEqual(["1"]);
+});
+
+test("the runbook links are absolute: the docs' address comes from the environment into the external labels", async () => {
+  // Federation exports series with the external labels the alerts' annotations read.
+  const federated = await (await fetch(`${api}/federate?match[]=up`)).text();
+  expect(federated).toContain(`cdrworker_docs="${DOCS_URL}"`);
 });
 
 test("every metric the rules and the dashboard name exists in the scrape", async () => {
