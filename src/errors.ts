@@ -11,6 +11,7 @@ export type ErrorCode =
   | "KAFKA_COMMIT"
   | "KAFKA_TRANSACTION"
   | "KAFKA_ADMIN"
+  | "KAFKA_ACCESS"
   | "TOPOLOGY"
   | "CLICKHOUSE_INSERT"
   | "CLICKHOUSE_SCHEMA"

@@ -11,14 +11,20 @@ import { keyRequired, shutdownBelowBudget, type Config } from "../config.ts";
 import { CdrWorkerError, ConfigError } from "../errors.ts";
 import { EXITS, type ExitKind } from "../exits.ts";
 import { classifyFailure, type Failure } from "./failure.ts";
+import { Admin } from "../kafka/admin.ts";
+import { clientProps } from "./kafka-clients.ts";
+import { missingKafkaGrants, transactionalWrite } from "./kafka-grants.ts";
 import { clickhousePreflight, decisive, kafkaPreflight } from "./preflight.ts";
 
 export const CHECK_HELP = `cdr-worker check [--offline]: read the configuration, connect, and check what run needs:
 both topics, the group's session (exactly-once with group.protocol=consumer), each ClickHouse
-endpoint's table schema and the worker's grants, the DLQ key, and each server's version; and refuses
-a SHUTDOWN_TIMEOUT_SECONDS below one insert's retry budget, which run only warns of. Consumes,
-writes and commits nothing. One line a problem on stderr (a warning for an endpoint that fails beside
-one that passes, as run would start), then a JSON summary on stdout; exits with the code run would
+endpoint's table schema and the worker's grants, the Kafka ACLs run needs (group Read, topic Read and
+Write, DescribeConfigs, a TransactionalId Write under exactly-once: docs/security.md), the DLQ key,
+and each server's version; and refuses a SHUTDOWN_TIMEOUT_SECONDS below one insert's retry budget,
+which run only warns of. Consumes, produces and commits nothing (under exactly-once it registers the
+TransactionalId <KAFKA_GROUP_ID>-<WORKER_INSTANCE>-check to try the grant). One line a problem on
+stderr (a warning for an endpoint that fails beside one that passes, as run would start), then a
+JSON summary on stdout; exits with the code run would
 (2 for that deadline). --offline checks the configuration alone (every variable, KAFKA_PROP_* through
 librdkafka's own setter, the files it names, the DLQ key and the deadline) and connects to nothing.`;
 
@@ -45,6 +51,21 @@ export async function checkCommand(cfg: Config, opts: { offline?: boolean } = {}
     kafkaPassed = true;
   } catch (e) {
     problems.push(classifyFailure(e));
+  }
+  if (kafkaPassed) {
+    // The grants run needs and would stop on later (a group it may not join, a DLQ it may not write).
+    const admin = new Admin(clientProps(cfg, "admin"));
+    try {
+      const { errors, warnings: weaker } = await missingKafkaGrants(admin, cfg);
+      for (const e of errors) problems.push(classifyFailure(e));
+      warnings.push(...weaker);
+    } finally {
+      admin.close();
+    }
+    const txn = await transactionalWrite(cfg);
+    if (txn?.error) problems.push(classifyFailure(txn.error));
+    if (txn?.warning) warnings.push(txn.warning);
+    kafkaPassed = !problems.some((p) => p.line.startsWith("error KAFKA_ACCESS"));
   }
   const endpoints = createClickHouseEndpoints(cfg.clickhouse);
   const reports: EndpointReport[] = [];

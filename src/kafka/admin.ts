@@ -381,6 +381,67 @@ export class Admin {
     }
   }
 
+  /**
+   * What the broker lets this client do with a topic or a group (DescribeTopics, DescribeGroups with
+   * their authorized operations): `check`'s reading of the ACLs `run` needs, without consuming,
+   * writing or joining anything. A broker with no authorizer allows everything. Throws the refusal
+   * when the client may not even describe it (TOPIC_/GROUP_AUTHORIZATION_FAILED).
+   */
+  async authorizedOperations(kind: "topic" | "group", name: string): Promise<Set<AclOperation>> {
+    if (this.#closed) throw closedError(`describe ${kind} ${name}`);
+    const what = `describe ${kind} ${name}`;
+    const lk = lookups(what);
+    const cname = cstr(name);
+    const names = BigUint64Array.of(BigInt(ptr(cname)));
+    const operations = (arr: Pointer | null, cnt: BigUint64Array) =>
+      new Set(Array.from({ length: Number(cnt[0]) }, (_, i) => ACL_OPERATIONS[read.i32(arr!, i * 4)] ?? "UNKNOWN"));
+    const withAuthorized = (opts: Pointer) => {
+      const e = lk.rd_kafka_AdminOptions_set_include_authorized_operations(opts, 1);
+      if (e) throw readOwnedError(what, e);
+    };
+    if (kind === "topic") {
+      const collection = lk.rd_kafka_TopicCollection_of_topic_names(names, 1)!;
+      try {
+        return await this.#request(
+          RD.EVENT_DESCRIBETOPICS_RESULT,
+          (opts, queue) => {
+            withAuthorized(opts);
+            lk.rd_kafka_DescribeTopics(this.#h.rk, collection, opts, queue);
+          },
+          (ev) => {
+            const result = lk.rd_kafka_event_DescribeTopics_result(ev)!;
+            const [t] = readPointers((cnt) => lk.rd_kafka_DescribeTopics_result_topics(result, cnt));
+            if (!t) throw new KafkaError("KAFKA_ADMIN", `${what}: empty result`);
+            const error = lk.rd_kafka_TopicDescription_error(t);
+            if (error) throw readError(what, error);
+            const cnt = new BigUint64Array(1);
+            return operations(lk.rd_kafka_TopicDescription_authorized_operations(t, cnt), cnt);
+          },
+          what,
+        );
+      } finally {
+        lk.rd_kafka_TopicCollection_destroy(collection);
+      }
+    }
+    return this.#request(
+      RD.EVENT_DESCRIBECONSUMERGROUPS_RESULT,
+      (opts, queue) => {
+        withAuthorized(opts);
+        lk.rd_kafka_DescribeConsumerGroups(this.#h.rk, names, 1, opts, queue);
+      },
+      (ev) => {
+        const result = lk.rd_kafka_event_DescribeConsumerGroups_result(ev)!;
+        const [g] = readPointers((cnt) => lk.rd_kafka_DescribeConsumerGroups_result_groups(result, cnt));
+        if (!g) throw new KafkaError("KAFKA_ADMIN", `${what}: empty result`);
+        const error = lk.rd_kafka_ConsumerGroupDescription_error(g);
+        if (error) throw readError(what, error);
+        const cnt = new BigUint64Array(1);
+        return operations(lk.rd_kafka_ConsumerGroupDescription_authorized_operations(g, cnt), cnt);
+      },
+      what,
+    );
+  }
+
   /** Frees the handle, at once or after the last request under way; a second call does nothing. */
   close(): void {
     if (this.#closed) return;
@@ -441,6 +502,22 @@ function pointerArray(ptrs: readonly Pointer[]): BigUint64Array {
 }
 
 /** Calls a `T **fn(..., size_t *cntp)` accessor and returns its array of pointers. */
+/** rd_kafka_AclOperation_t, as rdkafka.h numbers it. */
+const ACL_OPERATIONS = [
+  "UNKNOWN", "ANY", "ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
+  "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
+] as const;
+export type AclOperation = (typeof ACL_OPERATIONS)[number];
+
+/** An rd_kafka_error_t* the caller owns: read, destroyed, returned as a KafkaError. */
+function readOwnedError(what: string, error: Pointer): KafkaError {
+  try {
+    return readError(what, error);
+  } finally {
+    rdk().rd_kafka_error_destroy(error);
+  }
+}
+
 function readPointers(fn: (cnt: BigUint64Array) => Pointer | null): Pointer[] {
   const cnt = new BigUint64Array(1);
   const arr = fn(cnt);

@@ -192,6 +192,14 @@ const lookupSymbols = {
   rd_kafka_DescribeTopics_result_topics: { args: ["ptr", "ptr"], returns: "ptr" },
   rd_kafka_TopicDescription_partitions: { args: ["ptr", "ptr"], returns: "ptr" },
   rd_kafka_TopicDescription_error: { args: ["ptr"], returns: "ptr" },
+  // What the broker lets this client do with a topic or a group (`check`).
+  rd_kafka_AdminOptions_set_include_authorized_operations: { args: ["ptr", "i32"], returns: "ptr" },
+  rd_kafka_TopicDescription_authorized_operations: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_DescribeConsumerGroups: { args: ["ptr", "ptr", "usize", "ptr", "ptr"], returns: "void" },
+  rd_kafka_event_DescribeConsumerGroups_result: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_DescribeConsumerGroups_result_groups: { args: ["ptr", "ptr"], returns: "ptr" },
+  rd_kafka_ConsumerGroupDescription_error: { args: ["ptr"], returns: "ptr" },
+  rd_kafka_ConsumerGroupDescription_authorized_operations: { args: ["ptr", "ptr"], returns: "ptr" },
 } as const;
 
 let overridePath = "";

@@ -10,11 +10,20 @@ import { KafkaError } from "../../src/errors.ts";
 setDefaultTimeout(60_000);
 afterAll(killLeftoverWorkers);
 
-/** Kafka's own ACL tool, as an operator runs it, through the super user's listener. */
-async function deny(principal: string, resource: "--group" | "--transactional-id", name: string): Promise<void> {
+/**
+ * Kafka's own ACL tool, as an operator runs it, through the super user's listener. The broker lets
+ * everyone do anything with a resource no ACL names; once one does, only what is allowed is.
+ */
+async function deny(
+  principal: string,
+  resource: "--group" | "--transactional-id" | "--topic",
+  name: string,
+  { operation = "All", prefixed = false, allow = false } = {},
+): Promise<void> {
   const proc = Bun.spawn(
     ["java", "-cp", `${ROOT}/.local/kafka/libs/*`, "org.apache.kafka.tools.AclCommand", "--bootstrap-server", KAFKA_BROKERS,
-      "--add", "--deny-principal", principal, "--operation", "All", resource, name],
+      "--add", allow ? "--allow-principal" : "--deny-principal", principal, "--operation", operation, resource, name,
+      ...(prefixed ? ["--resource-pattern-type", "prefixed"] : [])],
     { stdout: "pipe", stderr: "pipe" },
   );
   const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
@@ -99,4 +108,44 @@ test("exactly-once under group.protocol=consumer without DescribeConfigs on the 
   const line = logs.split("\n").find((l) => l.includes(`grant DescribeConfigs on group ${n.group}`));
   expect(line).toBeDefined();
   expect(logs).not.toContain("partitions assigned");
+});
+
+/** `check` as the SASL user: its exit, its problem and warning lines, its summary. */
+function check(env: Record<string, string>) {
+  const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "check"], { env: { ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+  // Its problem and warning lines; the JSON lines are the log's (the retention it could not read).
+  const lines = `${p.stderr}`.trim().split("\n").filter((l) => l && !l.startsWith("{"));
+  return { code: p.exitCode, lines, summary: JSON.parse(`${p.stdout}`) };
+}
+
+// `check` reads the ACLs `run` needs from the broker (the authorized operations of each topic and
+// group, and an InitProducerId under the workers' TransactionalId prefix): each refusal is a line
+// naming what to grant, and the exit is the one `run` gives on it.
+test("check names each Kafka grant run lacks: a group it may not join, the TransactionalId prefix; DescribeConfigs is a warning", async () => {
+  const key = { DLQ_PROVENANCE_KEY: "k".repeat(64) };
+  const n = await freshNames("check-acl");
+  const granted = check(workerEnv(n, { ...SASL, ...key }));
+  expect({ code: granted.code, lines: granted.lines }).toEqual({ code: 0, lines: [] });
+  expect(granted.summary.kafka.passed).toBe(true);
+
+  // Everything on the raw topic but DescribeConfigs (a deny wins over an allow).
+  await deny("User:cdr", "--topic", n.raw, { allow: true });
+  await deny("User:cdr", "--topic", n.raw, { operation: "DescribeConfigs" });
+  const weaker = check(workerEnv(n, { ...SASL, ...key }));
+  expect(weaker.code).toBe(0);
+  expect(weaker.lines).toEqual([expect.stringMatching(new RegExp(`^warning: the client may not describe configs topic ${n.raw.replaceAll(".", "\\.")}, which run needs to compare lag`))]);
+
+  await denyGroup("User:cdr", n.group);
+  await deny("User:cdr", "--transactional-id", `${n.group}-`, { prefixed: true });
+  const refused = check(workerEnv(n, { ...SASL, ...key }));
+  expect(refused.code).toBe(1);
+  const errors = refused.lines.filter((l) => l.startsWith("error KAFKA_ACCESS"));
+  expect(errors).toEqual([
+    expect.stringContaining(`the client may not read group ${n.group}, which run needs to join the group and commit its offsets`),
+    expect.stringContaining(`the client may not write TransactionalId ${n.group}-`),
+  ]);
+  expect(errors[1]).toContain(`grant Write and Describe on the prefix ${n.group}-`);
+  expect(refused.summary).toMatchObject({ check: "failed", exit: 1, kafka: { passed: false } });
+  // run stops on the same configuration with the same exit.
+  expect((await runUntilExit(workerEnv(n, { ...SASL, ...key }))).code).toBe(1);
 });
