@@ -2,6 +2,7 @@
 import { createClickHouse } from "../clickhouse/client.ts";
 import { roleStatements, userStatements } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
+import { MIN_KEEP_DAYS, pruneOffsets } from "../clickhouse/prune.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
@@ -12,6 +13,9 @@ import { Admin } from "../kafka/admin.ts";
 import { integerFlag, stringFlag, type ParsedArgs } from "./args.ts";
 import { ensureTopics, topologySpec } from "../topics/topology.ts";
 
+/** How long `migrate --prune-offsets` keeps the offsets table's rows by default: two months. */
+const DEFAULT_KEEP_DAYS = 62;
+
 export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the database and table of sql/ if missing
   (idempotent), and add the columns a table made by an older release lacks (the Kafka provenance
   kafka_partition, kafka_offset; -1 in rows written before). With --cluster, ON CLUSTER NAME:
@@ -21,7 +25,11 @@ cdr-worker migrate --print-grants [--role NAME] [--user NAME]: print, and change
   make role NAME (default cdr_worker) hold exactly the privileges the worker needs, and make it USER's default.
 cdr-worker migrate --role NAME [--user NAME --password-file F]: migrate, then run those statements (run as an
   admin; ClickHouse 20.4 or later, which has SQL roles); with --user, create that user (or set its password)
-  from the file's content first. The worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.`;
+  from the file's content first. The worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.
+cdr-worker migrate --prune-offsets [--keep-days N] [--cluster NAME]: drop the monthly partitions of
+  <table>_offsets whose every row is older than N days (default ${DEFAULT_KEEP_DAYS}, at least
+  ${MIN_KEEP_DAYS}): what the replay check and audit read lies within the raw topic's retention, and
+  18.16 has no TTL. Run it as the admin, monthly (a CronJob); prints the partitions dropped.`;
 export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]
   [--dry-run]:
   create missing topics with the spec's settings, repair drifted configs (retention.ms included: an
@@ -39,6 +47,17 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
   const user = stringFlag(args, "user");
   const passwordFile = stringFlag(args, "password-file");
   const { database, table } = cfg.clickhouse;
+  if (args.flags.has("prune-offsets")) {
+    const keepDays = integerFlag(args, "keep-days", DEFAULT_KEEP_DAYS, MIN_KEEP_DAYS, 36_500);
+    const ch = createClickHouse(cfg.clickhouse, "default");
+    try {
+      const pruned = await pruneOffsets(ch, database, table, keepDays, { cluster });
+      console.log(JSON.stringify({ table: `${database}.${table}_offsets`, keep_days: keepDays, pruned }));
+      return "OK";
+    } finally {
+      await ch.close();
+    }
+  }
   if (args.flags.has("print-grants")) {
     for (const s of roleStatements(role ?? "cdr_worker", database, table, user)) console.log(`${s};`);
     return "OK";

@@ -32,7 +32,15 @@ export type FlagSpecs = Readonly<Record<string, typeof value | typeof toggle>>;
 export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
   run: {},
   check: { offline: toggle },
-  migrate: { cluster: value, "print-grants": toggle, role: value, user: value, "password-file": value },
+  migrate: {
+    cluster: value,
+    "print-grants": toggle,
+    role: value,
+    user: value,
+    "password-file": value,
+    "prune-offsets": toggle,
+    "keep-days": value,
+  },
   topics: { "replication-factor": value, partitions: value, "keep-configs": toggle, "dry-run": toggle },
   generate: {
     count: value,
