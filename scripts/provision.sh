@@ -125,6 +125,42 @@ provision_kubernetes_validate() {
   echo "$KUBERNETES_VALIDATE_VERSION" >"$stamp"
 }
 
+# kustomize, pinned, built from the Go module proxy: the suite renders deploy/kubernetes/'s base and
+# overlays as `kubectl apply -k` does (test/deploy/). With Go's own toolchain, pinned, from the same
+# proxy (a zip checked against its SHA-256): whatever Go the host has, or none.
+KUSTOMIZE_VERSION="v5.5.0"
+GO_TOOLCHAIN="go1.26.8"
+GO_TOOLCHAIN_SHA256="30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7"
+go_for_kustomize() {
+  local dir="$LOCAL/go-toolchain" zip="$LOCAL/go-toolchain.zip"
+  if [[ ! -x $dir/bin/go ]]; then
+    log "fetching Go $GO_TOOLCHAIN from the Go module proxy (to build kustomize)"
+    curl -fsS -o "$zip" "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-$GO_TOOLCHAIN.linux-amd64.zip" \
+      || die "could not fetch Go $GO_TOOLCHAIN from proxy.golang.org"
+    [[ "$(sha256sum "$zip" | cut -c1-64)" == "$GO_TOOLCHAIN_SHA256" ]] || die "Go $GO_TOOLCHAIN's zip does not match its SHA-256"
+    rm -rf "$dir" "$LOCAL/go-toolchain.tmp" && mkdir -p "$LOCAL/go-toolchain.tmp"
+    python3 -m zipfile -e "$zip" "$LOCAL/go-toolchain.tmp"
+    mv "$LOCAL/go-toolchain.tmp/golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-amd64" "$dir"
+    rm -rf "$LOCAL/go-toolchain.tmp" "$zip"
+    # A zip keeps no modes: the toolchain's programs made executable again.
+    chmod -R u+x "$dir/bin" "$dir/pkg/tool"
+  fi
+  echo "$dir/bin/go"
+}
+provision_kustomize() {
+  local dir="$LOCAL/kustomize" stamp="$LOCAL/kustomize/.version"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$KUSTOMIZE_VERSION" ]] && [[ -x $dir/bin/kustomize ]]; then
+    log "ok: kustomize $KUSTOMIZE_VERSION"; return
+  fi
+  local go; go="$(go_for_kustomize)"
+  log "building kustomize $KUSTOMIZE_VERSION (Go module proxy) into $dir"
+  rm -rf "$dir"
+  GOBIN="$dir/bin" GOPATH="$LOCAL/go-path" GOCACHE="$LOCAL/go-cache" GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+    "$go" install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" >"$LOCAL/kustomize-go.log" 2>&1 \
+    || die "go install kustomize failed; see $LOCAL/kustomize-go.log"
+  echo "$KUSTOMIZE_VERSION" >"$stamp"
+}
+
 # librdkafka at the version Confluent's JavaScript client ships, built from that npm package
 # (scripts/librdkafka/version.env pins it; build.sh is idempotent and says "ok:" when built).
 provision_librdkafka() {
@@ -151,4 +187,5 @@ provision_node_modules
 provision_chdb
 provision_podman_compose
 provision_kubernetes_validate
+provision_kustomize
 log "provisioned"

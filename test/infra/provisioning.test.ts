@@ -16,7 +16,7 @@ setDefaultTimeout(60_000);
  */
 const PROVISIONED_TOOLS = new Set(["bun", "npm"]);
 /** `python3 -m X` → the Debian package that provides module X. */
-const PYTHON_MODULES: Record<string, string> = { venv: "python3-venv" };
+const PYTHON_MODULES: Record<string, string> = { venv: "python3-venv", zipfile: "libpython3-stdlib" };
 
 const SCRIPTS = [
   ".ci/run",
