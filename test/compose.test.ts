@@ -144,7 +144,7 @@ test("compose.yml: the workers run the production profile, and compose waits out
   const s = (Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> }).services;
   for (const name of ["worker", "cluster-worker"]) {
     const svc = s[name];
-    expect({ name, env_file: svc.env_file }).toEqual({ name, env_file: "deploy/production.env" });
+    expect({ name, env_file: svc.env_file }).toEqual({ name, env_file: "deploy/kubernetes/config/production.env" });
     // What compose gives the worker: the profile, then its own environment over it.
     const env = { ...productionProfile(), ...svc.environment };
     for (const k of Object.keys(productionProfile())) expect({ [k]: svc.environment[k] }).toEqual({ [k]: undefined });

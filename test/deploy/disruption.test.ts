@@ -3,19 +3,18 @@
 // answers for each worker's situation, answered by the worker's own stats app: a drain or a rollout
 // must be able to take a pod beside a standby worker, and during a ClickHouse outage under `wait`.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { readFileSync } from "node:fs";
 import { createStatsApp } from "../../src/stats/app.ts";
 import { readiness } from "../../src/stats/readiness.ts";
-import { ROOT } from "../support/services.ts";
+import { one, rendered } from "../support/kustomize.ts";
 import { statsSource } from "../support/stats-source.ts";
 
 setDefaultTimeout(60_000);
 
-const manifest = (name: string) => Bun.YAML.parse(readFileSync(`${ROOT}/deploy/kubernetes/${name}`, "utf8")) as any;
-const PDB = manifest("poddisruptionbudget.yaml").spec as {
+const docs = rendered();
+const PDB = one(docs, "PodDisruptionBudget").spec as {
   maxUnavailable?: number; minAvailable?: number; unhealthyPodEvictionPolicy?: "IfHealthyBudget" | "AlwaysAllow";
 };
-const PROBE_PATH = manifest("deployment.yaml").spec.template.spec.containers[0].readinessProbe.httpGet.path as string;
+const PROBE_PATH = one(docs, "Deployment").spec.template.spec.containers[0].readinessProbe.httpGet.path as string;
 
 /** Whether the eviction API lets pod `target` go (pkg/registry/core/pod/storage/eviction.go, policy/v1). */
 function evictionAllowed(replicas: number, ready: boolean[], target: number): boolean {

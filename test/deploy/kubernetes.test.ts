@@ -1,13 +1,15 @@
-// deploy/kubernetes/ checked offline against Kubernetes' own schemas (PyPI's kubernetes-validate,
-// strict: an unknown field is an error), and held to the code it depends on: the memory request to
-// the bound the worker exports at the ConfigMap's settings, the grace period to its shutdown
-// deadline, the probes to the stats server's paths, the user to the image's.
+// deploy/kubernetes/ rendered by kustomize as `kubectl apply -k` renders it (the worker, its Jobs,
+// its CronJobs), checked offline against Kubernetes' own schemas (PyPI's kubernetes-validate, strict:
+// an unknown field is an error), and held to the code it depends on: the memory request to the
+// bound the worker exports at the ConfigMap's settings, the grace period to its shutdown deadline,
+// the probes to the stats server's paths, the user to the image's; every Job's pod to the worker's.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { loadConfig, shutdownBelowBudget } from "../../src/config.ts";
 import { memoryBoundBytes } from "../../src/stats/memory-bound.ts";
 import { VERSION } from "../../src/version.ts";
+import { one, rendered, renderedText } from "../support/kustomize.ts";
 import { productionProfile } from "../support/profile.ts";
 import { ROOT } from "../support/services.ts";
 
@@ -15,31 +17,48 @@ setDefaultTimeout(60_000);
 
 const DIR = `${ROOT}/deploy/kubernetes`;
 const VALIDATE = `${ROOT}/.local/kubernetes-validate/bin/kubernetes-validate`;
-const files = () =>
-  readdirSync(DIR, { recursive: true, encoding: "utf8" })
-    .filter((f) => f.endsWith(".yaml"))
-    .map((f) => `${DIR}/${f}`);
-const manifest = (name: string) => Bun.YAML.parse(readFileSync(`${DIR}/${name}`, "utf8")) as any;
+const KUSTOMIZATIONS = ["", "jobs", "cronjobs"];
 
 function validate(paths: string[]) {
   const p = Bun.spawnSync([VALIDATE, "--strict", "--no-warn", ...paths], { stdout: "pipe", stderr: "pipe" });
   return { code: p.exitCode, out: p.stdout.toString() + p.stderr.toString() };
 }
 
-test("every manifest validates strictly against Kubernetes' schemas; a field misspelled in a copy does not", () => {
-  const all = files();
-  expect(all.map((f) => f.slice(DIR.length + 1)).sort()).toEqual(["check/job.yaml", "configmap.yaml", "deployment.yaml", "poddisruptionbudget.yaml"]);
-  const good = validate(all);
-  expect(good.code).toBe(0);
-  for (const f of all) expect(good.out).toContain(`${f} passed`);
-
+test("the worker, its Jobs and its CronJobs render and validate strictly against Kubernetes' schemas; a field misspelled does not", () => {
   const dir = mkdtempSync(`${tmpdir()}/cdr-k8s-`);
   try {
-    const copy = `${dir}/deployment.yaml`;
-    writeFileSync(copy, readFileSync(`${DIR}/deployment.yaml`, "utf8").replace("terminationGracePeriodSeconds:", "terminationGracePeriod:"));
-    const bad = validate([copy]);
+    const files = KUSTOMIZATIONS.map((k) => {
+      const file = `${dir}/${k || "worker"}.yaml`;
+      writeFileSync(file, renderedText(`${DIR}/${k}`));
+      return file;
+    });
+    const good = validate(files);
+    expect(good.code).toBe(0);
+    const kinds = [...good.out.matchAll(/passed for resource (\w+)\//g)].map((m) => m[1]).sort();
+    expect([...new Set(kinds)]).toEqual(["configmap", "cronjob", "deployment", "job", "networkpolicy", "poddisruptionbudget"]);
+    const copy = `${dir}/copy`;
+    cpSync(DIR, copy, { recursive: true });
+    writeFileSync(`${copy}/deployment.yaml`, readFileSync(`${DIR}/deployment.yaml`, "utf8").replace("terminationGracePeriodSeconds:", "terminationGracePeriod:"));
+    writeFileSync(`${dir}/bad.yaml`, renderedText(copy));
+    const bad = validate([`${dir}/bad.yaml`]);
     expect(bad.code).not.toBe(0);
     expect(bad.out).toContain("terminationGracePeriod");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("an edit of the ConfigMap's settings renames it, so the pods roll over to it (the worker reads its environment at start)", () => {
+  const dir = mkdtempSync(`${tmpdir()}/cdr-k8s-edit-`);
+  try {
+    cpSync(DIR, dir, { recursive: true });
+    writeFileSync(`${dir}/config/worker.env`, readFileSync(`${dir}/config/worker.env`, "utf8").replace("LOG_LEVEL=info", "LOG_LEVEL=debug"));
+    const ref = (docs: any[]) => one(docs, "Deployment").spec.template.spec.containers[0].envFrom[0].configMapRef.name;
+    const [before, after] = [ref(rendered(DIR)), ref(rendered(dir))];
+    expect(before).toStartWith("cdr-worker-");
+    expect(after).toStartWith("cdr-worker-");
+    expect(after).not.toBe(before);
+    expect(one(rendered(DIR), "ConfigMap").metadata.name).toBe(before);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -53,7 +72,8 @@ function bytes(quantity: string): number {
 }
 
 test("the Deployment is held to the worker: memory bound, shutdown deadline, probes, secrets, user", () => {
-  const data = manifest("configmap.yaml").data as Record<string, string>;
+  const docs = rendered(DIR);
+  const data = one(docs, "ConfigMap").data as Record<string, string>;
   // The ConfigMap loads as it is, with the Secret's files where the pod mounts them.
   const dir = mkdtempSync(`${tmpdir()}/cdr-k8s-secrets-`);
   const mounted = { ...data };
@@ -63,12 +83,12 @@ test("the Deployment is held to the worker: memory bound, shutdown deadline, pro
   }
   const cfg = loadConfig(mounted);
   rmSync(dir, { recursive: true, force: true });
-  const pod = manifest("deployment.yaml").spec.template.spec;
+  const pod = one(docs, "Deployment").spec.template.spec;
   const [c] = pod.containers;
   const bound = memoryBoundBytes(cfg.batch, cfg.phone.cacheSize);
   expect(bytes(c.resources.requests.memory)).toBeGreaterThanOrEqual(bound);
   expect(bytes(c.resources.limits.memory)).toBeGreaterThan(bytes(c.resources.requests.memory));
-  // The production profile, as deploy/production.env holds it; the stop deadline its own default.
+  // The production profile, as config/production.env holds it; the stop deadline its own default.
   expect(data).toMatchObject(productionProfile());
   expect(data.SHUTDOWN_TIMEOUT_SECONDS).toBeUndefined();
   expect(shutdownBelowBudget(cfg)).toBeNull();
@@ -86,22 +106,43 @@ test("the Deployment is held to the worker: memory bound, shutdown deadline, pro
   expect(readFileSync(`${ROOT}/Dockerfile`, "utf8")).toMatch(/^USER nonroot$/m);
   expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532 });
   expect(c.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } });
-  expect(manifest("deployment.yaml").spec.template.metadata.annotations).toMatchObject({
+  expect(one(docs, "Deployment").spec.template.metadata.annotations).toMatchObject({
     "prometheus.io/scrape": "true",
     "prometheus.io/port": "8081",
   });
-  const pdb = manifest("poddisruptionbudget.yaml").spec;
-  expect(pdb.selector).toEqual(manifest("deployment.yaml").spec.selector);
+  const pdb = one(docs, "PodDisruptionBudget").spec;
+  expect(pdb.selector).toEqual(one(docs, "Deployment").spec.selector);
+  // Only Prometheus reaches the stats port.
+  const policy = one(docs, "NetworkPolicy").spec;
+  expect(policy.podSelector).toEqual(one(docs, "Deployment").spec.selector);
+  expect(policy.ingress).toEqual([{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { "app.kubernetes.io/name": "prometheus" } } }], ports: [{ protocol: "TCP", port: 8081 }] }]);
 });
 
-test("the check Job runs `check` in the Deployment's pod: same environment, secrets, image and security", () => {
-  const worker = manifest("deployment.yaml").spec.template.spec;
-  const job = manifest("check/job.yaml").spec.template.spec;
+test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets and security; migrate and pruning as the admin", () => {
+  const worker = one(rendered(DIR), "Deployment").spec.template.spec;
   const [w] = worker.containers;
-  const [c] = job.containers;
-  expect(c.args).toEqual(["check"]);
   expect(w.image).toBe(`cdr-worker:${VERSION}`);
-  expect(job.restartPolicy).toBe("Never");
-  for (const k of ["image", "envFrom", "volumeMounts", "securityContext"]) expect({ [k]: c[k] }).toEqual({ [k]: w[k] });
-  for (const k of ["volumes", "securityContext", "automountServiceAccountToken"]) expect({ [k]: job[k] }).toEqual({ [k]: worker[k] });
+  const jobs = rendered(`${DIR}/jobs`).filter((d) => d.kind === "Job").map((d) => [d.metadata.name, d.spec.template.spec] as const);
+  const crons = rendered(`${DIR}/cronjobs`).filter((d) => d.kind === "CronJob").map((d) => [d.metadata.name, d.spec.jobTemplate.spec.template.spec] as const);
+  expect([...jobs, ...crons].map(([name]) => name).sort()).toEqual([
+    "cdr-worker-audit", "cdr-worker-check", "cdr-worker-migrate", "cdr-worker-prune-offsets", "cdr-worker-topics",
+  ]);
+  const args: Record<string, string[]> = {};
+  for (const [name, pod] of [...jobs, ...crons]) {
+    const [c] = pod.containers;
+    args[name] = c.args;
+    expect({ name, restartPolicy: pod.restartPolicy }).toEqual({ name, restartPolicy: "Never" });
+    for (const k of ["image", "envFrom", "securityContext"]) expect({ name, [k]: c[k] }).toEqual({ name, [k]: w[k] });
+    for (const k of ["securityContext", "automountServiceAccountToken"]) expect({ name, [k]: pod[k] }).toEqual({ name, [k]: worker[k] });
+    for (const v of worker.volumes) expect(pod.volumes).toContainEqual(v);
+    for (const m of w.volumeMounts) expect(c.volumeMounts).toContainEqual(m);
+    // As the admin: its password from the Secret cdr-worker-admin, never the worker's.
+    const admin = ["cdr-worker-migrate", "cdr-worker-prune-offsets"].includes(name);
+    const user = (c.env ?? []).find((e: { name: string }) => e.name === "CLICKHOUSE_USER")?.value;
+    expect({ name, user }).toEqual({ name, user: admin ? "default" : undefined });
+    if (admin) expect(pod.volumes).toContainEqual({ name: "admin", secret: { secretName: "cdr-worker-admin", defaultMode: 0o440 } });
+  }
+  expect(args["cdr-worker-topics"]).toEqual(["topics", "ensure", "--keep-configs", "--replication-factor", "3"]);
+  expect(args["cdr-worker-check"]).toEqual(["check"]);
+  expect(args["cdr-worker-prune-offsets"]).toEqual(["migrate", "--prune-offsets"]);
 });

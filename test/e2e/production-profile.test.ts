@@ -1,4 +1,4 @@
-// The production profile (deploy/production.env, docs/production.md) as the shipped deployments run
+// The production profile (deploy/kubernetes/config/production.env, docs/production.md) as the shipped deployments run
 // it: ClickHouse gone for 60 s under a steady stream, as a restart is (connections cut mid-insert,
 // then refused), sends no record to the DLQ and stores every valid one exactly once.
 import { expect, setDefaultTimeout, test } from "bun:test";
