@@ -5,7 +5,7 @@ import { HEADERS } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { produceSynthetic } from "../support/synthetic.ts";
+import { produceSynthetic, steadyStream } from "../support/synthetic.ts";
 import { committedCount, committedOffsets, committedThrough, consumeN, header, props, readCommitted, text } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
@@ -60,14 +60,7 @@ describe("ClickHouse down", () => {
       CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000", CLICKHOUSE_KEEP_ALIVE_IDLE_MS: "0", CH_UNREACHABLE_POLICY: "wait",
       CH_RETRY_MAX_ATTEMPTS: "3", CH_RETRY_INITIAL_DELAY_MS: "200", BATCH_SIZE: "1000",
     }));
-    let valid = 0, total = 0, streaming = true;
-    const stream = (async () => {
-      for (let round = 0; streaming && round < 200; round++) {
-        const r = await produceSynthetic(n.raw, 2000, 0, 500 + round);
-        valid += r.valid; total += 2000;
-        await Bun.sleep(250);
-      }
-    })();
+    const stream = steadyStream(n.raw, { perRound: 2000, pauseMs: 250, seed: 500, rounds: 200 });
     try {
       await statsWhen(w, (s) => s.total_clickhouse >= 2000, 30_000, "rows flowing");
       proxy.down();
@@ -81,19 +74,18 @@ describe("ClickHouse down", () => {
       expect(during.total_dlq).toBe(0);
       expect(during.clickhouse_exhausted_batches).toBe(0);
       proxy.up();
-      streaming = false;
-      await stream;
+      await stream.stop();
+      const valid = stream.sent();
       await waitFor(async () => ((await distinctIds(n)) === valid ? true : undefined), 60_000, "every row stored after the outage");
-      await statsWhen(w, (s) => s.total_processed === total, 30_000, "everything durable");
+      await statsWhen(w, (s) => s.total_processed === valid, 30_000, "everything durable");
       expect(w.logs.some((l) => l.includes("consumption resumed"))).toBe(true);
       expect((await committedCount(n.dlq))).toBe(0);
       expect((await fetch(`${w.statsUrl}/readyz`)).status).toBe(200);
       expect(await w.stop()).toBe(0);
     } finally {
-      streaming = false;
       proxy.down();
       w.proc.kill("SIGKILL");
-      await stream;
+      await stream.stop();
     }
   }, 150_000);
 });

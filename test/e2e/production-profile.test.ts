@@ -6,7 +6,7 @@ import { e2eScope } from "../support/e2e.ts";
 import { committedCount } from "../support/kafka.ts";
 import { productionProfile } from "../support/profile.ts";
 import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
-import { produceSynthetic } from "../support/synthetic.ts";
+import { steadyStream } from "../support/synthetic.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
@@ -18,14 +18,7 @@ test("the production profile: ClickHouse restarting for 60 s under load, nothing
   const n = await names("profile");
   const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
   const w = await startWorker(workerEnv(n, { ...productionProfile(), CLICKHOUSE_URL: proxy.url }));
-  let valid = 0, total = 0, streaming = true;
-  const stream = (async () => {
-    for (let round = 0; streaming && round < 400; round++) {
-      const r = await produceSynthetic(n.raw, 1000, 0, 900 + round);
-      valid += r.valid; total += 1000;
-      await Bun.sleep(200);
-    }
-  })();
+  const stream = steadyStream(n.raw, { perRound: 1000, pauseMs: 200, seed: 900, rounds: 400 });
   try {
     await statsWhen(w, (s) => s.total_clickhouse >= 2000, 30_000, "rows flowing");
     proxy.down(); // inserts under way are cut, new connections refused
@@ -35,9 +28,9 @@ test("the production profile: ClickHouse restarting for 60 s under load, nothing
     expect([during.total_dlq, during.clickhouse_exhausted_batches]).toEqual([0, 0]);
     proxy.up();
     await Bun.sleep(2_000);
-    streaming = false;
-    await stream;
-    await statsWhen(w, (s) => s.total_processed === total, 60_000, "everything durable after the restart");
+    await stream.stop();
+    const valid = stream.sent();
+    await statsWhen(w, (s) => s.total_processed === valid, 60_000, "everything durable after the restart");
     // Counted as billing counts: rows beside distinct ids.
     const c = await storedCounts(n);
     expect([c.rows, c.ids]).toEqual([valid, valid]);
@@ -45,9 +38,8 @@ test("the production profile: ClickHouse restarting for 60 s under load, nothing
     expect(w.logs.some((l) => l.includes("consumption resumed"))).toBe(true);
     expect(await w.stop()).toBe(0);
   } finally {
-    streaming = false;
     proxy.down();
     w.proc.kill("SIGKILL");
-    await stream;
+    await stream.stop();
   }
 }, 200_000);

@@ -22,3 +22,25 @@ export async function produceSynthetic(topic: string, count: number, invalidShar
   }
   return { valid, invalid: count - valid };
 }
+
+/**
+ * A steady stream of valid records: `perRound` every `pauseMs` (seeds from `seed` on) until stopped
+ * or `rounds` have gone. `sent()` says how many went, all valid; `stop()` ends it and waits for the
+ * round under way.
+ */
+export function steadyStream(topic: string, opts: { perRound: number; pauseMs: number; seed: number; rounds: number }) {
+  let sent = 0, streaming = true;
+  const done = (async () => {
+    for (let round = 0; streaming && round < opts.rounds; round++) {
+      sent += (await produceSynthetic(topic, opts.perRound, 0, opts.seed + round)).valid;
+      await Bun.sleep(opts.pauseMs);
+    }
+  })();
+  return {
+    sent: () => sent,
+    stop: async () => {
+      streaming = false;
+      await done;
+    },
+  };
+}
