@@ -17,7 +17,7 @@ setDefaultTimeout(60_000);
 
 const DIR = `${ROOT}/deploy/kubernetes`;
 const VALIDATE = `${ROOT}/.local/kubernetes-validate/bin/kubernetes-validate`;
-const KUSTOMIZATIONS = ["", "jobs", "cronjobs"];
+const KUSTOMIZATIONS = ["", "jobs", "cronjobs", "dlq-replay"];
 
 function validate(paths: string[]) {
   const p = Bun.spawnSync([VALIDATE, "--strict", "--no-warn", ...paths], { stdout: "pipe", stderr: "pipe" });
@@ -122,10 +122,12 @@ test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets
   const worker = one(rendered(DIR), "Deployment").spec.template.spec;
   const [w] = worker.containers;
   expect(w.image).toBe(`cdr-worker:${VERSION}`);
-  const jobs = rendered(`${DIR}/jobs`).filter((d) => d.kind === "Job").map((d) => [d.metadata.name, d.spec.template.spec] as const);
+  const jobs = [...rendered(`${DIR}/jobs`), ...rendered(`${DIR}/dlq-replay`)]
+    .filter((d) => d.kind === "Job")
+    .map((d) => [d.metadata.name, d.spec.template.spec] as const);
   const crons = rendered(`${DIR}/cronjobs`).filter((d) => d.kind === "CronJob").map((d) => [d.metadata.name, d.spec.jobTemplate.spec.template.spec] as const);
   expect([...jobs, ...crons].map(([name]) => name).sort()).toEqual([
-    "cdr-worker-audit", "cdr-worker-check", "cdr-worker-migrate", "cdr-worker-prune-offsets", "cdr-worker-topics",
+    "cdr-worker-audit", "cdr-worker-check", "cdr-worker-dlq-replay", "cdr-worker-migrate", "cdr-worker-prune-offsets", "cdr-worker-topics",
   ]);
   const args: Record<string, string[]> = {};
   for (const [name, pod] of [...jobs, ...crons]) {
@@ -145,4 +147,5 @@ test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets
   expect(args["cdr-worker-topics"]).toEqual(["topics", "ensure", "--keep-configs", "--replication-factor", "3"]);
   expect(args["cdr-worker-check"]).toEqual(["check"]);
   expect(args["cdr-worker-prune-offsets"]).toEqual(["migrate", "--prune-offsets"]);
+  expect(args["cdr-worker-dlq-replay"]!.slice(0, 2)).toEqual(["dlq", "replay"]);
 });
