@@ -18,7 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # gdb: a failed cluster fault scenario writes each worker's thread stacks beside its log (scripts/cluster/faults.ts).
 APT_PACKAGES=(kcat librdkafka1 clickhouse-server clickhouse-client prometheus zookeeper gcc g++ make patch pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev
   podman runc mmdebstrap golang-github-containernetworking-plugin-dnsname git maven openjdk-17-jre-headless python3 python3-venv curl openssl
-  iptables prometheus-alertmanager gdb)
+  iptables prometheus-alertmanager gdb catatonit)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
 
