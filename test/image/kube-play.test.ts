@@ -97,7 +97,13 @@ test("podman plays the rendered Deployment against the local services: records s
   await podman("kube", "play", "--configmap", `${dir}/configmap.yaml`, `${dir}/deployment.yaml`);
   const count = async () => Number((await (await ch.query({ query: `SELECT count() AS c FROM e2e.${n.table}`, format: "JSONEachRow" })).json<{ c: string }>())[0]!.c);
   await waitFor(async () => ((await count()) === valid ? true : undefined), 120_000, "every valid record stored by the played pod");
-  const s = (await (await fetch(`http://127.0.0.1:${statsPort}/internal/stats`)).json()) as Record<string, any>;
+  // The DLQ's envelopes are acknowledged with their transaction, after the rows (a commit at most
+  // every 100 ms): the worker's own count says when both are durable.
+  const stats = async () => (await (await fetch(`http://127.0.0.1:${statsPort}/internal/stats`)).json()) as Record<string, any>;
+  const s = await waitFor(async () => {
+    const s = await stats();
+    return s.total_dlq === invalid ? s : undefined;
+  }, 60_000, "every invalid record dead-lettered by the played pod");
   expect([s.total_clickhouse, s.total_dlq]).toEqual([valid, invalid]);
   expect(await (await fetch(`http://127.0.0.1:${statsPort}/runningz`)).json()).toMatchObject({ status: "running" });
   const t0 = performance.now();
