@@ -11,6 +11,9 @@
 #   fetch-budget.patch         the prefetch queue counts what a record holds (key, value, headers,
 #                              its op, a decompressed batch's buffer), and one fetch stops adding to
 #                              it at queued.max.messages.kbytes, inside a batch if need be;
+#   heartbeat-facts.patch      the statistics' cgrp says when the heartbeat the coordinator last
+#                              accepted was sent, when the last refused one was and its error, and
+#                              since when the member is in a rebalance (the membership lease's facts);
 #   unreadable-batches.patch   a key or value length below -1 is null, as Kafka reads it; a batch
 #                              received whole that cannot be read is reported offset by offset and
 #                              skipped, never fetched again (aborted and control batches passed over).

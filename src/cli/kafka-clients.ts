@@ -16,19 +16,18 @@ export const RECEIVE_MAX_BYTES = 16 * 1024 * 1024 + 512;
 export const TRANSACTION_TIMEOUT_MS = 10_000;
 
 /**
- * The consumer's statistics.interval.ms under exactly-once: it divides none of the usual heartbeat
- * intervals (0.5, 1, 3 or 5 s), so the samples do not keep meeting the heartbeats on their way
- * (heartbeat-proof.ts). A first proof takes two samples after the heartbeat's answer, so this is
- * most of a joining worker's wait beyond the heartbeat interval; a sample costs a JSON document of
- * the consumer's brokers and partitions, parsed on the event loop.
+ * The consumer's statistics.interval.ms under exactly-once: the membership lease hears of each
+ * heartbeat's answer within one interval (heartbeat-proof.ts), so this bounds how late a renewal,
+ * or a refusal, reaches it; a sample costs a JSON document of the consumer's brokers and
+ * partitions, parsed on the event loop.
  */
 export const STATISTICS_INTERVAL_MS = 230;
 
 /**
- * The consumer's heartbeat.interval.ms under exactly-once on the classic protocol, unless set.
- * librdkafka sends a heartbeat as the join completes, before any idle sample can precede it, so a
- * joining worker's first proof is of the heartbeat after it: this long after the join, and two
- * samples more. A heartbeat is one small request to the coordinator.
+ * The consumer's heartbeat.interval.ms under exactly-once on the classic protocol, unless set. The
+ * lease runs from the last accepted heartbeat's sending, so the shorter this, the less of the lease
+ * a renewal leaves unused, and the sooner a joining worker's partitions are proven after an
+ * assignment handed over late. A heartbeat is one small request to the coordinator.
  */
 export const HEARTBEAT_INTERVAL_MS = 500;
 
@@ -62,8 +61,8 @@ export const KAFKA_CLIENTS = {
       // response is bounded by it too, so fetch.max.bytes stays below it.
       "receive.message.max.bytes": String(RECEIVE_MAX_BYTES),
       "fetch.max.bytes": String(RECEIVE_MAX_BYTES - 512),
-      // The membership lease is read from the coordinator connection's counters in the statistics
-      // (kafka/heartbeat-proof.ts): a heartbeat proven within two or three of these.
+      // The membership lease reads the heartbeats' answers from the statistics
+      // (kafka/heartbeat-proof.ts): each heard within one of these.
       ...(cfg.delivery === "exactly-once" ? { "statistics.interval.ms": String(STATISTICS_INTERVAL_MS) } : {}),
       // A worker that has just joined inserts once its first heartbeat is proven: with a heartbeat
       // every 0.5 s (librdkafka's 3 s unless set), within about 1 s. Under group.protocol=consumer

@@ -18,6 +18,7 @@ import type { DlqPublisher } from "../dlq/publisher.ts";
 import { AssignmentLostError, KafkaError } from "../errors.ts";
 import type { GroupConsumer } from "../kafka/consumer.ts";
 import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
+import type { Standing } from "../kafka/heartbeat-proof.ts";
 import type { Message } from "../kafka/message.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
 import { log } from "../log.ts";
@@ -59,6 +60,12 @@ const MAX_DLQ_AWAITED_BYTES = 32 << 20;
 const GC_EVERY_DLQ_BYTES = 8 << 20;
 /** Most records handed over between two yields to the event loop (~5-10 ms of work), so HTTP stays responsive. */
 const MAX_POLL = 300;
+
+/**
+ * Heartbeat refusals that say the group no longer counts the member: ILLEGAL_GENERATION,
+ * UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH (librdkafka's codes).
+ */
+const NOT_A_MEMBER = new Set([22, 25, 82, 110]);
 
 export interface DeliveryOptions {
   topic: string;
@@ -118,12 +125,14 @@ export class Delivery {
   readonly #lease: Lease;
   /** Exactly-once: sends go only while the coordinator's answers prove membership (membership.ts). */
   readonly #membership: MembershipLease | null;
-  /** Partitions were assigned while no lease was held: consumption waits for a proof (#proven). */
+  /** Partitions were assigned while no lease was held: consumption waits for a proof (#stand). */
   #unproven = false;
   /** Aborted when the assignment is lost: what was sent under it sends nothing more. */
   #epoch = new AbortController();
   /** The epoch's waits for a partition's earlier records to be durable (#reached), ended by its loss. */
   #reachWaiting = new Set<() => void>();
+  /** The coordinator's last answer to a heartbeat said the group no longer counts this member. */
+  #removed = false;
   /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
   #abandoned = Promise.withResolvers<void>();
   #dlqAwaited = 0;
@@ -186,10 +195,10 @@ export class Delivery {
       if (!this.#unproven) this.#gate.openAll("membership");
       this.#events.onSettled();
     };
-    const terms = { sessionTimeoutMs: opts.sessionTimeoutMs ?? 45_000 };
+    const terms = { sessionTimeoutMs: opts.sessionTimeoutMs ?? 45_000, rebalanceTimeoutMs: this.maxPollIntervalMs };
     const membership = deps.replays ? new MembershipLease(terms, clock, onMembershipWait) : null;
     this.#membership = membership;
-    if (membership) deps.consumer.onHeartbeatProof((sentAfter) => this.#proven(membership, sentAfter));
+    if (membership) deps.consumer.onStanding((standing) => this.#stand(membership, standing));
     this.#pending = new Pending(
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
@@ -223,6 +232,15 @@ export class Delivery {
   pausedBy(partition: number): string[] {
     return this.#gate.heldBy(partition);
   }
+  /**
+   * The coordinator refused this member's last heartbeat as no member of the group (removed or
+   * fenced): its partitions are another's, though librdkafka may not say so while a revocation
+   * is pending (KIP-848 defers the rejoin inside a rebalance callback).
+   */
+  get removedFromGroup(): boolean {
+    return this.#removed;
+  }
+
   /** How long a revocation may take to settle before the group has surely evicted the member. */
   get maxPollIntervalMs(): number { return this.#opts.maxPollIntervalMs ?? 300_000; } // prettier-ignore
   /** The clocks this delivery runs on, for the loop that drives it. */
@@ -343,12 +361,13 @@ export class Delivery {
   }
 
   /**
-   * A heartbeat proven: the lease renewed, and partitions assigned without one may fetch, unless a
-   * send still waits. One pause reason serves both waits ("membership"), lifted after the poll that
-   * served the proof has returned, so that poll hands nothing out.
+   * The coordinator's last answer: the lease renewed or ended. Renewed, partitions assigned without
+   * one may fetch, unless a send still waits. One pause reason serves both waits ("membership"),
+   * lifted after the poll that served the proof has returned, so that poll hands nothing out.
    */
-  #proven(membership: MembershipLease, sentAfter: number): void {
-    membership.proven(sentAfter);
+  #stand(membership: MembershipLease, standing: Standing): void {
+    membership.stand(standing);
+    this.#removed = standing.kind === "refused" && NOT_A_MEMBER.has(standing.err);
     if (!this.#unproven || !membership.held) return;
     this.#unproven = false;
     queueMicrotask(() => {

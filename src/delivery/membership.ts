@@ -1,38 +1,47 @@
 /**
  * A lease on the group's membership, from the coordinator's answers rather than from a guess. The
- * group gives a member's partitions to another only once the member's session ran out:
- * session.timeout.ms after the last heartbeat the coordinator received. So the proof is a heartbeat
- * the coordinator accepted: librdkafka shows no heartbeat answer, but its statistics show the
- * coordinator connection's counters, from which kafka/heartbeat-proof.ts proves that a heartbeat sent
- * after a given instant was accepted. The session then runs at least until that instant plus the
- * session, and the lease ends a margin before (an insert's bytes on their way to the server, and
- * the clocks' rates). Neither a commit nor an assignment is a proof: a transactional commit is the
- * producer's request and keeps no session (the coordinator removes a member whose heartbeats stopped
- * however many commits it accepts from its producer), and the answer that carried an assignment
- * may have been held up past the session (by a cut from the brokers), its send time unknown.
+ * group gives a member's partitions to another only once the member's session ran out
+ * (session.timeout.ms after the last heartbeat the coordinator received), or once a rebalance it is
+ * in ran past the rebalance timeout (max.poll.interval.ms) without it: a classic member that did not
+ * rejoin is removed, a KIP-848 member that did not revoke is fenced. The consumer's statistics say
+ * which heartbeat the coordinator last accepted and when it was sent, and when a rebalance began
+ * (kafka/heartbeat-proof.ts, facts librdkafka records). The lease runs to the earlier of that send
+ * plus the session and that start plus the rebalance timeout, less a margin (an insert's bytes on
+ * their way to the server, and the clocks' rates). An answer that refused a heartbeat, or lost it,
+ * ends the lease at once: only a later accepted one renews it. Neither a commit nor an assignment is
+ * a proof: a transactional commit is the producer's request and keeps no session, and the answer that
+ * carried an assignment may have been held up past the session (by a cut from the brokers).
  *
  * Inserts and DLQ sends go only within the lease (Delivery's admit), and an insert's request is
  * ended at the lease's end, answered or not: its bytes reach ClickHouse within the lease or never,
  * so the margin covers only those already on their way. Past it, nothing is sent until a newer
- * heartbeat is proven; the consumer heartbeats on its own, so an idle worker's lease stays renewed
+ * heartbeat is accepted; the consumer heartbeats on its own, so an idle worker's lease stays renewed
  * at no cost. A worker cut off from Kafka but not from ClickHouse so stops sending before the group
  * can give its partitions to another, however late librdkafka declares the loss. The clock is the
  * monotonic one: its rate is assumed the coordinator's.
  */
+import type { Standing } from "../kafka/heartbeat-proof.ts";
 import { systemClock, type Clock } from "./clock.ts";
 
 export interface LeaseTerms {
   sessionTimeoutMs: number;
+  /** max.poll.interval.ms, which the member gives the group as its rebalance timeout. */
+  rebalanceTimeoutMs: number;
 }
 
-/** The lease's length after a proof: the session less a margin of a tenth of it, at least 2 s. */
-export function leaseLength({ sessionTimeoutMs }: LeaseTerms): number {
-  const margin = Math.max(2_000, sessionTimeoutMs / 10);
-  return Math.max(0, sessionTimeoutMs - margin);
+/** The margin a lease ends before what the group allows: a tenth of the session, at least 2 s. */
+function margin({ sessionTimeoutMs }: LeaseTerms): number {
+  return Math.max(2_000, sessionTimeoutMs / 10);
+}
+
+/** The lease's length after a proof: the session less the margin. */
+export function leaseLength(terms: LeaseTerms): number {
+  return Math.max(0, terms.sessionTimeoutMs - margin(terms));
 }
 
 export class MembershipLease {
   readonly #lengthMs: number;
+  readonly #rebalanceLengthMs: number;
   readonly #clock: Clock;
   /** Monotonic ms the lease ends at. */
   #until = Number.NEGATIVE_INFINITY;
@@ -47,13 +56,20 @@ export class MembershipLease {
    */
   constructor(terms: LeaseTerms, clock: Clock = systemClock, onWaiting: (waiting: boolean) => void = () => {}) {
     this.#lengthMs = leaseLength(terms);
+    this.#rebalanceLengthMs = Math.max(0, terms.rebalanceTimeoutMs - margin(terms));
     this.#clock = clock;
     this.#onWaiting = onWaiting;
   }
 
-  /** The coordinator accepted a heartbeat sent after `sentAfterMono`. */
-  proven(sentAfterMono: number): void {
-    this.#until = Math.max(this.#until, sentAfterMono + this.#lengthMs);
+  /** The member's standing as the coordinator last answered it: the lease renewed, or ended. */
+  stand(standing: Standing): void {
+    if (standing.kind === "refused") {
+      this.#until = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    const { sentAfter, rebalanceSince } = standing;
+    const rebalanceEnd = rebalanceSince === null ? Infinity : rebalanceSince + this.#rebalanceLengthMs;
+    this.#until = Math.min(sentAfter + this.#lengthMs, rebalanceEnd);
     if (!this.held) return;
     for (const w of [...this.#waiting]) w();
   }

@@ -25,7 +25,7 @@ import {
 import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy, type CopyCaps } from "./batch-copy.ts";
 import { partitionFetches, type PartitionFetch } from "./fetch-state.ts";
-import { coordinatorSampleOf, HeartbeatProofs } from "./heartbeat-proof.ts";
+import { standingOf, type Standing } from "./heartbeat-proof.ts";
 import { monotonicOffsetMs } from "./libc.ts";
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
@@ -87,7 +87,7 @@ export type GroupConsumer = Pick<
   | "resume"
   | "completeRevoke"
   | "close"
-  | "onHeartbeatProof"
+  | "onStanding"
 > &
   Partial<Pick<Consumer, "positions">>;
 
@@ -143,11 +143,10 @@ export class Consumer {
   #fatal: KafkaError | null = null;
   #closing = false;
   #commitChain: Promise<unknown> = Promise.resolve();
-  readonly #proofs = new HeartbeatProofs();
   /** The topic whose partitions' fetch states are kept: the first subscribed, if any. */
   readonly #topic: string | null;
   #fetches = new Map<number, PartitionFetch>();
-  readonly #proofListeners: Array<(sentAfterMono: number) => void> = [];
+  readonly #proofListeners: Array<(standing: Standing) => void> = [];
   /** performance.now() less librdkafka's clock, in ms: statistics are stamped with the latter. */
   readonly #monoOffsetMs = monotonicOffsetMs();
 
@@ -211,10 +210,10 @@ export class Consumer {
   }
 
   /**
-   * Calls `fn` with each proof the statistics give that the coordinator accepted a heartbeat of
-   * this member sent after the given monotonic ms (heartbeat-proof.ts): the membership lease's.
+   * Calls `fn` with the member's standing each statistics sample shows: the last heartbeat the
+   * coordinator accepted, or its refusal (heartbeat-proof.ts). The membership lease's facts.
    */
-  onHeartbeatProof(fn: (sentAfterMono: number) => void): void {
+  onStanding(fn: (standing: Standing) => void): void {
     this.#proofListeners.push(fn);
   }
 
@@ -230,31 +229,18 @@ export class Consumer {
       try {
         stats = JSON.parse(String(new CString(json, 0, len)));
       } catch {
-        return; // statistics that do not parse give no sample (heartbeat-proof.ts)
+        return; // statistics that do not parse say nothing of the member (heartbeat-proof.ts)
       }
       // The proof first: what the stats show of fetching may never hold up a membership lease.
       if (this.#proofListeners.length > 0) {
         const toMono = (us: number) => us / 1_000 + this.#monoOffsetMs;
-        const sample = coordinatorSampleOf(stats, this.#memberId(), toMono);
-        const proof = sample && this.#proofs.take(sample);
-        if (proof !== null && proof !== undefined) for (const fn of this.#proofListeners) fn(proof);
+        const standing = standingOf(stats, toMono);
+        if (standing) for (const fn of this.#proofListeners) fn(standing);
       }
       const fetches = this.#topic === null ? null : partitionFetches(stats, this.#topic);
       if (fetches) this.#fetches = fetches;
     } catch (e) {
       log.warn("librdkafka statistics not read", { err: e instanceof Error ? e.message : String(e) });
-    }
-  }
-
-  /** The member id the group gave this member, "" while it has none. */
-  #memberId(): string {
-    const lib = rdk();
-    const p = lib.rd_kafka_memberid(this.#h.rk);
-    if (!p) return "";
-    try {
-      return String(new CString(p));
-    } finally {
-      lib.rd_kafka_mem_free(this.#h.rk, p);
     }
   }
 

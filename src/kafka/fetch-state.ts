@@ -6,7 +6,7 @@
  * librdkafka still looks up where to start (`offset-query`, `offset-wait`), fetches (`active`),
  * or stopped, and how far it fetched.
  */
-import { isObject } from "./heartbeat-proof.ts";
+import { isObject } from "./json-object.ts";
 
 export interface PartitionFetch {
   /** librdkafka's fetch_state: none, stopping, stopped, offset-query, offset-wait, validate-epoch-wait, active. */

@@ -8,6 +8,7 @@ import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Delivery, type DeliveryDeps } from "../../src/delivery/delivery.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import type { Consumer } from "../../src/kafka/consumer.ts";
+import type { Standing } from "../../src/kafka/heartbeat-proof.ts";
 import { kafkaError } from "../../src/kafka/handle.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import { Counters } from "../../src/stats/counters.ts";
@@ -47,8 +48,8 @@ function harness(opts: {
       }
       events.push(`commit ${offsets.map((o) => o.offset).join(",")}`);
     },
-    // Exactly-once's membership lease: one heartbeat proven at the start holds it for the test.
-    onHeartbeatProof: (fn: (sentAfter: number) => void) => fn(performance.now()),
+    // Exactly-once's membership lease: one heartbeat accepted at the start holds it for the test.
+    onStanding: (fn: (s: Standing) => void) => fn({ kind: "accepted", sentAfter: performance.now(), rebalanceSince: null }),
   } as unknown as Consumer;
   const writer = {
     insert: async (body: Uint8Array) => {

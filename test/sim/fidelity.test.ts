@@ -205,7 +205,7 @@ describe("simulated Kafka against the broker", () => {
     const actor = new Actor("fidelity");
     const sc = new SimConsumer(kafka, actor);
     const simProofs: Array<{ proof: number; at: number }> = [];
-    sc.onHeartbeatProof((t) => simProofs.push({ proof: t, at: sched.now }));
+    sc.onStanding((s) => s.kind === "accepted" && simProofs.push({ proof: s.sentAfter, at: sched.now }));
     // Polled as the real member is: the statistics are served by its polls.
     const polling = () => {
       sc.poll(100);

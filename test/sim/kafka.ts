@@ -8,11 +8,11 @@
  *   session.timeout.ms is removed and its partitions are given to the others;
  * - librdkafka declares the assignment lost on its own when no heartbeat succeeded for a session,
  *   and when a heartbeat is answered UNKNOWN_MEMBER_ID;
- * - librdkafka's statistics of the coordinator connection, every 0.23 s: requests sent by type
- *   when sent (a cut holds them unanswered), awaiting an answer, answers received; a heartbeat
- *   unanswered for a session times out, and its late answer matches no request. The member reads
- *   its heartbeat proofs from them with the worker's own kafka/heartbeat-proof.ts, in its polls
- *   only (librdkafka serves the statistics callback there);
+ * - librdkafka's statistics every 0.23 s, with the facts of scripts/librdkafka/patches/heartbeat-facts.patch:
+ *   when the heartbeat the coordinator last accepted was sent, when the last refused or lost one was
+ *   (a heartbeat unanswered for a session times out), and since when the member is in a rebalance;
+ *   the member reads its standing from them with the worker's own kafka/heartbeat-proof.ts, in its
+ *   polls only (librdkafka serves the statistics callback there);
  * - a commit carries the member id and generation it was sent with: an unknown member is refused
  *   UNKNOWN_MEMBER_ID, an old generation ILLEGAL_GENERATION; a rebalance that is preparing still
  *   takes commits of the current generation (the revoking member commits then);
@@ -32,7 +32,7 @@ import { HEARTBEAT_INTERVAL_MS, STATISTICS_INTERVAL_MS } from "../../src/cli/kaf
 import { envelopeSource } from "../../src/dlq/envelope.ts";
 import { KafkaError } from "../../src/errors.ts";
 import type { Message } from "../../src/kafka/message.ts";
-import { HeartbeatProofs, type CoordinatorSample } from "../../src/kafka/heartbeat-proof.ts";
+import { standingOf, type Standing } from "../../src/kafka/heartbeat-proof.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
 import { TransactionError } from "../../src/kafka/transaction.ts";
 import type { Actor, Scheduler } from "./scheduler.ts";
@@ -421,17 +421,12 @@ export class SimConsumer {
   readonly #waiting: Array<() => void> = [];
   #closed = false;
   #commitChain: Promise<unknown> = Promise.resolve();
-  /** The coordinator connection's counters, as librdkafka's statistics show them. */
-  readonly #link = { waitresp: 0, rx: 0, rxcorriderrs: 0, requests: {} as Record<string, number> };
   readonly #inFlight: Array<{ answer: (() => void) | null; timedOut: boolean }> = [];
-  /** When the member last got an id (the group `up` since), and whether its assignment is awaited. */
-  #upSince = 0;
-  #syncing = true;
-  #rebalances = 0;
-  readonly #proofs = new HeartbeatProofs();
-  /** Samples taken, served (to the proofs) only by a poll, as librdkafka serves its statistics callback. */
-  #samples: CoordinatorSample[] = [];
-  readonly #proofListeners: Array<(sentAfterMono: number) => void> = [];
+  /** heartbeat-facts.patch's facts: send times of the last accepted, answered-ok, refused heartbeat; 0: none. */
+  readonly #facts = { accepted: 0, ok: 0, refused: 0, refusedErr: 0, rebalance: 0 };
+  /** Standings taken, served only by a poll, as librdkafka serves its statistics callback. */
+  #standings: Standing[] = [];
+  readonly #standingListeners: Array<(standing: Standing) => void> = [];
 
   constructor(
     readonly kafka: SimKafka,
@@ -460,38 +455,30 @@ export class SimConsumer {
     kafka.sched.at(kafka.sched.int(1, STATISTICS_MS), stats, actor);
   }
 
-  onHeartbeatProof(fn: (sentAfterMono: number) => void): void {
-    this.#proofListeners.push(fn);
+  onStanding(fn: (standing: Standing) => void): void {
+    this.#standingListeners.push(fn);
   }
 
   /**
-   * A request on the coordinator connection, counted as librdkafka counts it, its answer handed over
-   * in the order the requests were sent (one TCP connection). One unanswered past `timeoutMs` times
-   * out: it no longer awaits an answer, and its answer, if it comes, matches no request and is
-   * dropped (the returned promise never settles).
+   * A request (`_type`, its name for the reader) on the coordinator connection, its answer handed
+   * over in the order the requests were sent (one TCP connection). One unanswered past `timeoutMs`
+   * times out, and its answer, if it comes, matches no request and is dropped (the returned promise
+   * never settles).
    */
-  coordinatorRequest<T>(type: string, handle: () => T, timeoutMs = Number.POSITIVE_INFINITY): Promise<T> {
-    const link = this.#link;
-    link.requests[type] = (link.requests[type] ?? 0) + 1;
-    link.waitresp++;
+  coordinatorRequest<T>(_type: string, handle: () => T, timeoutMs = Number.POSITIVE_INFINITY): Promise<T> {
     const slot: { answer: (() => void) | null; timedOut: boolean } = { answer: null, timedOut: false };
     this.#inFlight.push(slot);
     const cancel = Number.isFinite(timeoutMs)
       ? this.kafka.sched.at(timeoutMs, () => {
           slot.timedOut = true;
-          link.waitresp--;
           this.#handOver();
         }, this.actor)
       : () => {};
     return new Promise<T>((resolve, reject) => {
       const arrived = (settle: () => void) => {
-        link.rx++;
-        if (slot.timedOut) return void link.rxcorriderrs++;
+        if (slot.timedOut) return;
         cancel();
-        slot.answer = () => {
-          link.waitresp--;
-          settle();
-        };
+        slot.answer = settle;
         this.#handOver();
       };
       this.kafka.request(this.actor, handle).then(
@@ -512,17 +499,19 @@ export class SimConsumer {
   }
 
   #statistics(): void {
-    const up = this.#memberId !== null;
-    const joinState = !up ? "init" : this.#pendingRevoke ? "wait-unassign-call" : this.#syncing ? "wait-sync" : "steady";
-    const now = this.kafka.sched.now;
-    const sample: CoordinatorSample = {
-      at: now,
-      member: this.#memberId ?? "",
-      group: { state: up ? "up" : "wait-coord", stateAgeMs: up ? now - this.#upSince : 0, joinState, rebalances: this.#rebalances },
-      coordinator: { ...this.#link, requests: { ...this.#link.requests } },
-      findCoordinator: 0,
+    const f = this.#facts;
+    // librdkafka's statistics as the patch writes them, on the virtual clock (µs), read by the worker's code.
+    const us = (ms: number) => ms * 1_000;
+    const stats = {
+      cgrp: {
+        hb_accepted_ts: us(f.accepted),
+        hb_refused_ts: us(f.refused),
+        hb_refused_err: f.refusedErr,
+        hb_rebalance_ts: us(f.rebalance),
+      },
     };
-    this.#samples.push(sample);
+    const standing = standingOf(stats, (t) => t / 1_000);
+    if (standing) this.#standings.push(standing);
     this.wake();
   }
 
@@ -567,10 +556,7 @@ export class SimConsumer {
 
   poll(max = 1000, revoking = false): Message[] {
     if (this.#closed || (this.#pendingRevoke && !revoking) || max <= 0) return [];
-    for (const sample of this.#samples.splice(0)) {
-      const proof = this.#proofs.take(sample);
-      if (proof !== null) for (const fn of this.#proofListeners) fn(proof);
-    }
+    for (const standing of this.#standings.splice(0)) for (const fn of this.#standingListeners) fn(standing);
     if (this.kafka.reachable(this.actor)) this.#fetch();
     const out: Message[] = [];
     for (const tp of this.#assignment) {
@@ -637,8 +623,6 @@ export class SimConsumer {
     if (this.#closed || (memberId !== this.#memberId && memberId !== this.#joining)) return;
     this.#setMember(memberId);
     this.#generation = generation;
-    this.#syncing = false;
-    this.#rebalances++;
     const tps = partitions.map((partition) => ({ topic: RAW, partition }));
     this.#assignment = tps;
     // The commit as it stands, even while a transaction holds offsets of the partition: harsher than
@@ -670,7 +654,6 @@ export class SimConsumer {
   }
 
   #join(): void {
-    this.#syncing = true;
     this.coordinatorRequest("JoinGroup", () => (this.#joining = this.kafka.join(this))).then((id) => {
       if (this.#joining !== id) return;
       this.#setMember(id);
@@ -679,14 +662,12 @@ export class SimConsumer {
   }
 
   #setMember(id: string): void {
-    if (this.#memberId === null) this.#upSince = this.kafka.sched.now;
     this.#memberId = id;
   }
 
   #rejoin(): void {
     const id = this.#memberId;
     if (id === null) return this.#join();
-    this.#syncing = true;
     this.coordinatorRequest("JoinGroup", () => this.kafka.rejoin(id)).then((known) => {
       if (!known && this.#memberId === id) {
         this.#memberId = null;
@@ -701,9 +682,25 @@ export class SimConsumer {
     if (this.#memberId !== null && now - this.#lastHeartbeatOk > this.kafka.opts.sessionTimeoutMs) this.#lost();
     const id = this.#memberId;
     if (id === null || !this.kafka.reachable(this.actor)) return;
-    // A heartbeat is not retried: one the network drops is simply missing.
+    // A heartbeat is not retried: one the network drops is simply missing, and times out.
     const timeout = this.kafka.opts.sessionTimeoutMs;
+    // Dated as the patch dates it: enqueued for sending (0 on the virtual clock is "none": at least 1).
+    const sent = Math.max(1, now);
+    const f = this.#facts;
+    const refuse = (err: number) => {
+      f.refused = sent;
+      f.refusedErr = err;
+    };
+    let answered = false;
+    this.kafka.sched.at(timeout, () => answered || refuse(-185 /* _TIMED_OUT */), this.actor);
     this.coordinatorRequest("Heartbeat", () => this.kafka.heartbeat(id), timeout).then((answer) => {
+      answered = true;
+      if (answer === "unknown") refuse(25 /* UNKNOWN_MEMBER_ID */);
+      else {
+        f.accepted = sent;
+        if (answer === "ok") [f.ok, f.rebalance] = [sent, 0];
+        else if (f.rebalance === 0) f.rebalance = f.ok || 1;
+      }
       if (this.#memberId !== id) return;
       if (answer === "unknown") return this.#lost();
       this.#lastHeartbeatOk = this.kafka.sched.now;
@@ -711,7 +708,6 @@ export class SimConsumer {
         if (this.#assignment.length === 0) this.#rejoin();
         else {
           this.#pendingRevoke = [...this.#assignment];
-          this.#rebalances++;
         }
         this.wake();
       }
@@ -726,7 +722,6 @@ export class SimConsumer {
     if (this.#assignment.length > 0) {
       this.#pendingRevoke = [...this.#assignment];
       this.#revokeLost = true;
-      this.#rebalances++;
     } else this.#join();
     this.wake();
   }

@@ -1,4 +1,4 @@
-// A group member that prints each heartbeat proof its statistics give (kafka/heartbeat-proof.ts), for
+// A group member that prints each accepted heartbeat its statistics show (kafka/heartbeat-proof.ts), for
 // test/sim/fidelity.test.ts, which runs it in a cgroup it cuts off from the broker.
 // Usage: bun heartbeat-member.ts <brokers> <topic> <group>. Prints a JSON line per proof, times in
 // wall-clock ms so the test can compare them with its own: {"proof": sentAfter, "at": now}.
@@ -18,7 +18,9 @@ const consumer = new Consumer({
   topics: [topic],
 });
 const wall = (mono: number) => Math.round(Date.now() - (performance.now() - mono));
-consumer.onHeartbeatProof((t) => console.log(JSON.stringify({ proof: wall(t), at: Date.now() })));
+consumer.onStanding((s) => {
+  if (s.kind === "accepted") console.log(JSON.stringify({ proof: wall(s.sentAfter), at: Date.now() }));
+});
 let stopping = false;
 process.on("SIGTERM", () => (stopping = true));
 while (!stopping) {
