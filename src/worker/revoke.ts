@@ -3,8 +3,9 @@
  * librdkafka gives them away. The loop goes on polling meanwhile, every partition paused, so the
  * member stays in the group (max.poll.interval.ms) and hears if the group takes the assignment
  * away instead (a lost revocation: its session ran out, or the rebalance timed out while
- * ClickHouse did not answer). Then what is held is dropped, not flushed: the next owner's replay
- * check may already have run, and its records are that owner's to replay.
+ * ClickHouse did not answer), or the coordinator refuses its heartbeat as no member (removed or
+ * fenced). Then what is held is dropped, not flushed: the next owner's replay check may already
+ * have run, and its records are that owner's to replay.
  */
 import type { Delivery } from "../delivery/delivery.ts";
 import type { GroupConsumer } from "../kafka/consumer.ts";
@@ -41,7 +42,7 @@ export async function releaseRevoked(
 
 async function settleRevoke(consumer: GroupConsumer, delivery: Delivery): Promise<Message[]> {
   const held: Message[] = [];
-  if (consumer.revokeLost) {
+  if (consumer.revokeLost || delivery.removedFromGroup) {
     delivery.abandon();
     return held;
   }
@@ -53,7 +54,9 @@ async function settleRevoke(consumer: GroupConsumer, delivery: Delivery): Promis
     await Promise.race([settling, consumer.waitForMessages(REVOKE_POLL_MS)]);
     if (settled) break;
     held.push(...consumer.poll(delivery.pollMax(), true));
-    if (consumer.revokeLost) {
+    // Removed or fenced while settling: librdkafka may wait for this revocation to end before it
+    // says so (KIP-848), and sends wait for a lease no heartbeat renews now. Dropped, as for a loss.
+    if (consumer.revokeLost || delivery.removedFromGroup) {
       delivery.abandon();
       break;
     }

@@ -1,0 +1,55 @@
+// A member fenced while it settles a revocation (KIP-848): worker A owns every partition, its
+// ClickHouse goes away (CH_UNREACHABLE_POLICY=wait), and B joins. The broker asks A to give one
+// partition up, which A cannot settle without ClickHouse; after max.poll.interval.ms the broker fences
+// A and gives B everything. librdkafka defers the fence while A's revocation is pending, and stops
+// heartbeating, so A's sends wait for a lease no heartbeat renews: A must hear the refusal itself,
+// drop what it held, and rejoin. Then every record is stored once, and both workers stop cleanly.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { e2eScope } from "../support/e2e.ts";
+import { waitFor, CLICKHOUSE_URL } from "../support/services.ts";
+import { produceSynthetic } from "../support/synthetic.ts";
+import { TcpProxy } from "../support/tcp-proxy.ts";
+import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
+
+const { names, storedCounts } = e2eScope();
+
+test("consumer (KIP-848): a worker fenced while its revocation waits for ClickHouse drops what it held, rejoins, and stops cleanly; every record once", async () => {
+  const n = await names("fenced");
+  const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
+  const shared = {
+    KAFKA_PROP_GROUP_PROTOCOL: "consumer",
+    KAFKA_PROP_MAX_POLL_INTERVAL_MS: "15000",
+    CH_UNREACHABLE_POLICY: "wait",
+    BATCH_SIZE: "500",
+    BATCH_FLUSH_INTERVAL_SECONDS: "0.5",
+  };
+  const a = await startWorker(workerEnv(n, { ...shared, CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000", CLICKHOUSE_KEEP_ALIVE_IDLE_MS: "0" }));
+  let b: Awaited<ReturnType<typeof startWorker>> | null = null;
+  let valid = 0;
+  const produce = async (seed: number) => (valid += (await produceSynthetic(n.raw, 3000, 0.03, seed)).valid);
+  try {
+    await produce(1);
+    await statsWhen(a, (s) => s.assigned_partitions.length === 3 && s.total_clickhouse > 0, 30_000, "a storing, owning every partition");
+    proxy.down();
+    await produce(2);
+    await statsWhen(a, (s) => s.buffered_rows > 0, 30_000, "a holding rows it cannot store");
+    b = await startWorker(workerEnv(n, shared));
+    // The broker fences A once its revocation has waited max.poll.interval.ms, and gives B all.
+    await statsWhen(b, (s) => s.assigned_partitions.length === 3, 60_000, "b owns every partition");
+    // A rejoins after the loss and may own partitions again, holding new rows while its ClickHouse is away.
+    const lost = await statsWhen(a, (s) => s.assignments_lost > 0, 30_000, "a declares its assignment lost");
+    expect(lost.assignments_lost).toBeGreaterThan(0);
+    proxy.up();
+    await produce(3);
+    await waitFor(async () => ((await storedCounts(n)).ids === valid ? true : undefined), 60_000, "every valid record stored");
+    const counts = await storedCounts(n);
+    expect([counts.rows, counts.offsetRows, counts.offsets]).toEqual([valid, valid, valid]);
+    expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
+  } finally {
+    proxy.down();
+    a.proc.kill("SIGKILL");
+    b?.proc.kill("SIGKILL");
+  }
+}, 180_000);
