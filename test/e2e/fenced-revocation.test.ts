@@ -15,41 +15,57 @@ setDefaultTimeout(60_000);
 
 const { names, storedCounts } = e2eScope();
 
-test("consumer (KIP-848): a worker fenced while its revocation waits for ClickHouse drops what it held, rejoins, and stops cleanly; every record once", async () => {
-  const n = await names("fenced");
-  const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
-  const shared = {
-    KAFKA_PROP_GROUP_PROTOCOL: "consumer",
-    KAFKA_PROP_MAX_POLL_INTERVAL_MS: "15000",
-    CH_UNREACHABLE_POLICY: "wait",
-    BATCH_SIZE: "500",
-    BATCH_FLUSH_INTERVAL_SECONDS: "0.5",
-  };
-  const a = await startWorker(workerEnv(n, { ...shared, CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000", CLICKHOUSE_KEEP_ALIVE_IDLE_MS: "0" }));
-  let b: Awaited<ReturnType<typeof startWorker>> | null = null;
-  let valid = 0;
-  const produce = async (seed: number) => (valid += (await produceSynthetic(n.raw, 3000, 0.03, seed)).valid);
-  try {
-    await produce(1);
-    await statsWhen(a, (s) => s.assigned_partitions.length === 3 && s.total_clickhouse > 0, 30_000, "a storing, owning every partition");
-    proxy.down();
-    await produce(2);
-    await statsWhen(a, (s) => s.buffered_rows > 0, 30_000, "a holding rows it cannot store");
-    b = await startWorker(workerEnv(n, shared));
-    // The broker fences A once its revocation has waited max.poll.interval.ms, and gives B all.
-    await statsWhen(b, (s) => s.assigned_partitions.length === 3, 60_000, "b owns every partition");
-    // A rejoins after the loss and may own partitions again, holding new rows while its ClickHouse is away.
-    const lost = await statsWhen(a, (s) => s.assignments_lost > 0, 30_000, "a declares its assignment lost");
-    expect(lost.assignments_lost).toBeGreaterThan(0);
-    proxy.up();
-    await produce(3);
-    await waitFor(async () => ((await storedCounts(n)).ids === valid ? true : undefined), 60_000, "every valid record stored");
-    const counts = await storedCounts(n);
-    expect([counts.rows, counts.offsetRows, counts.offsets]).toEqual([valid, valid, valid]);
-    expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
-  } finally {
-    proxy.down();
-    a.proc.kill("SIGKILL");
-    b?.proc.kill("SIGKILL");
-  }
-}, 180_000);
+// Beside it, finding the same member frozen (SIGSTOP) through the fence: its ClickHouse answers again
+// while it is frozen, so on thawing it would send what it held, were a refused heartbeat taken for a
+// proof of membership. Counted as billing counts: no row twice.
+for (const frozen of [false, true])
+  test(`consumer (KIP-848): a worker fenced while its revocation waits for ClickHouse${frozen ? ", frozen through the fence," : ""} drops what it held, rejoins, and stops cleanly; every record once`, async () => {
+    const n = await names("fenced");
+    const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
+    const shared = {
+      KAFKA_PROP_GROUP_PROTOCOL: "consumer",
+      KAFKA_PROP_MAX_POLL_INTERVAL_MS: "15000",
+      CH_UNREACHABLE_POLICY: "wait",
+      BATCH_SIZE: "500",
+      BATCH_FLUSH_INTERVAL_SECONDS: "0.5",
+    };
+    const a = await startWorker(workerEnv(n, { ...shared, CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000", CLICKHOUSE_KEEP_ALIVE_IDLE_MS: "0" }));
+    let b: Awaited<ReturnType<typeof startWorker>> | null = null;
+    let valid = 0;
+    const produce = async (seed: number) => (valid += (await produceSynthetic(n.raw, 3000, 0.03, seed)).valid);
+    try {
+      await produce(1);
+      await statsWhen(a, (s) => s.assigned_partitions.length === 3 && s.total_clickhouse > 0, 30_000, "a storing, owning every partition");
+      proxy.down();
+      await produce(2);
+      await statsWhen(a, (s) => s.buffered_rows > 0, 30_000, "a holding rows it cannot store");
+      b = await startWorker(workerEnv(n, shared));
+      if (frozen) {
+        const revoking = (s: Record<string, any>) =>
+          Object.values(s.partitions as Record<string, { paused_by: string[] }>).some((p) => p.paused_by.includes("revoke"));
+        await statsWhen(a, revoking, 30_000, "a settling a revocation");
+        a.proc.kill("SIGSTOP");
+        proxy.up();
+      }
+      // The broker fences A once its revocation has waited max.poll.interval.ms, and gives B all.
+      await statsWhen(b, (s) => s.assigned_partitions.length === 3, 60_000, "b owns every partition");
+      if (frozen) {
+        await Bun.sleep(3_000);
+        a.proc.kill("SIGCONT");
+      }
+      // A rejoins after the loss and may own partitions again, holding new rows while its ClickHouse is away.
+      const lost = await statsWhen(a, (s) => s.assignments_lost > 0, 30_000, "a declares its assignment lost");
+      expect(lost.assignments_lost).toBeGreaterThan(0);
+      if (!frozen) proxy.up();
+      await produce(3);
+      await waitFor(async () => ((await storedCounts(n)).ids === valid ? true : undefined), 60_000, "every valid record stored");
+      const counts = await storedCounts(n);
+      expect([counts.rows, counts.offsetRows, counts.offsets]).toEqual([valid, valid, valid]);
+      expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
+    } finally {
+      proxy.down();
+      a.proc.kill("SIGCONT");
+      a.proc.kill("SIGKILL");
+      b?.proc.kill("SIGKILL");
+    }
+  }, 180_000);
