@@ -129,7 +129,9 @@ for (const protocol of ["classic", "consumer"] as const) {
       const m = member(protocol);
       await until("a heartbeat accepted", () => last(m)?.kind === "accepted");
       const before = performance.now();
-      pushErrors(m, apiKey, [code]);
+      // Refused again and again: under KIP-848 a member told it is unknown rejoins within a few
+      // milliseconds, and a single refusal could fall between two samples.
+      pushErrors(m, apiKey, Array(10).fill(code));
       const refused = await standingAfter(m, before, (s) => s.kind === "refused", `${name} seen`);
       expect(refused.kind === "refused" && refused.err).toBe(code);
     });
