@@ -1,9 +1,11 @@
 // The operator pages say what the worker does; how each claim is tested lives in docs/development.md,
 // so an operator reads no test file names, and the table of what holds them names only real files.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../support/services.ts";
+
+setDefaultTimeout(60_000);
 
 const OPERATOR_PAGES = [
   "install", "production", "sizing", "security", "dlq", "upgrade", "operations", "runbooks", "troubleshooting",
