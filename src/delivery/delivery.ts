@@ -131,6 +131,8 @@ export class Delivery {
   #epoch = new AbortController();
   /** The epoch's waits for a partition's earlier records to be durable (#reached), ended by its loss. */
   #reachWaiting = new Set<() => void>();
+  /** The last record handed out again, so that a run of them is said once. */
+  #lastRefetched: { partition: number; to: number } | null = null;
   /** The coordinator's last answer to a heartbeat said the group no longer counts this member. */
   #removed = false;
   /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
@@ -302,6 +304,14 @@ export class Delivery {
   /** One decoded record handed over: a row to buffer, a rejection to dead-letter, or a replay to skip. */
   handOver(m: Message, result: Verdict, ingestedAt: number): void {
     const { counters } = this.#deps;
+    if (this.#tracker.consumedAlready(m.partition, m.offset)) {
+      // Handed out again by librdkafka under the same assignment (seen once in CI, a partial batch
+      // after a pause and resume): its first copy is stored or on its way, a second would be a row
+      // twice. Offsets only grow within an assignment; a new one resets the partition.
+      counters.consumed--;
+      this.#refetched(m);
+      return;
+    }
     if (this.#replays?.delivered(m.partition, m.offset, result)) {
       // The last owner's: durable already, counted by replays_skipped, never in flight here.
       counters.consumed--;
@@ -373,6 +383,17 @@ export class Delivery {
     queueMicrotask(() => {
       if (!membership.waiting) this.#gate.openAll("membership");
       this.#events.onSettled();
+    });
+  }
+
+  /** Records handed out again: dropped, and said once per run of them. */
+  #refetched(m: Message): void {
+    const last = this.#lastRefetched;
+    if (last && last.partition === m.partition && m.offset === last.to + 1) return void (last.to = m.offset);
+    this.#lastRefetched = { partition: m.partition, to: m.offset };
+    log.warn("librdkafka handed out records already consumed; dropped, not stored again", {
+      partition: m.partition,
+      from_offset: m.offset,
     });
   }
 

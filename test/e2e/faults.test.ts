@@ -78,6 +78,9 @@ describe("ClickHouse down", () => {
       const valid = stream.sent();
       await waitFor(async () => ((await distinctIds(n)) === valid ? true : undefined), 60_000, "every row stored after the outage");
       await statsWhen(w, (s) => s.total_processed === valid, 30_000, "everything durable");
+      // As billing counts: a record handed out twice by the consumer would show here.
+      const c = await storedCounts(n);
+      expect([c.rows, c.offsetRows, c.offsets]).toEqual([valid, valid, valid]);
       expect(w.logs.some((l) => l.includes("consumption resumed"))).toBe(true);
       expect((await committedCount(n.dlq))).toBe(0);
       expect((await fetch(`${w.statsUrl}/readyz`)).status).toBe(200);

@@ -76,6 +76,12 @@ export class OffsetTracker {
     return this.#push(p, partition, offset, owner);
   }
 
+  /** Whether a record at `offset` was consumed already under this assignment (the partition tracked). */
+  consumedAlready(partition: number, offset: number): boolean {
+    const p = this.#parts.get(partition);
+    return p !== undefined && offset < p.consumed;
+  }
+
   /** Registers one record that is durable on its own (a DLQ send): always a hold of its own. */
   trackAlone(partition: number, offset: number): Hold {
     return this.#push(this.#consume(partition, offset), partition, offset, ALONE);
