@@ -120,8 +120,6 @@ const symbols = {
   rd_kafka_commit_transaction: { args: ["ptr", "i32"], returns: "ptr" },
   rd_kafka_abort_transaction: { args: ["ptr", "i32"], returns: "ptr" },
   rd_kafka_consumer_group_metadata: { args: ["ptr"], returns: "ptr" },
-  // char *rd_kafka_memberid(const rd_kafka_t *rk): freed with rd_kafka_mem_free; NULL without a group.
-  rd_kafka_memberid: { args: ["ptr"], returns: "ptr" },
   rd_kafka_consumer_group_metadata_destroy: { args: ["ptr"], returns: "void" },
 
   // metadata
