@@ -3,8 +3,7 @@ import { PhoneNormalizer } from "../cdr/phone.ts";
 import type { createClickHouseEndpoints } from "../clickhouse/client.ts";
 import { ClickHouseWriter } from "../clickhouse/writer.ts";
 import type { Config } from "../config.ts";
-import { CdrWorkerError, KafkaError } from "../errors.ts";
-import type { TopicPartition } from "../kafka/partition-list.ts";
+import { CdrWorkerError } from "../errors.ts";
 import { deadLetteredOffsets } from "../dlq/delivered.ts";
 import { provenanceKeyOf, type ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { MAX_PAYLOAD_CHARS } from "../dlq/envelope.ts";
@@ -18,13 +17,11 @@ import { Transactions, type GroupMetadata } from "../kafka/transaction.ts";
 import { TransactionalCommits } from "../delivery/offsets/transactional-commits.ts";
 import { Counters } from "../stats/counters.ts";
 import { Delivery } from "../delivery/delivery.ts";
+import type { CommitMarks } from "../delivery/replays.ts";
 import { Worker } from "../worker/worker.ts";
 import { log } from "../log.ts";
 import { memberSessionTerms, type SessionTerms } from "../kafka/group-session.ts";
 import { clientProps, TRANSACTION_TIMEOUT_MS } from "./kafka-clients.ts";
-
-/** The name a refused transaction's error carries: a retry can help. */
-const ABORTED = "TRANSACTION_ABORTED";
 
 export interface Pipeline {
   counters: Counters;
@@ -119,7 +116,7 @@ export function buildPipeline(
       dlq,
       counters,
       ...(transactions
-        ? { replays: replayCheck(cfg, consumer, writer, counters, key, transactions), transactions }
+        ? { replays: replayCheck(cfg, consumer, writer, counters, key), transactions }
         : {}),
     },
   );
@@ -134,27 +131,20 @@ function replayCheck(
   writer: ClickHouseWriter,
   counters: Counters,
   key: ProvenanceKey | undefined,
-  transactions: TransactionalCommits<GroupMetadata>,
 ) {
   const topic = cfg.kafka.topicRaw;
-  // The check's own commit (a partition never marked) goes through the transaction too: the
-  // coordinator orders direct and transactional commits by log position, not by value.
-  const commit = async (offsets: readonly TopicPartition[]) => {
-    if (!(await transactions.commit(() => [...offsets])))
-      throw new KafkaError("KAFKA_COMMIT", "the replay check's commit was refused", undefined, ABORTED, true);
-  };
   return {
     // A client of its own for each check (checks are rare). Its requests are answered on a queue
     // polled without blocking, so the event loop serves /healthz and the partitions meanwhile,
     // however slowly the broker answers.
-    findDelivered: async (partitions: number[]) => {
+    findDelivered: async (partitions: number[], commitMarks: CommitMarks) => {
       const admin = new Admin(clientProps(cfg, "admin"));
       const lookup = offsetLookup(admin, consumer);
       try {
         return await findDelivered(partitions, {
           topic,
           committed: (tps) => lookup.committed(cfg.kafka.groupId, tps),
-          commit,
+          commit: commitMarks,
           lowWatermarks: (ps) => lookup.listOffsets(topic, ps, "earliest"),
           highWatermarks: (ps) => lookup.listOffsets(topic, ps, "latest"),
           insertsEnded: () => writer.insertsEnded(),

@@ -221,6 +221,7 @@ export class Delivery {
       this.#replays = new Replays(this.#deps.replays, this.#gate, this.#deps.counters, {
         onFatal: (e) => events.onFatal(e),
         onReady: () => events.onSettled(),
+        commitMarks: (marks) => this.#commitMarks(marks),
       }, this.#clock);
   }
 
@@ -648,6 +649,28 @@ export class Delivery {
     counters.commits++;
     counters.lastCommitAt = this.#clock.now();
     return true;
+  }
+
+  /**
+   * The replay check's first marks (partitions whose commit carries no metadata), committed as
+   * this member's own commits are: through the transaction, with every other partition's standing
+   * position. The open transaction may hold envelopes of those partitions; a commit of the marks
+   * alone would leave them past their commit, abort, and do so again at every try.
+   */
+  async #commitMarks(marks: readonly TopicPartition[]): Promise<void> {
+    const transactions = this.#deps.transactions;
+    if (!transactions) throw new Error("the replay check's marks need exactly-once's transactions");
+    const marked = new Set(marks.map((m) => m.partition));
+    let standing: Advanced[] = [];
+    const committed = await transactions.commit(() => {
+      standing = this.#inTransaction([]).filter((p) => !marked.has(p.partition));
+      return [...marks, ...this.#offsets(standing, true)];
+    });
+    if (!committed) {
+      this.#tracker.refused(standing);
+      throw new KafkaError("KAFKA_COMMIT", "the replay check's commit was refused", undefined, transactions.refusal, true);
+    }
+    this.#tracker.confirm(standing);
   }
 
   /** The positions handed out, and every other partition's as it stands now (newer wins). */

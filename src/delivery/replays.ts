@@ -20,8 +20,14 @@ import { payloadDigest } from "../dlq/provenance-mac.ts";
 import type { Delivered } from "./offsets/replay-check.ts";
 
 export interface ReplayFinder {
-  findDelivered(partitions: number[]): Promise<Map<number, Delivered>>;
+  /**
+   * `commitMarks` commits a partition's first mark (offsets/replay-check.ts) as this member's own
+   * commits go: through the open transaction, with every other partition's standing position.
+   */
+  findDelivered(partitions: number[], commitMarks: CommitMarks): Promise<Map<number, Delivered>>;
 }
+
+export type CommitMarks = (marks: readonly TopicPartition[]) => Promise<void>;
 
 const RETRY_MS = [500, 30_000] as const;
 
@@ -31,6 +37,7 @@ export class Replays {
   readonly #counters: Counters;
   readonly #onFatal: (e: unknown) => void;
   readonly #onReady: () => void;
+  readonly #commitMarks: CommitMarks;
   readonly #clock: Clock;
   /** Partitions under check, with the check's generation. */
   readonly #checking = new Map<number, number>();
@@ -56,7 +63,7 @@ export class Replays {
     finder: ReplayFinder,
     gate: Gate,
     counters: Counters,
-    events: { onFatal: (e: unknown) => void; onReady: () => void },
+    events: { onFatal: (e: unknown) => void; onReady: () => void; commitMarks: CommitMarks },
     clock: Clock = systemClock,
   ) {
     this.#clock = clock;
@@ -65,6 +72,7 @@ export class Replays {
     this.#counters = counters;
     this.#onFatal = events.onFatal;
     this.#onReady = events.onReady;
+    this.#commitMarks = events.commitMarks;
   }
 
   /** Partitions paused until their check answers. */
@@ -186,7 +194,7 @@ export class Replays {
     const started = this.#clock.mono();
     let found: Map<number, Delivered>;
     try {
-      found = await this.#finder.findDelivered(mine());
+      found = await this.#finder.findDelivered(mine(), this.#commitMarks);
     } catch (e) {
       const rebalancing = e instanceof KafkaError && REBALANCE_REFUSALS.has(e.kafkaName ?? "");
       if (e instanceof CdrWorkerError && !e.retryable && !rebalancing) return this.#onFatal(e);

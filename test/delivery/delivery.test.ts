@@ -6,11 +6,14 @@ import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import type { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Delivery, type DeliveryDeps } from "../../src/delivery/delivery.ts";
+import { TransactionalCommits, type TransactionalProducer } from "../../src/delivery/offsets/transactional-commits.ts";
+import type { ReplayFinder } from "../../src/delivery/replays.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import type { Consumer } from "../../src/kafka/consumer.ts";
 import type { Standing } from "../../src/kafka/heartbeat-proof.ts";
 import { kafkaError } from "../../src/kafka/handle.ts";
 import type { Message } from "../../src/kafka/message.ts";
+import type { TopicPartition } from "../../src/kafka/partition-list.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { rowBinaryToTsv } from "../support/row-binary.ts";
@@ -32,6 +35,8 @@ function harness(opts: {
   transactions?: DeliveryDeps["transactions"];
   /** Awaited by each insert before it is recorded. */
   insertGate?: Promise<void>;
+  /** The replay check's finder, in place of one that finds `delivered`. */
+  finder?: ReplayFinder;
 } = {}) {
   const events: string[] = [];
   const paused = new Set<number>();
@@ -59,7 +64,7 @@ function harness(opts: {
   } as unknown as ClickHouseWriter;
   const dlq = opts.dlq ?? ({ encodeRejection: () => ({ bytes: 1 }), publish: async () => void events.push("dlq") } as unknown as DlqPublisher);
   const counters = new Counters();
-  const replays = opts.delivered ? { findDelivered: async () => new Map([[0, { offsets: new Set(opts.delivered), since: 0 }]]) } : undefined;
+  const replays = opts.finder ?? (opts.delivered ? { findDelivered: async () => new Map([[0, { offsets: new Set(opts.delivered), since: 0 }]]) } : undefined);
   const d = new Delivery(
     { topic: "cdr.raw", batchSize: 100, flushIntervalMs: 60_000, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: opts.dlqMaxRatio ?? 1, dlqRatioWindow: 10 },
     { consumer, writer, dlq, counters, ...(replays ? { replays } : {}), ...(opts.transactions ? { transactions: opts.transactions } : {}) },
@@ -171,4 +176,43 @@ test("exactly-once: an envelope waiting for its partition's earlier rows ends un
   expect(settled).toBe("settled");
   expect(h.events.filter((e) => e === "dlq")).toEqual([]);
   expect(h.fatal).toEqual([]);
+});
+
+// A partition whose commit carries no metadata (added to the topic, reset, or last committed by a
+// release without it) gets a first mark from its replay check, through the open transaction. That
+// transaction may hold another partition's envelopes: the mark's commit carries that partition's
+// standing position, or the envelopes would lie past their commit and every try would abort.
+test("exactly-once: a partition's first mark commits beside the open transaction's envelopes of another partition", async () => {
+  const sent: string[] = [];
+  // An envelope's delivery report comes with the commit's flush: until then it is in the open
+  // transaction and its record not durable, so this member's own commit has not begun.
+  const reports: Array<() => void> = [];
+  const producer = {
+    init: async () => {},
+    begin: () => void sent.push("begin"),
+    produce: () => new Promise((resolve) => reports.push(() => resolve({ partition: 0, offset: 0 }))),
+    flush: async () => void reports.splice(0).forEach((r) => r()),
+    sendOffsets: async (offsets: readonly TopicPartition[]) => void sent.push(`offsets ${offsets.map((o) => `${o.partition}@${o.offset}`).join(",")}`),
+    commit: async () => void sent.push("commit"),
+    abort: async () => void sent.push("abort"),
+    close: () => {},
+  } as TransactionalProducer<{ destroy(): void }>;
+  const transactions = new TransactionalCommits(producer, { group: () => ({ destroy: () => {} }), owns: () => true, topic: "cdr.raw", timeoutMs: 10_000 });
+  const dlq = new DlqPublisher(transactions, { topic: "cdr.raw.dlq", workerInstance: "t", storageFailureReason: "normalization_error" });
+  const marked: string[] = [];
+  const finder: ReplayFinder = {
+    findDelivered: async (partitions, commitMarks) => {
+      await commitMarks(partitions.map((partition) => ({ topic: "cdr.raw", partition, offset: 5n, metadata: "mark" })));
+      marked.push(...partitions.map(String));
+      return new Map();
+    },
+  };
+  const h = harness({ transactions, dlq, finder });
+  h.hand([msg(0, "{broken")]); // partition 0: its envelope joins the open transaction
+  await waitFor(() => (sent.includes("begin") ? true : undefined), 5000, "the envelope sent");
+  h.d.assigned([{ topic: "cdr.raw", partition: 1 }]);
+  await waitFor(() => (h.d.replayChecksPending === 0 ? true : undefined), 5000, "the check of partition 1 done");
+  expect(marked).toEqual(["1"]);
+  expect(sent.slice(0, 3)).toEqual(["begin", "offsets 1@5,0@1", "commit"]);
+  expect([h.counters.replayCheckFailures, h.fatal.length]).toEqual([0, 0]);
 });

@@ -22,7 +22,7 @@ function setup(find: (partitions: number[]) => Promise<Map<number, Delivered>>) 
   const counters = new Counters();
   const fatal: unknown[] = [];
   let ready = 0;
-  const r = new Replays({ findDelivered: find }, gate, counters, { onFatal: (e) => fatal.push(e), onReady: () => ready++ });
+  const r = new Replays({ findDelivered: find }, gate, counters, { onFatal: (e) => fatal.push(e), onReady: () => ready++, commitMarks: async () => {} });
   return { r, paused, counters, fatal, ready: () => ready };
 }
 

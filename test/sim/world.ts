@@ -14,6 +14,7 @@ import { HEARTBEAT_INTERVAL_MS } from "../../src/cli/kafka-clients.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Delivery } from "../../src/delivery/delivery.ts";
 import { findDelivered } from "../../src/delivery/offsets/replay-check.ts";
+import type { CommitMarks } from "../../src/delivery/replays.ts";
 import { deadLetteredOffsets } from "../../src/dlq/delivered.ts";
 import { envelopeSource } from "../../src/dlq/envelope.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
@@ -24,7 +25,6 @@ import { Worker } from "../../src/worker/worker.ts";
 import { SimClickHouse, type StoredRow } from "./clickhouse.ts";
 import { DLQ, RAW, type DlqRecord, SimConsumer, SimDlqReader, SimKafka, SimTransactions, simLookup } from "./kafka.ts";
 import { TransactionalCommits } from "../../src/delivery/offsets/transactional-commits.ts";
-import { KafkaError } from "../../src/errors.ts";
 import { Actor, EPOCH_MS, Scheduler } from "./scheduler.ts";
 import { faultsEnd, normalize, type Fault, type Schedule } from "./schedule.ts";
 
@@ -182,14 +182,11 @@ export async function simulate(input: Schedule): Promise<RunReport> {
       storageFailureReason: "normalization_error",
     });
     const replays = {
-      findDelivered: (partitions: number[]) =>
+      findDelivered: (partitions: number[], commitMarks: CommitMarks) =>
         findDelivered(partitions, {
           topic: RAW,
           committed: (tps) => kafka.request(actor, () => kafka.committedOf(tps)),
-          commit: async (offsets) => {
-            if (!(await transactions.commit(() => [...offsets])))
-              throw new KafkaError("KAFKA_COMMIT", "check's commit refused", undefined, "TRANSACTION_ABORTED", true);
-          },
+          commit: commitMarks,
           lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
           highWatermarks: (ps) => simLookup(kafka, actor).listOffsets(RAW, ps, "latest"),
           insertsEnded: () => writer.insertsEnded(),
