@@ -57,6 +57,8 @@ export const INSERT_QUERY_ID_PREFIX = "cdr-worker:";
 const EXCEPTION_TEXT = /\bCode: \d+[.,] (?:e\.displayText\(\) = )?DB::Exception\b/;
 const RUNNING_POLL_MS = 100;
 const RUNNING_WAIT_MS = 120_000;
+/** ClickHouse's CANNOT_KILL: 18.16 cannot stop a synchronous Distributed insert; it is awaited. */
+const CANNOT_KILL = 380;
 /**
  * How long past its max_execution_time an insert whose answer was lost may still run on a server
  * that bounds it: the limit is checked between the steps of the insert's pipeline, not at an
@@ -351,12 +353,16 @@ export class ClickHouseWriter {
 
   /**
    * Ends the inserts of these attempts on the endpoints they went to (`KILL QUERY … SYNC`: one still
-   * running could store after the rows were read) and makes sure none runs any more. An endpoint
-   * that does not answer holds the check only while one of its inserts may still run: on a server
-   * that bounds an insert's life each has ended by its `endedBy`, so this waits until then, and the
-   * rows are then read on another endpoint. Elsewhere, while another endpoint answers, it throws a
-   * HeldCheckError for SILENT_ENDPOINT_HOLD_MS after the failure: the check waits for that endpoint
-   * without spending the retry budget. Throws the endpoint's own error otherwise.
+   * running could store after the rows were read) and waits until none runs any more. Through a
+   * Distributed table each shard's part runs as a query of its own, with the attempt's id as
+   * `initial_query_id`, on whichever replica took it: those are ended and awaited on every endpoint
+   * that answers. 18.16 refuses to kill such an insert (CANNOT_KILL: its stages cannot be stopped);
+   * it ends by itself once the block sent is written, and is awaited. An endpoint that does not
+   * answer holds the check only while one of its inserts may still run: on a server that bounds an
+   * insert's life each has ended by its `endedBy`, so this waits until then, and the rows are then
+   * read on another endpoint. Elsewhere, while another endpoint answers, it throws a HeldCheckError
+   * for SILENT_ENDPOINT_HOLD_MS after the failure: the check waits for that endpoint without
+   * spending the retry budget. Throws the endpoint's own error otherwise.
    */
   async endInserts(attempts: readonly UncertainAttempt[]): Promise<void> {
     const byEndpoint = new Map<number, UncertainAttempt[]>();
@@ -364,12 +370,8 @@ export class ClickHouseWriter {
     await Promise.all(
       [...byEndpoint].map(async ([i, list]) => {
         const e = this.#endpoints[i]!;
-        const which = `query_id IN (${list.map((a) => quote(a.queryId)).join(", ")})`;
-        let running: number;
         try {
-          await queryText(e.client, `KILL QUERY WHERE ${which} SYNC`, LIST_ANSWER_BYTES, this.#bounded());
-          const query = `SELECT count() FROM system.processes WHERE ${which}`;
-          running = Number((await queryText(e.client, query, SMALL_ANSWER_BYTES, this.#bounded())).trim());
+          await this.#endOn(e, list.map((a) => a.queryId));
         } catch (err) {
           const silent = classifyInsertError(err, "").serverCode === null;
           const until = Math.max(...list.map((a) => a.endedBy ?? Infinity));
@@ -388,10 +390,41 @@ export class ClickHouseWriter {
           return;
         }
         e.up = true;
-        if (running !== 0)
-          throw new Error(`${running} of the inserts to end still run at ${e.name} after KILL QUERY SYNC`);
       }),
     );
+    if (!this.#syncDistributed || this.#endpoints.length < 2) return;
+    // A shard's part may run on another replica the worker writes to: ended there too. One that
+    // failed its last request or does not answer now is not waited for: a part there is the
+    // replication's to carry, as any write there.
+    const ids = attempts.map((a) => a.queryId);
+    await Promise.all(
+      this.#endpoints.map(async (e, i) => {
+        if (byEndpoint.has(i) || !e.up) return;
+        await this.#endOn(e, ids, true).catch((err: unknown) => {
+          if (classifyInsertError(err, "").serverCode !== null) throw err;
+        });
+      }),
+    );
+  }
+
+  /** KILL … SYNC of these inserts and their shards' parts on one endpoint, then waits till none runs. */
+  async #endOn(e: Endpoint, ids: readonly string[], partsOnly = false): Promise<void> {
+    const list = ids.map(quote).join(", ");
+    const parts = `initial_query_id IN (${list})`;
+    const which = partsOnly ? parts : `(query_id IN (${list}) OR ${parts})`;
+    const kill = `KILL QUERY WHERE ${which} SYNC`;
+    await queryText(e.client, kill, LIST_ANSWER_BYTES, this.#bounded()).catch((err: unknown) => {
+      if (classifyInsertError(err, "").serverCode !== CANNOT_KILL) throw err;
+    });
+    const query = `SELECT count() FROM system.processes WHERE ${which}`;
+    const deadline = this.#clock.mono() + RUNNING_WAIT_MS;
+    for (;;) {
+      const running = Number((await queryText(e.client, query, SMALL_ANSWER_BYTES, this.#bounded())).trim());
+      if (running === 0) return;
+      if (this.#clock.mono() > deadline)
+        throw new Error(`${running} inserts still run at ${e.name} ${RUNNING_WAIT_MS / 1000} s after their KILL`);
+      await this.#clock.sleep(RUNNING_POLL_MS);
+    }
   }
 
   /**
@@ -596,8 +629,11 @@ export class ClickHouseWriter {
   async insertsEnded(): Promise<void> {
     const running = async (c: ClickHouseClient, ids?: readonly string[]) => {
       const which =
-        (ids ? `query_id IN (${ids.map(quote).join(", ")})` : `query_id LIKE '${INSERT_QUERY_ID_PREFIX}%'`) +
-        (this.#user === undefined ? "" : ` AND user = ${quote(this.#user)}`);
+        // A shard's part of an insert through a Distributed table has its own id: its initial one is the worker's.
+        (ids
+          ? `query_id IN (${ids.map(quote).join(", ")})`
+          : `(query_id LIKE '${INSERT_QUERY_ID_PREFIX}%' OR initial_query_id LIKE '${INSERT_QUERY_ID_PREFIX}%')`) +
+        (this.#user === undefined ? "" : ` AND initial_user = ${quote(this.#user)}`);
       const query = `SELECT query_id FROM system.processes WHERE ${which}`;
       const answer = await queryText(c, query, LIST_ANSWER_BYTES, this.#bounded());
       return answer.split("\n").filter(Boolean);

@@ -668,7 +668,8 @@ export class Delivery {
     });
     if (!committed) {
       this.#tracker.refused(standing);
-      throw new KafkaError("KAFKA_COMMIT", "the replay check's commit was refused", undefined, transactions.refusal, true);
+      const refusal = transactions.refusal;
+      throw new KafkaError("KAFKA_COMMIT", "the replay check's commit was refused", undefined, refusal, true);
     }
     this.#tracker.confirm(standing);
   }

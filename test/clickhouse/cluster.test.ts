@@ -3,7 +3,12 @@
 // both endpoints while one replica is stopped and comes back: both end up with every row.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { createClient } from "@clickhouse/client";
+import { decode } from "../../src/cdr/decode.ts";
+import { PhoneNormalizer } from "../../src/cdr/phone.ts";
+import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
+import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
+import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { chdb } from "../support/chdb.ts";
@@ -106,3 +111,43 @@ test("the worker writes to the Distributed table through both replicas; one stop
     w.proc.kill("SIGKILL");
   }
 }, 180_000);
+
+// Through a Distributed table (exactly-once sends insert_distributed_sync=1) each shard's part of an
+// insert runs as a query of its own, under its own query_id, with the worker's as initial_query_id.
+// Ending a lost insert must end those too: the initiator's KILL returns while a sub-insert still
+// writes the block it was sent, and rows stored after the lost-answer read would be sent again.
+test("a lost insert through the Distributed table: ending it ends its sub-inserts on every replica", async () => {
+  const sink = `${DB}.slow_sink`;
+  const ch0 = replica(REPLICAS[0]!);
+  try {
+    // Each sub-insert into cdr_local takes 2.8 s: a view that sleeps 0.2 s a row, 14 rows.
+    await ch0.command({ query: `CREATE TABLE IF NOT EXISTS ${sink} ON CLUSTER cdr_cluster (x UInt8) ENGINE = MergeTree ORDER BY x` });
+    await ch0.command({
+      query: `CREATE MATERIALIZED VIEW IF NOT EXISTS ${DB}.slow ON CLUSTER cdr_cluster TO ${sink} AS SELECT sleepEachRow(0.2) AS x FROM ${DB}.cdr_local`,
+    });
+  } finally {
+    await ch0.close();
+  }
+  // The shard's part goes over the network even to the local replica, as it does to another shard's.
+  const endpoints = REPLICAS.map((url, i) => ({
+    name: `r${i}`,
+    client: createClient({ url, request_timeout: 2_000, clickhouse_settings: { prefer_localhost_replica: 0 } }),
+  }));
+  const w = new ClickHouseWriter(endpoints, DB, "cdr", { requestTimeoutMs: 2_000, syncDistributed: true });
+  const base = decode(toJson(withFields({})), { phone: new PhoneNormalizer() });
+  if (!base.ok) throw new Error("fixture record must be valid");
+  const b = new RowBinaryBuffer();
+  for (let i = 0; i < 14; i++) b.add({ ...base.row, cdr_id: crypto.randomUUID() }, 100, 0, i);
+  try {
+    const err = await w.insert(b.bytes().slice(), 14).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(ClickHouseInsertError);
+    const attempts = (err as ClickHouseInsertError).attempts;
+    expect(attempts.length).toBe(1);
+    await w.endInserts(attempts);
+    const which = `initial_query_id = '${attempts[0]!.queryId}'`;
+    const running = await Promise.all(REPLICAS.map((url) => count(url, `SELECT count() AS c FROM system.processes WHERE ${which}`)));
+    expect(running).toEqual([0, 0]);
+  } finally {
+    for (const e of endpoints) await e.client.close();
+  }
+}, 60_000);

@@ -174,12 +174,13 @@ export class SimClickHouse {
     const limitMs = Number(settings?.max_execution_time ?? 0) * 1000 || Infinity;
     const q = query.replace(/\s+/g, " ").trim();
     if (q === "SELECT version()") return { text: `${this.version}\n`, ms: 1 };
-    let m = /^SELECT count\(\) FROM system\.processes WHERE query_id IN \((.*)\)$/.exec(q);
+    // Its table is not Distributed: a process's initial query id is its own.
+    let m = /^SELECT count\(\) FROM system\.processes WHERE (?:\(query_id IN \((.*)\) OR initial_query_id IN \(.*\)\)|initial_query_id IN \((.*)\))$/.exec(q);
     if (m) {
-      const ids = quotedList(m[1]!);
+      const ids = quotedList(m[1] ?? m[2]!);
       return { text: `${ids.filter((id) => this.processes.has(id)).length}\n`, ms: 1 };
     }
-    m = /^SELECT query_id FROM system\.processes WHERE (?:query_id LIKE '([^']*)%'|query_id IN \((.*)\))(?: AND user = '([^']*)')?$/.exec(q);
+    m = /^SELECT query_id FROM system\.processes WHERE (?:\(query_id LIKE '([^']*)%' OR initial_query_id LIKE '[^']*%'\)|query_id IN \((.*)\))(?: AND initial_user = '([^']*)')?$/.exec(q);
     if (m) {
       const [, prefix, list, user] = m;
       const ids = list !== undefined ? new Set(quotedList(list)) : null;
@@ -248,9 +249,9 @@ export class SimClickHouse {
 
   command(query: string): void {
     const q = query.replace(/\s+/g, " ").trim();
-    const m = /^KILL QUERY WHERE query_id IN \((.*)\) SYNC$/.exec(q);
+    const m = /^KILL QUERY WHERE (?:\(query_id IN \((.*)\) OR initial_query_id IN \(.*\)\)|initial_query_id IN \((.*)\)) SYNC$/.exec(q);
     if (!m) throw new Error(`simulated ClickHouse does not know this command: ${q.slice(0, 300)}`);
-    for (const id of quotedList(m[1]!)) this.processes.get(id)?.kill();
+    for (const id of quotedList(m[1] ?? m[2]!)) this.processes.get(id)?.kill();
   }
 }
 
