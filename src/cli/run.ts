@@ -10,6 +10,9 @@ import type { ExitKind } from "../exits.ts";
 import { log } from "../log.ts";
 import { commit, VERSION } from "../version.ts";
 import { Consumer } from "../kafka/consumer.ts";
+import { Admin } from "../kafka/admin.ts";
+import type { SessionTerms } from "../kafka/group-session.ts";
+import { SessionWatch } from "../kafka/session-watch.ts";
 import { RecordTimes } from "../kafka/record-times.ts";
 import { LagTime } from "../stats/lag-time.ts";
 import { clientProps } from "./kafka-clients.ts";
@@ -67,11 +70,25 @@ function lagTimeOf(cfg: Config, { consumer, delivery }: Pipeline) {
   };
 }
 
+/** Under KIP-848 the group's session is the broker's, and may change while the worker runs. */
+function watchSession(cfg: Config, session: SessionTerms, pipeline: Pipeline) {
+  const admin = new Admin(clientProps(cfg, "admin"));
+  const follow = (t: SessionTerms) => pipeline.delivery.sessionChanged(t.sessionTimeoutMs);
+  const watch = new SessionWatch(admin, cfg.kafka.groupId, session, follow);
+  return {
+    stop: () => {
+      watch.stop();
+      admin.close();
+    },
+  };
+}
+
 export async function runCommand(cfg: Config): Promise<ExitKind> {
   const unkeyed = keyRequired(cfg);
   if (unkeyed) throw new ConfigError([unkeyed]);
   const { endpoints, session, rawRetentionMs, rawPartitions } = await preflight(cfg);
   const pipeline = buildPipeline(cfg, endpoints, session);
+  const sessionWatch = session ? watchSession(cfg, session, pipeline) : null;
   const { worker, dlqProducer, counters } = pipeline;
   // The owner of partition 0 audits for the group (audit/schedule.ts).
   const ownsPartitionZero = () => pipeline.consumer.assignment.some((a) => a.partition === 0);
@@ -103,6 +120,7 @@ export async function runCommand(cfg: Config): Promise<ExitKind> {
     log.error("worker failed", { err: e as Error });
     return "FAILED";
   } finally {
+    sessionWatch?.stop();
     audits?.stop();
     await lagTime?.close();
     stats.stop();

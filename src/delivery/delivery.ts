@@ -214,6 +214,11 @@ export class Delivery {
     this.#passOver = new PassOver(deps.consumer, clock, (positions) => this.#moveTo(positions));
   }
 
+  /** The group's session as the coordinator now keeps it (KIP-848: read again, kafka/session-watch.ts). */
+  sessionChanged(sessionTimeoutMs: number): void {
+    this.#membership?.setTerms({ sessionTimeoutMs, rebalanceTimeoutMs: this.maxPollIntervalMs });
+  }
+
   /** The worker's ears: called back on a fatal failure and whenever something settles. */
   listen(events: DeliveryEvents): void {
     this.#events = events;

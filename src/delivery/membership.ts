@@ -40,8 +40,10 @@ export function leaseLength(terms: LeaseTerms): number {
 }
 
 export class MembershipLease {
-  readonly #lengthMs: number;
-  readonly #rebalanceLengthMs: number;
+  #lengthMs: number;
+  #rebalanceLengthMs: number;
+  /** The last accepted standing: a change of the terms is applied to it at once. */
+  #accepted: Standing | null = null;
   readonly #clock: Clock;
   /** Monotonic ms the lease ends at. */
   #until = Number.NEGATIVE_INFINITY;
@@ -61,12 +63,24 @@ export class MembershipLease {
     this.#onWaiting = onWaiting;
   }
 
+  /**
+   * The group's session changed (kafka/session-watch.ts, under KIP-848 the broker's to set): the
+   * lease of the last accepted heartbeat is measured again, shorter at once if the session is.
+   */
+  setTerms(terms: LeaseTerms): void {
+    this.#lengthMs = leaseLength(terms);
+    this.#rebalanceLengthMs = Math.max(0, terms.rebalanceTimeoutMs - margin(terms));
+    if (this.#accepted) this.stand(this.#accepted);
+  }
+
   /** The member's standing as the coordinator last answered it: the lease renewed, or ended. */
   stand(standing: Standing): void {
     if (standing.kind === "refused") {
+      this.#accepted = null;
       this.#until = Number.NEGATIVE_INFINITY;
       return;
     }
+    this.#accepted = standing;
     const { sentAfter, rebalanceSince } = standing;
     const rebalanceEnd = rebalanceSince === null ? Infinity : rebalanceSince + this.#rebalanceLengthMs;
     this.#until = Math.min(sentAfter + this.#lengthMs, rebalanceEnd);

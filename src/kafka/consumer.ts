@@ -26,7 +26,7 @@ import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy, type CopyCaps } from "./batch-copy.ts";
 import { partitionFetches, type PartitionFetch } from "./fetch-state.ts";
 import { standingOf, type Standing } from "./heartbeat-proof.ts";
-import { monotonicOffsetMs } from "./libc.ts";
+import { rdToMono } from "./rd-clock.ts";
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
@@ -147,8 +147,6 @@ export class Consumer {
   readonly #topic: string | null;
   #fetches = new Map<number, PartitionFetch>();
   readonly #proofListeners: Array<(standing: Standing) => void> = [];
-  /** performance.now() less librdkafka's clock, in ms: statistics are stamped with the latter. */
-  readonly #monoOffsetMs = monotonicOffsetMs();
 
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
@@ -233,8 +231,7 @@ export class Consumer {
       }
       // The proof first: what the stats show of fetching may never hold up a membership lease.
       if (this.#proofListeners.length > 0) {
-        const toMono = (us: number) => us / 1_000 + this.#monoOffsetMs;
-        const standing = standingOf(stats, toMono);
+        const standing = standingOf(stats, rdToMono());
         if (standing) for (const fn of this.#proofListeners) fn(standing);
       }
       const fetches = this.#topic === null ? null : partitionFetches(stats, this.#topic);

@@ -27,16 +27,11 @@ export const libc = dlopen("libc.so.6", {
 /** <time.h> CLOCK_MONOTONIC on Linux; struct timespec { time_t tv_sec; long tv_nsec; }. */
 const CLOCK_MONOTONIC = 1;
 
-/**
- * performance.now() less CLOCK_MONOTONIC in ms: both run on the kernel's monotonic clock, so the
- * difference is constant. Taken between two reads of performance.now, to a few microseconds.
- */
-export function monotonicOffsetMs(): number {
+/** librdkafka's clock now (rd_clock: CLOCK_MONOTONIC), in µs. */
+export function rdClockUs(): number {
   const ts = new BigInt64Array(2);
-  const before = performance.now();
   libc.clock_gettime(CLOCK_MONOTONIC, ptr(ts));
-  const after = performance.now();
-  return (before + after) / 2 - (Number(ts[0]) * 1_000 + Number(ts[1]) / 1e6);
+  return Number(ts[0]) * 1e6 + Number(ts[1]) / 1e3;
 }
 
 /** <sys/resource.h>: RLIMIT_CORE on Linux; struct rlimit { rlim_t rlim_cur; rlim_t rlim_max; }. */

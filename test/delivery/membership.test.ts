@@ -101,3 +101,20 @@ test("a loss (the signal) ends the wait without a proof; every waiting send goes
   lease.stand(accepted(clock.mono()));
   expect(await settled(Promise.all(sends).then(() => {}))).toBe(true);
 });
+
+test("a session changed while the lease holds measures the last accepted heartbeat again: shorter at once, longer too", () => {
+  const { clock, advance } = manualClock();
+  const lease = new MembershipLease(TERMS, clock);
+  lease.stand(accepted(0));
+  advance(10_000);
+  expect(lease.held).toBe(true);
+  const short = { ...TERMS, sessionTimeoutMs: 9_000 };
+  lease.setTerms(short);
+  expect([lease.held, lease.until]).toEqual([false, leaseLength(short)]);
+  lease.setTerms(TERMS);
+  expect([lease.held, lease.until]).toEqual([true, leaseLength(TERMS)]);
+  // A refusal is not undone by a change of terms.
+  lease.stand({ kind: "refused", err: 25 });
+  lease.setTerms(TERMS);
+  expect(lease.held).toBe(false);
+});

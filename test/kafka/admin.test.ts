@@ -3,8 +3,9 @@ import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { Admin } from "../../src/kafka/admin.ts";
 import { KafkaError } from "../../src/errors.ts";
 import { groupSessionTerms } from "../../src/kafka/group-session.ts";
+import { SessionWatch } from "../../src/kafka/session-watch.ts";
 import { props } from "../support/kafka.ts";
-import { ROOT, uniqueName } from "../support/services.ts";
+import { KAFKA_BROKERS, ROOT, uniqueName } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
 
@@ -32,4 +33,29 @@ test("a group's session under the consumer protocol is read from the broker: wha
     source: "group",
   });
   expect(terms.sessionTimeoutMs).toBe(6_000);
+});
+
+// An operator may change a group's session while its workers run (KIP-848: the broker's to keep).
+// The worker reads it again (SESSION_REREAD_MS) and its lease follows; here one reading is asked.
+test("a group's session altered while its member runs is read again and handed on; an unchanged one is not", async () => {
+  const group = uniqueName("session-change");
+  const changes: number[] = [];
+  const watch = new SessionWatch(admin, group, await groupSessionTerms(admin, group), (t) => changes.push(t.sessionTimeoutMs));
+  try {
+    await watch.read();
+    expect(changes).toEqual([]);
+    const tool = Bun.spawn(
+      ["java", "-Xmx256m", "-cp", `${ROOT}/.local/kafka/libs/*`, `-Dlog4j2.configurationFile=${ROOT}/scripts/kafka/log4j2.yaml`,
+        "kafka.admin.ConfigCommand", "--bootstrap-server", KAFKA_BROKERS, "--alter", "--entity-type", "groups",
+        "--entity-name", group, "--add-config", "consumer.session.timeout.ms=9000"],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    const [code, err] = await Promise.all([tool.exited, new Response(tool.stderr).text()]);
+    expect({ code, err: code === 0 ? "" : err }).toEqual({ code: 0, err: "" });
+    await watch.read();
+    expect(changes).toEqual([9_000]);
+    expect(watch.terms.sessionTimeoutMs).toBe(9_000);
+  } finally {
+    watch.stop();
+  }
 });
