@@ -79,6 +79,7 @@ export function buildPipeline(
           producer = new Producer(dlqProps);
           return new Transactions(producer);
         },
+        committed: (partitions) => committedOffsets(cfg, consumer, partitions),
       })
     : null;
   const writer = new ClickHouseWriter(endpoints, cfg.clickhouse.database, cfg.clickhouse.table, {
@@ -156,6 +157,17 @@ function replayCheck(
       }
     },
   };
+}
+
+/** The group's committed offsets of the raw topic, read stable, by a client made for the read. */
+async function committedOffsets(cfg: Config, consumer: Consumer, partitions: readonly number[]) {
+  const admin = new Admin(clientProps(cfg, "admin"));
+  try {
+    const tps = partitions.map((partition) => ({ topic: cfg.kafka.topicRaw, partition }));
+    return await offsetLookup(admin, consumer).committed(cfg.kafka.groupId, tps);
+  } finally {
+    admin.close();
+  }
 }
 
 /** Reads the DLQ with a consumer of its own, made for the check and closed after it. */

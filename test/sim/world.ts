@@ -163,6 +163,8 @@ export async function simulate(input: Schedule): Promise<RunReport> {
       timeoutMs: TXN_TIMEOUT_MS,
       renew: txn,
       now: () => clock.mono(),
+      sleep: (ms) => clock.sleep(ms),
+      committed: (ps) => kafka.request(actor, () => kafka.committedOf(ps.map((partition) => ({ topic: RAW, partition })))),
     });
     const counters = new Counters();
     const clients = Array.from({ length: s.endpoints }, (_, i) => ({

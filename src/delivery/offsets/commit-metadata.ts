@@ -35,3 +35,29 @@ export function readCommitMetadata(text: string | undefined): CommitMetadata | n
     return null;
   }
 }
+
+/**
+ * The offsets with a transaction's nonce in their metadata: a commit whose answer was lost is
+ * recognized by it in the group's offsets (transactional-commits.ts). Readers ignore the field.
+ */
+export function withNonce<T extends { metadata?: string }>(offsets: readonly T[], nonce: string): T[] {
+  return offsets.map((o) => {
+    if (!o.metadata) return { ...o, metadata: JSON.stringify({ nonce }) };
+    try {
+      return { ...o, metadata: JSON.stringify({ ...(JSON.parse(o.metadata) as object), nonce }) };
+    } catch {
+      return o; // another writer's text: left as it is
+    }
+  });
+}
+
+/** The nonce a commit's metadata carries, if any. */
+export function readCommitNonce(text: string | undefined): string | null {
+  if (!text) return null;
+  try {
+    const nonce = (JSON.parse(text) as { nonce?: unknown }).nonce;
+    return typeof nonce === "string" ? nonce : null;
+  } catch {
+    return null;
+  }
+}

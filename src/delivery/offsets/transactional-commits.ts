@@ -16,7 +16,8 @@
  */
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import type { DeliveryReport, ProduceOptions } from "../../kafka/producer.ts";
-import type { KafkaError } from "../../errors.ts";
+import { CdrWorkerError, type KafkaError } from "../../errors.ts";
+import { readCommitNonce, withNonce } from "./commit-metadata.ts";
 import { TransactionError } from "../../kafka/transaction.ts";
 import { log } from "../../log.ts";
 
@@ -81,6 +82,15 @@ export interface TransactionalCommitsOptions<G extends GroupToken> {
    * broker that does not answer; this bounds the wait.
    */
   deliveryTimeoutMs?: number;
+  /**
+   * The group's committed offsets of these partitions, read stable (transactional commits
+   * settled), with their metadata: how a commit whose outcome the producer never heard is learned
+   * (its nonce, commit-metadata.ts) before any of its envelopes is sent again. Without it such a
+   * commit counts as aborted.
+   */
+  committed?: (partitions: readonly number[]) => Promise<readonly TopicPartition[]>;
+  /** Waits this long (the simulation's virtual clock); Bun.sleep otherwise. */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /**
@@ -119,6 +129,12 @@ export const MAX_TRANSACTION_BYTES = 32 << 20;
 
 function sizeOf(value: string | Uint8Array | null): number {
   return value === null ? 0 : value.length;
+}
+
+/** A commit asked of the coordinator whose answer never came: its offsets, and the nonce they carry. */
+interface Unsettled {
+  offsets: TopicPartition[];
+  nonce: string;
 }
 
 export class TransactionalCommits<G extends GroupToken> {
@@ -280,6 +296,9 @@ export class TransactionalCommits<G extends GroupToken> {
       await new Promise<void>((r) => setImmediate(r));
       if (this.#sent === sent) break;
     }
+    // Told apart from every other commit of the group's offsets by this nonce (#landed).
+    const nonce = Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex");
+    let carried: TopicPartition[] = [];
     return this.#closed(async () => {
       let group: G | null = null;
       try {
@@ -306,7 +325,7 @@ export class TransactionalCommits<G extends GroupToken> {
           await this.#abortAndRequeue();
           return false;
         }
-        const offsets = positions();
+        const offsets = withNonce(positions(), nonce);
         const behind = this.#behind(offsets);
         if (behind.length > 0) {
           // A partition lost meanwhile (its tracker forgotten): the abandon that follows drops them.
@@ -322,13 +341,15 @@ export class TransactionalCommits<G extends GroupToken> {
         }
         const g = (group = this.#opts.group());
         if (offsets.length > 0) await this.#persist("send offsets", () => this.#tx.sendOffsets(offsets, g, timeoutMs));
+        // From here the coordinator may write the commit whatever this producer hears of it.
+        carried = offsets;
         await this.#persist("commit", () => this.#tx.commit(timeoutMs));
         this.#ended();
         this.#setProduced([]);
         return true;
       } catch (e) {
         if (e instanceof TransactionError && e.fatal) {
-          await this.#renewAfter(e);
+          if (await this.#renewAfter(e, carried.length > 0 ? { offsets: carried, nonce } : null)) return true;
           this.#refusal = "TRANSACTION_TIMED_OUT";
           return false;
         }
@@ -434,14 +455,21 @@ export class TransactionalCommits<G extends GroupToken> {
    * envelopes go again for the partitions still owned. A fencing within the timeout is a newer
    * instance of the transactional.id: the worker stops.
    */
-  async #renewAfter(e: TransactionError): Promise<void> {
+  /**
+   * Makes the producer again after it failed for good. When the failure came after the commit was
+   * asked (`unknown`: its offsets and nonce), the coordinator may have written the commit: the new
+   * producer's init completes or aborts it, and the group's offsets then say which. Committed, the
+   * envelopes are not sent again and this returns true; otherwise they go again, as after an abort.
+   */
+  async #renewAfter(e: TransactionError, unknown: Unsettled | null): Promise<boolean> {
     const open = this.#open ? this.#now() - this.#openedAt : 0;
     if (STOPS.has(e) || (e.fenced && open < this.#opts.timeoutMs)) throw fencedError(e);
     if (!this.#opts.renew) throw e.fenced ? fencedError(e) : e;
-    log.warn("the DLQ producer failed for good: it is made again and its transaction's envelopes go again", {
+    log.warn("the DLQ producer failed for good: it is made again", {
       code: e.kafkaName,
       open_ms: Math.round(open),
       envelopes: this.#produced.length,
+      outcome: unknown ? "unknown: the commit was asked" : "aborted",
     });
     const owned = this.#keepOwned();
     // Reports the old producer still owes are for an ended transaction: #send ignores them.
@@ -451,7 +479,38 @@ export class TransactionalCommits<G extends GroupToken> {
     old.close();
     this.#renewals++;
     await this.init();
+    if (unknown && (await this.#landed(unknown.offsets, unknown.nonce))) {
+      log.warn("the transaction whose answer was lost committed: its envelopes are not sent again", {
+        envelopes: owned.length,
+      });
+      this.#setProduced([]);
+      return true;
+    }
     this.#requeue(owned);
+    return false;
+  }
+
+  /**
+   * Whether the group's committed offsets carry this commit's nonce (all of them or none: the
+   * transaction is atomic). Read until it answers: nothing of the transaction is sent again before.
+   */
+  async #landed(offsets: readonly TopicPartition[], nonce: string): Promise<boolean> {
+    const read = this.#opts.committed;
+    if (!read) return false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const committed = await read(offsets.map((o) => o.partition));
+        return committed.some((c) => readCommitNonce(c.metadata) === nonce);
+      } catch (err) {
+        if (err instanceof CdrWorkerError && !err.retryable) throw err;
+        if (attempt === 1 || attempt % 10 === 0)
+          log.warn("the group's offsets could not be read to learn a commit's outcome; read again", {
+            attempt,
+            err: err as Error,
+          });
+        await (this.#opts.sleep ?? Bun.sleep)(Math.min(5_000, 100 * 2 ** attempt));
+      }
+    }
   }
 
   #send(entry: Produced): void {
@@ -526,7 +585,7 @@ export class TransactionalCommits<G extends GroupToken> {
     } catch (e) {
       if (!(e instanceof TransactionError) || !e.fatal) throw e;
       // Timed out by the coordinator: it was aborted there; the caller sends the envelopes again.
-      await this.#renewAfter(e);
+      await this.#renewAfter(e, null);
       return;
     }
     this.#ended();

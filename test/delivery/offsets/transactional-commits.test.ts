@@ -6,11 +6,13 @@ import {
   MAX_TRANSACTION_BYTES,
   MAX_TRANSACTION_ENVELOPES,
   TransactionalCommits,
+  type TransactionalCommitsOptions,
   type TransactionalProducer,
 } from "../../../src/delivery/offsets/transactional-commits.ts";
 import type { TopicPartition } from "../../../src/kafka/partition-list.ts";
 import { KafkaError } from "../../../src/errors.ts";
 import { TransactionError } from "../../../src/kafka/transaction.ts";
+import { commitMetadata, readCommitMetadata, readCommitNonce } from "../../../src/delivery/offsets/commit-metadata.ts";
 import { waitFor } from "../../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -38,7 +40,10 @@ class Script implements TransactionalProducer<Group> {
     this.calls.push("flush");
     for (const r of this.#reports.splice(0)) r();
   }
+  /** The offsets last sent, metadata included. */
+  sentOffsets: readonly TopicPartition[] = [];
   async sendOffsets(offsets: readonly TopicPartition[]): Promise<void> {
+    this.sentOffsets = offsets;
     this.duringOffsets?.();
     this.duringOffsets = null;
     this.#maybeFail("sendOffsets");
@@ -82,7 +87,7 @@ function failing(error: KafkaError) {
 }
 
 /** `clock.ms`: the monotonic time the commits see; `renewed`: the producers made again, in order. */
-function setup(owned = [0, 1]) {
+function setup(owned = [0, 1], committed?: TransactionalCommitsOptions<Group>["committed"]) {
   const tx = new Script();
   const clock = { ms: 0 };
   const renewed: Script[] = [];
@@ -97,6 +102,7 @@ function setup(owned = [0, 1]) {
       renewed.push(next);
       return next;
     },
+    ...(committed ? { committed } : {}),
   });
   return { tx, commits, clock, renewed };
 }
@@ -390,4 +396,29 @@ test("a transaction holds at most MAX_TRANSACTION_BYTES of envelopes: large ones
   await waitFor(() => (produced() === count ? true : undefined), 5_000, "the rest produced");
   expect(await commits.commit(() => [at(0, count)])).toBe(true);
   await Promise.all(sends);
+});
+
+// The commit was asked and no answer came (the call stuck, or fatal): the coordinator may have
+// written it. The new producer's init settles it; the group's offsets then say which, by the nonce
+// the commit's metadata carried. Sent again only when it did not commit: a copy would commit too.
+test.each([
+  ["committed", true],
+  ["aborted", false],
+])("a commit whose answer was lost and that %s is learned from the group's offsets before anything goes again", async (_what, landed) => {
+  let carried: readonly TopicPartition[] = [];
+  const reads: number[][] = [];
+  const { tx, commits, renewed } = setup([0, 1], async (partitions) => {
+    reads.push([...partitions]);
+    if (reads.length === 1) throw new KafkaError("KAFKA_CLIENT", "committed", 88, "UNSTABLE_OFFSET_COMMIT", true);
+    return landed ? carried : carried.map((o) => ({ ...o, metadata: commitMetadata(0, true) }));
+  });
+  void commits.produce("dlq", "e1", {}, { partition: 0, offset: 1 });
+  void commits.produce("dlq", "e7", {}, { partition: 1, offset: 7 });
+  tx.duringOffsets = () => (carried = tx.sentOffsets);
+  tx.fail.set("commit", [refusal("_TIMED_OUT", "fatal")]);
+  expect(await commits.commit(() => [{ ...at(0, 2), metadata: commitMetadata(5, true) }, at(1, 8)])).toBe(landed);
+  expect(carried.map((o) => readCommitNonce(o.metadata))).toEqual([expect.any(String), expect.any(String)]);
+  expect(readCommitMetadata(carried[0]!.metadata)).toEqual({ since: 5, transactional: true });
+  expect(reads).toEqual([[0, 1], [0, 1]]); // read again until it answered
+  expect(renewed[0]!.calls).toEqual(landed ? ["init"] : ["init", "begin", "produce e1", "produce e7"]);
 });
