@@ -15,7 +15,7 @@ import type { RetryPolicy } from "../clickhouse/retry.ts";
 import { RowBinaryBuffer } from "../clickhouse/row-binary.ts";
 import type { ClickHouseWriter } from "../clickhouse/writer.ts";
 import type { DlqPublisher } from "../dlq/publisher.ts";
-import { AssignmentLostError, KafkaError } from "../errors.ts";
+import { AssignmentLostError, CdrWorkerError, KafkaError } from "../errors.ts";
 import type { GroupConsumer } from "../kafka/consumer.ts";
 import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { Standing } from "../kafka/heartbeat-proof.ts";
@@ -135,6 +135,8 @@ export class Delivery {
   #lastRefetched: { partition: number; to: number } | null = null;
   /** The coordinator's last answer to a heartbeat said the group no longer counts this member. */
   #removed = false;
+  /** The statistics showed a librdkafka without the heartbeat facts: said once, as the worker stops. */
+  #unpatchedSaid = false;
   /** Resolved by `abandon()`: ends a settle that waits for work that no longer counts. */
   #abandoned = Promise.withResolvers<void>();
   #dlqAwaited = 0;
@@ -383,6 +385,16 @@ export class Delivery {
    */
   #stand(membership: MembershipLease, standing: Standing): void {
     membership.stand(standing);
+    if (standing.kind === "unpatched" && !this.#unpatchedSaid) {
+      // Without the facts no heartbeat proves membership and no insert would ever be sent: stop, saying why.
+      this.#unpatchedSaid = true;
+      const why =
+        "the librdkafka loaded (LIBRDKAFKA_PATH?) lacks the project's heartbeat-facts patch: exactly-once " +
+        "cannot prove this member's membership; load the project's build (scripts/librdkafka/build.sh) " +
+        "or set DELIVERY=at-least-once";
+      this.#events.onFatal(new CdrWorkerError("LIBRARY_UNAVAILABLE", why));
+      return;
+    }
     this.#removed = standing.kind === "refused" && NOT_A_MEMBER.has(standing.err);
     if (!this.#unproven || !membership.held) return;
     this.#unproven = false;

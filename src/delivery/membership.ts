@@ -75,7 +75,7 @@ export class MembershipLease {
 
   /** The member's standing as the coordinator last answered it: the lease renewed, or ended. */
   stand(standing: Standing): void {
-    if (standing.kind === "refused") {
+    if (standing.kind !== "accepted") {
       this.#accepted = null;
       this.#until = Number.NEGATIVE_INFINITY;
       return;

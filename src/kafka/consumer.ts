@@ -26,7 +26,7 @@ import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy, type CopyCaps } from "./batch-copy.ts";
 import { partitionFetches, type PartitionFetch } from "./fetch-state.ts";
 import { standingOf, type Standing } from "./heartbeat-proof.ts";
-import { rdToMono } from "./rd-clock.ts";
+import { RdClock } from "./rd-clock.ts";
 import { cstr, rdk } from "./native.ts";
 import { QueueWakeup } from "./queue-wakeup.ts";
 import { fromNativeList, withNativeList, type TopicPartition } from "./partition-list.ts";
@@ -147,6 +147,7 @@ export class Consumer {
   readonly #topic: string | null;
   #fetches = new Map<number, PartitionFetch>();
   readonly #proofListeners: Array<(standing: Standing) => void> = [];
+  readonly #rdClock = new RdClock();
 
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
@@ -231,7 +232,7 @@ export class Consumer {
       }
       // The proof first: what the stats show of fetching may never hold up a membership lease.
       if (this.#proofListeners.length > 0) {
-        const standing = standingOf(stats, rdToMono());
+        const standing = standingOf(stats, this.#rdClock.toMono());
         if (standing) for (const fn of this.#proofListeners) fn(standing);
       }
       const fetches = this.#topic === null ? null : partitionFetches(stats, this.#topic);

@@ -20,7 +20,9 @@ export type Standing =
   /** The last answer accepted a heartbeat sent after `sentAfter`; a rebalance began after `rebalanceSince`. */
   | { kind: "accepted"; sentAfter: number; rebalanceSince: number | null }
   /** The last answer was an error (`err`, librdkafka's code): nothing proves the session. */
-  | { kind: "refused"; err: number };
+  | { kind: "refused"; err: number }
+  /** The statistics show the group and none of the patch's facts: the library lacks the patch. */
+  | { kind: "unpatched" };
 
 /** The facts the patch adds to the statistics' `cgrp`, librdkafka's monotonic µs (0: none yet). */
 interface HeartbeatFacts {
@@ -31,12 +33,14 @@ interface HeartbeatFacts {
 }
 
 /**
- * The standing the statistics show, or null while no heartbeat was answered (or the statistics
- * lack the patch's fields). `toMono` turns librdkafka's monotonic µs into the process's monotonic ms.
+ * The standing the statistics show, or null while no heartbeat was answered (or the facts do not
+ * read as the patch writes them); "unpatched" where the group shows without the patch's fields.
+ * `toMono` turns librdkafka's monotonic µs into the process's monotonic ms.
  */
 export function standingOf(stats: unknown, toMono: (us: number) => number): Standing | null {
   const facts = factsOf(stats);
-  if (!facts || (facts.accepted === 0 && facts.refused === 0)) return null;
+  if (!facts) return lacksFacts(stats) ? { kind: "unpatched" } : null;
+  if (facts.accepted === 0 && facts.refused === 0) return null;
   // Equal times are one request answered twice (an error, then its retry's): the error is the later word.
   if (facts.refused >= facts.accepted) return { kind: "refused", err: facts.refusedErr };
   const rebalanceSince = facts.rebalance === 0 ? null : toMono(facts.rebalance);
@@ -54,4 +58,9 @@ function factsOf(stats: unknown): HeartbeatFacts | null {
     refusedErr: hb_refused_err as number,
     rebalance: hb_rebalance_ts as number,
   };
+}
+
+/** The group shows in the statistics, and none of the patch's facts: a library without it. */
+function lacksFacts(stats: unknown): boolean {
+  return isObject(stats) && isObject(stats.cgrp) && !("hb_accepted_ts" in stats.cgrp);
 }

@@ -1,10 +1,10 @@
 /**
  * librdkafka's times (rd_clock, CLOCK_MONOTONIC µs) on the process's monotonic clock
  * (performance.now ms), for the membership facts its statistics carry (heartbeat-proof.ts).
- * Each time is placed by its age, read on both clocks at the moment of conversion: an offset
- * between them taken once would carry any step between the two clocks (a host suspended, which
- * one clock counts and the other may not) into every later fact, and leave each proof expired
- * before it is read, or alive past its end.
+ * The offset between the clocks is measured again at each statistics reading: one taken once
+ * would carry any step between them (a host suspended, which one clock counts and the other may
+ * not) into every later fact, and leave each proof expired before it is read, or alive past its
+ * end. A measurement within STEP_MS of the one in use keeps it, so one fact reads the same each time.
  */
 import { rdClockUs } from "./libc.ts";
 
@@ -17,9 +17,22 @@ export interface ClockPair {
 
 const system: ClockPair = { rdNowUs: rdClockUs, monoNowMs: () => performance.now() };
 
-/** A converter for the facts of one statistics reading: both clocks are read once, now. */
-export function rdToMono(clocks: ClockPair = system): (us: number) => number {
-  const rdNow = clocks.rdNowUs();
-  const monoNow = clocks.monoNowMs();
-  return (us) => monoNow - (rdNow - us) / 1_000;
+/** Less than any lease margin (2 s), more than a measurement's jitter (microseconds). */
+const STEP_MS = 1;
+
+export class RdClock {
+  readonly #clocks: ClockPair;
+  #offsetMs: number | null = null;
+
+  constructor(clocks: ClockPair = system) {
+    this.#clocks = clocks;
+  }
+
+  /** A converter for one statistics reading, on the offset as it stands now. */
+  toMono(): (us: number) => number {
+    const measured = this.#clocks.monoNowMs() - this.#clocks.rdNowUs() / 1_000;
+    if (this.#offsetMs === null || Math.abs(measured - this.#offsetMs) > STEP_MS) this.#offsetMs = measured;
+    const offset = this.#offsetMs;
+    return (us) => us / 1_000 + offset;
+  }
 }

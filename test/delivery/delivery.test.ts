@@ -15,6 +15,7 @@ import { kafkaError } from "../../src/kafka/handle.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
 import { Counters } from "../../src/stats/counters.ts";
+import type { CdrWorkerError } from "../../src/errors.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { rowBinaryToTsv } from "../support/row-binary.ts";
 import { waitFor } from "../support/services.ts";
@@ -37,9 +38,12 @@ function harness(opts: {
   insertGate?: Promise<void>;
   /** The replay check's finder, in place of one that finds `delivered`. */
   finder?: ReplayFinder;
+  /** What the consumer's statistics show of the membership (one heartbeat accepted at the start if absent). */
+  standing?: Standing;
 } = {}) {
   const events: string[] = [];
   const paused = new Set<number>();
+  let standingSeen: ((s: Standing) => void) | undefined;
   const refusals = [...(opts.commitRefusals ?? [])];
   const consumer = {
     assignment: [{ topic: "cdr.raw", partition: 0 }],
@@ -54,7 +58,7 @@ function harness(opts: {
       events.push(`commit ${offsets.map((o) => o.offset).join(",")}`);
     },
     // Exactly-once's membership lease: one heartbeat accepted at the start holds it for the test.
-    onStanding: (fn: (s: Standing) => void) => fn({ kind: "accepted", sentAfter: performance.now(), rebalanceSince: null }),
+    onStanding: (fn: (s: Standing) => void) => (standingSeen = fn),
   } as unknown as Consumer;
   const writer = {
     insert: async (body: Uint8Array) => {
@@ -71,6 +75,7 @@ function harness(opts: {
   );
   const fatal: unknown[] = [];
   d.listen({ onFatal: (e) => fatal.push(e), onSettled: () => {} });
+  standingSeen?.(opts.standing ?? { kind: "accepted", sentAfter: performance.now(), rebalanceSince: null });
   const hand = (ms: Message[]) => {
     d.received(ms);
     for (const m of ms) d.handOver(m, decode(m.value, ctx), 1_764_000_000);
@@ -215,4 +220,17 @@ test("exactly-once: a partition's first mark commits beside the open transaction
   expect(marked).toEqual(["1"]);
   expect(sent.slice(0, 3)).toEqual(["begin", "offsets 1@5,0@1", "commit"]);
   expect([h.counters.replayCheckFailures, h.fatal.length]).toEqual([0, 0]);
+});
+
+// The membership facts come from scripts/librdkafka/patches/heartbeat-facts.patch. A library without
+// it (LIBRDKAFKA_PATH) shows the group in its statistics and none of them: no insert would ever be
+// proven, so the worker stops at the first statistics and says why.
+test("exactly-once: statistics from a librdkafka without the heartbeat facts stop the worker, naming the patch and the way out", () => {
+  const transactions = { commit: async () => true, abandon: async () => {}, refusal: "" } as unknown as DeliveryDeps["transactions"];
+  const h = harness({ transactions, delivered: [], standing: { kind: "unpatched" } });
+  expect(h.fatal).toHaveLength(1);
+  const e = h.fatal[0] as CdrWorkerError;
+  expect([e.code, e.retryable]).toEqual(["LIBRARY_UNAVAILABLE", false]);
+  expect(e.message).toContain("heartbeat-facts patch");
+  expect(e.message).toContain("DELIVERY=at-least-once");
 });

@@ -44,8 +44,9 @@ test("the last answer an error: refused, whatever was accepted before; the same 
   expect(standingOf(stats({ accepted: 6_000_000, refused: 6_000_000, err: 25 }), toMono)?.kind).toBe("refused");
 });
 
-test("no heartbeat answered yet, or statistics without the facts (a library without the patch): no standing", () => {
+test("no heartbeat answered yet, or facts that do not read: no standing; a group without any fact: a library without the patch", () => {
   expect(standingOf(stats({}), toMono)).toBeNull();
+  expect(standingOf({ cgrp: { state: "up", join_state: "steady" } }, toMono)).toEqual({ kind: "unpatched" });
   const without = stats({ accepted: 5_000_000 }) as { cgrp: Record<string, unknown> };
   delete without.cgrp.hb_refused_ts;
   expect(standingOf(without, toMono)).toBeNull();
