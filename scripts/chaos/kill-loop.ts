@@ -41,12 +41,17 @@ producer.close();
 const invalid = N - valid;
 
 // A killed member holds its partitions until its session times out (45 s by default): 6 s keeps 20 kills short.
+// Under group.protocol=consumer (KAFKA_PROP_GROUP_PROTOCOL in the environment) the session is the
+// broker's to set, and librdkafka refuses the member's own.
 // One WORKER_INSTANCE across restarts, as a StatefulSet or a systemd unit gives it: the restarted
 // worker's transactional.id fences the killed one and aborts the transaction it left open at once,
 // where a new name would leave it to the coordinator's timeout (10 s), holding back every
 // read_committed reader of the DLQ partition meanwhile.
+const kip848 = process.env.KAFKA_PROP_GROUP_PROTOCOL === "consumer";
 const start = () =>
-  run.startWorker({ extra: { LOG_LEVEL: "error", KAFKA_PROP_SESSION_TIMEOUT_MS: "6000", WORKER_INSTANCE: `chaos-${stamp}` } });
+  run.startWorker({
+    extra: { LOG_LEVEL: "error", ...(kip848 ? {} : { KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" }), WORKER_INSTANCE: `chaos-${stamp}` },
+  });
 const rows = async () => {
   const rs = await ch.query({ query: `SELECT count() AS c, uniqExact(cdr_id) AS u, uniqExact(kafka_partition, kafka_offset) AS o FROM ${run.database}.${table}`, format: "JSONEachRow" });
   const [r] = await rs.json<{ c: string; u: string; o: string }>();
@@ -91,7 +96,8 @@ const audited = Bun.spawnSync(["bun", `${import.meta.dir}/../../src/main.ts`, "a
 const audit = JSON.parse(`${audited.stdout}`.trim().split("\n").at(-1) || "null") as Record<string, unknown> | null;
 const report = {
   records: N, kills: KILLS, seconds: Math.round(seconds), worker_exit_code: exitCode,
-  delivery: exactlyOnce ? "exactly-once" : "at-least-once", clickhouse: process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123",
+  delivery: exactlyOnce ? "exactly-once" : "at-least-once",
+  protocol: kip848 ? "consumer" : (process.env.KAFKA_PROP_PARTITION_ASSIGNMENT_STRATEGY ?? "classic"), clickhouse: process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123",
   valid_produced: valid, valid_in_clickhouse_distinct: final.distinct, rows_inserted: final.count,
   rows_twice: final.count - final.offsets, duplicate_rate: +((final.count - final.distinct) / valid).toFixed(4),
   invalid_produced: invalid, invalid_in_dlq_distinct: sources.size, dlq_messages: high, envelopes_twice: high - sources.size,

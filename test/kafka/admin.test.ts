@@ -4,8 +4,8 @@ import { Admin } from "../../src/kafka/admin.ts";
 import { KafkaError } from "../../src/errors.ts";
 import { groupSessionTerms } from "../../src/kafka/group-session.ts";
 import { SessionWatch } from "../../src/kafka/session-watch.ts";
-import { props } from "../support/kafka.ts";
-import { KAFKA_BROKERS, ROOT, uniqueName } from "../support/services.ts";
+import { alterGroupConfig, props } from "../support/kafka.ts";
+import { ROOT, uniqueName } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
 
@@ -44,14 +44,7 @@ test("a group's session altered while its member runs is read again and handed o
   try {
     await watch.read();
     expect(changes).toEqual([]);
-    const tool = Bun.spawn(
-      ["java", "-Xmx256m", "-cp", `${ROOT}/.local/kafka/libs/*`, `-Dlog4j2.configurationFile=${ROOT}/scripts/kafka/log4j2.yaml`,
-        "kafka.admin.ConfigCommand", "--bootstrap-server", KAFKA_BROKERS, "--alter", "--entity-type", "groups",
-        "--entity-name", group, "--add-config", "consumer.session.timeout.ms=9000"],
-      { stdout: "pipe", stderr: "pipe" },
-    );
-    const [code, err] = await Promise.all([tool.exited, new Response(tool.stderr).text()]);
-    expect({ code, err: code === 0 ? "" : err }).toEqual({ code: 0, err: "" });
+    await alterGroupConfig(group, { "consumer.session.timeout.ms": 9_000 });
     await watch.read();
     expect(changes).toEqual([9_000]);
     expect(watch.terms.sessionTimeoutMs).toBe(9_000);

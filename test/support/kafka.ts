@@ -3,7 +3,7 @@ import { Admin } from "../../src/kafka/admin.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
-import { KAFKA_BROKERS, uniqueName, waitFor } from "./services.ts";
+import { KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "./services.ts";
 
 export const props = { "bootstrap.servers": KAFKA_BROKERS };
 
@@ -136,4 +136,16 @@ export async function readCommitted(topic: string, timeoutMs = 30_000): Promise<
 /** The records a read_committed reader counts in `topic` (readCommitted). */
 export async function committedCount(topic: string): Promise<number> {
   return (await readCommitted(topic)).length;
+}
+
+/** Sets a group's own configuration (KIP-848: consumer.session.timeout.ms and the like), with Kafka's own tool. */
+export async function alterGroupConfig(group: string, config: Record<string, string | number>): Promise<void> {
+  const tool = Bun.spawn(
+    ["java", "-Xmx256m", "-cp", `${ROOT}/.local/kafka/libs/*`, `-Dlog4j2.configurationFile=${ROOT}/scripts/kafka/log4j2.yaml`,
+      "kafka.admin.ConfigCommand", "--bootstrap-server", KAFKA_BROKERS, "--alter", "--entity-type", "groups",
+      "--entity-name", group, "--add-config", Object.entries(config).map(([k, v]) => `${k}=${v}`).join(",")],
+    { stdout: "pipe", stderr: "pipe" },
+  );
+  const [code, err] = await Promise.all([tool.exited, new Response(tool.stderr).text()]);
+  if (code !== 0) throw new Error(`kafka-configs --alter --entity-type groups --entity-name ${group} exited ${code}: ${err}`);
 }
