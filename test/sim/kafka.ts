@@ -143,6 +143,11 @@ export class SimKafka {
   readonly #txns = new Map<string, SimTxn>();
   /** Hears each commit the coordinator takes, before it is stored. */
   onCommit: (c: CommitSeen) => void = () => {};
+  /**
+   * Per process (actor name), until when the coordinator's answers to its transactional requests
+   * are lost after the request took effect: EndTxn and TxnOffsetCommit written, the answer never back.
+   */
+  readonly txnAnswersLost = new Map<string, { until: number; request: "EndTxn" | "TxnOffsetCommit" }>();
   /** Each TxnOffsetCommit accepted, with the last heartbeat the coordinator had from that member then. */
   readonly txnOffsetsAccepted: Array<{ member: string; at: number; lastHeartbeat: number }> = [];
   /** Members removed for silence (no heartbeat for a session), and when. */
@@ -827,6 +832,20 @@ export class SimTransactions {
     const epoch = this.#epoch;
     const copy = offsets.map((o) => ({ ...o }));
     await this.kafka.request(this.actor, () => this.kafka.txnOffsets(this.id, epoch, group.member, group.generation, copy));
+    // Written, its answer lost: librdkafka's call times out, and a retry can help (the offsets go again).
+    if (this.#answerLost("TxnOffsetCommit")) {
+      await this.#wait(this.timeoutMs);
+      throw txnRefusal("send offsets", "_TIMED_OUT", "retry");
+    }
+  }
+
+  #answerLost(request: "EndTxn" | "TxnOffsetCommit"): boolean {
+    const lost = this.kafka.txnAnswersLost.get(this.actor.name);
+    return lost !== undefined && lost.request === request && this.kafka.sched.now < lost.until;
+  }
+
+  #wait(ms: number): Promise<void> {
+    return new Promise((resolve) => this.kafka.sched.at(ms, resolve, this.actor));
   }
 
   async commit(): Promise<void> {
@@ -852,6 +871,12 @@ export class SimTransactions {
   async #end(epoch: number, commit: boolean): Promise<void> {
     try {
       await this.kafka.request(this.actor, () => this.kafka.endTransaction(this.id, epoch, commit, this.actor.name));
+      // Written, its answer lost: the call never returns, and the worker gives it up past its limit
+      // (kafka/transaction.ts: twice the timeout and 10 s), the producer failed for good.
+      if (this.#answerLost("EndTxn")) {
+        await this.#wait(2 * this.timeoutMs + 10_000);
+        throw txnRefusal(commit ? "commit transaction" : "abort transaction", "_TIMED_OUT", "fatal");
+      }
     } catch (e) {
       if (e instanceof TransactionError && e.fatal) this.#fatal = e;
       throw e;

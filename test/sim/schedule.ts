@@ -32,6 +32,11 @@ export type Fault =
   | { kind: "broker-restart"; at: number; ms: number }
   /** The worker stops gracefully (SIGTERM) and a new process starts in its slot `restartMs` later. */
   | { kind: "restart"; at: number; worker: number; restartMs: number }
+  /**
+   * For `ms`, the coordinator's answers to the worker's `request`s are lost after the request took
+   * effect (EndTxn written, TxnOffsetCommit stored): the outcome is the worker's to learn.
+   */
+  | { kind: "txn-answers-lost"; at: number; worker: number; ms: number; request: "EndTxn" | "TxnOffsetCommit" }
   /** The worker's wall clock steps by `ms` (either way); its monotonic clock does not. */
   | { kind: "clock-step"; at: number; worker: number; ms: number };
 
@@ -91,6 +96,13 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant("broker-restart" as const), at, ms: short }),
   fc.record({ kind: fc.constant("restart" as const), at, worker, restartMs: fc.integer({ min: 100, max: 5_000 }) }),
   fc.record({ kind: fc.constant("clock-step" as const), at, worker, ms: fc.integer({ min: -120_000, max: 120_000 }) }),
+  fc.record({
+    kind: fc.constant("txn-answers-lost" as const),
+    at,
+    worker,
+    ms: short,
+    request: fc.constantFrom("EndTxn" as const, "TxnOffsetCommit" as const),
+  }),
 );
 
 export const scheduleArb: fc.Arbitrary<Schedule> = fc.record({

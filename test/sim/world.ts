@@ -302,6 +302,9 @@ export async function simulate(input: Schedule): Promise<RunReport> {
       case "clock-step":
         if (proc) proc.actor.wallStep += f.ms;
         return;
+      case "txn-answers-lost":
+        if (proc) kafka.txnAnswersLost.set(proc.actor.name, { until, request: f.request });
+        return;
       case "broker-restart":
         kafka.restart(f.ms);
         return;
