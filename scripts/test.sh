@@ -20,9 +20,10 @@ cd "$ROOT"
 export CDR_TEST_SERVICES_UP=1
 export KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT" KAFKA_SASL_BROKERS="127.0.0.1:$KAFKA_SASL_PORT" CLICKHOUSE_URL="http://127.0.0.1:$CH_HTTP_PORT" \
   CLICKHOUSE_CURRENT_URL="http://127.0.0.1:$CHDB_HTTP_PORT"
-# The suites that speak to the broker: the binding, topics, the worker end to end, group protocols, DLQ tools.
+# The suites that speak to the broker: the binding, topics, the worker end to end, group protocols, DLQ tools,
+# and the simulated broker held to the real one.
 KAFKA_FACING=(test/kafka/ test/topics/ test/e2e/worker.test.ts test/e2e/group-protocol.test.ts test/e2e/commit-refused.test.ts
-  test/e2e/fenced-revocation.test.ts test/e2e/dlq-tools.test.ts)
+  test/e2e/fenced-revocation.test.ts test/e2e/dlq-tools.test.ts test/sim/fidelity.test.ts)
 # The suites that restart or freeze the broker every other test talks to.
 SERIAL=(test/chaos/broker-restart.test.ts test/e2e/slow-broker-check.test.ts)
 PARALLEL=(--parallel=2 --timings=test/timings.json)

@@ -5,7 +5,8 @@
 // bounds: offsets, session_start_time, ingested_at), that a KILL of an insert that no longer runs
 // is a no-op and leaves nothing in system.processes, that every query the writer sends is one the
 // simulated server understands, that a paused partition resumes after the last record handed out,
-// and that a member cut off from the broker proves no heartbeat it sent during the cut until healed.
+// that a member cut off from the broker proves no heartbeat it sent during the cut until healed, and
+// that cooperative-sticky moves a partition as the broker does: revoked by its owner first, then assigned.
 import type { ClickHouseClient } from "@clickhouse/client";
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
@@ -168,6 +169,74 @@ describe("simulated Kafka against the broker", () => {
     expect([simFirst.length, simFirst[simFirst.length - 1]!.offset, simNext[0]!.offset]).toEqual([first.length, last, next.offset]);
     expect(next.offset).toBe(last + 1);
     expect(sc.assignment[0]!.topic).toBe(RAW);
+  });
+
+  // cooperative-sticky: A owns all three partitions; B joins. A keeps what stays its own and revokes
+  // only what moves; that partition reaches B once A's revocation has settled and A has rejoined.
+  test("cooperative-sticky: a second member joins: the first keeps its share, revokes only what moves, and the second gets exactly that", async () => {
+    type Surface = {
+      takeAssigned(): Array<ReadonlyArray<{ partition: number }>>;
+      readonly pendingRevoke: ReadonlyArray<{ partition: number }> | null;
+      readonly assignment: ReadonlyArray<{ partition: number }>;
+      completeRevoke(): void;
+      poll(max?: number): unknown[];
+    };
+    /** What each member saw, in order: "+p" assigned, "-p" revoked, as partition numbers. */
+    const step = (c: Surface, seen: string[]) => {
+      c.poll(100);
+      // librdkafka hands out an empty incremental assignment for a rebalance that adds nothing.
+      for (const batch of c.takeAssigned()) if (batch.length > 0) seen.push(`+${batch.map((t) => t.partition).sort().join(",")}`);
+      const revoking = c.pendingRevoke;
+      if (revoking) {
+        seen.push(`-${revoking.map((t) => t.partition).sort().join(",")}`);
+        c.completeRevoke();
+      }
+    };
+    const shape = (a: string[], b: string[], aOwns: number[], bOwns: number[]) => ({
+      a: a.map((e) => `${e[0]}${e.slice(1).split(",").length}`),
+      b: b.map((e) => `${e[0]}${e.slice(1).split(",").length}`),
+      movedToB: a.filter((e) => e.startsWith("-")).map((e) => e.slice(1)).join(",") === bOwns.join(","),
+      owned: [aOwns.length, bOwns.length],
+    });
+    const owns = (c: Surface) => c.assignment.map((t) => t.partition).sort();
+
+    const topic = await createTopic("simfid", 3);
+    topics.push(topic);
+    const group = uniqueName("simfid");
+    const cfg = { ...props, "group.id": group, "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": "6000" };
+    const ra = new Consumer({ props: cfg, topics: [topic] });
+    const realA: string[] = [], realB: string[] = [];
+    let rb: Consumer | null = null;
+    let real: ReturnType<typeof shape>;
+    try {
+      await waitFor(async () => (step(ra, realA), await ra.waitForMessages(50), ra.assignment.length === 3 ? true : undefined), 30_000, "a owns all");
+      rb = new Consumer({ props: cfg, topics: [topic] });
+      await waitFor(async () => {
+        step(ra, realA);
+        step(rb!, realB);
+        await ra.waitForMessages(20);
+        return rb!.assignment.length === 1 && ra.assignment.length === 2 && !ra.pendingRevoke ? true : undefined;
+      }, 45_000, "b given what a revoked");
+      real = shape(realA, realB, owns(ra), owns(rb));
+    } finally {
+      await ra.close();
+      await rb?.close();
+    }
+
+    const sched = new Scheduler(3);
+    const kafka = new SimKafka(sched, { partitions: 3, sessionTimeoutMs: 6_000, maxPollIntervalMs: 30_000, prefetch: 300, messageTimeoutMs: 300_000, protocol: "cooperative" });
+    const sa = new SimConsumer(kafka, new Actor("a"));
+    const simA: string[] = [], simB: string[] = [];
+    await sched.run(10_000, () => (step(sa, simA), sa.assignment.length === 3));
+    const sb = new SimConsumer(kafka, new Actor("b"));
+    await sched.run(60_000, () => {
+      step(sa, simA);
+      step(sb, simB);
+      return sb.assignment.length === 1 && sa.assignment.length === 2 && !sa.pendingRevoke;
+    });
+    const sim = shape(simA, simB, owns(sa), owns(sb));
+    expect(sim).toEqual(real);
+    expect(real).toEqual({ a: ["+3", "-1"], b: ["+1"], movedToB: true, owned: [2, 1] });
   });
 
   test("a member cut off for half a session: no heartbeat sent after the cut is proven before the heal; proofs again after it", async () => {

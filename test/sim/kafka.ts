@@ -80,6 +80,12 @@ export interface KafkaOptions {
   prefetch: number;
   /** How long a produce request may wait for the brokers before it fails (message.timeout.ms). */
   messageTimeoutMs: number;
+  /**
+   * The classic protocol's assignors: eager (every member gives up everything and rejoins, the
+   * default) or cooperative-sticky (members keep what stays theirs; a partition that moves is first
+   * revoked by its owner, which then rejoins, and assigned in the rebalance that follows).
+   */
+  protocol?: "eager" | "cooperative";
 }
 
 interface Member {
@@ -384,12 +390,57 @@ export class SimKafka {
     else this.#maybeComplete();
   }
 
-  /** Eager: every member that holds partitions gives them all up and rejoins. */
+  /**
+   * Eager: every member that holds partitions gives them all up and rejoins. Cooperative: every
+   * member that holds partitions rejoins keeping them (its heartbeat says so, as eager's does).
+   */
   #startRebalance(): void {
     if (!this.#rebalancing) this.#rebalanceStarted = this.sched.now;
     this.#rebalancing = true;
     for (const m of this.#members.values()) if (m.assignment.length > 0) m.joined = false;
     this.#maybeComplete();
+  }
+
+  get cooperative(): boolean {
+    return this.opts.protocol === "cooperative";
+  }
+
+  /** A member that gave up partitions under cooperative-sticky rejoins: a rebalance hands them out. */
+  revoked(id: string): void {
+    const m = this.#members.get(id);
+    if (!m) return;
+    m.lastHeartbeat = this.sched.now;
+    this.#startRebalance();
+  }
+
+  /** The eager assignment: partition p to the p-th member, round robin, from nothing. */
+  #assignEager(members: Member[]): void {
+    for (const m of members) m.assignment = [];
+    for (let p = 0; p < this.opts.partitions && members.length > 0; p++) members[p % members.length]!.assignment.push(p);
+  }
+
+  /**
+   * The cooperative-sticky assignment: each member keeps what it owns up to its share; a partition
+   * owned by nobody goes to a member under its share; one that must move is taken from its owner now
+   * and given in the next rebalance, once the owner has revoked it and rejoined.
+   */
+  #assignCooperative(members: Member[]): void {
+    const n = members.length;
+    if (n === 0) return;
+    const share = (i: number) => Math.floor(this.opts.partitions / n) + (i < this.opts.partitions % n ? 1 : 0);
+    const owned = new Set(members.flatMap((m) => m.assignment));
+    const target = members.map((m, i) => m.assignment.filter((p) => p < this.opts.partitions).slice(0, share(i)));
+    const moving = members.flatMap((m, i) => m.assignment.slice(share(i)));
+    const free = Array.from({ length: this.opts.partitions }, (_, p) => p).filter((p) => !owned.has(p));
+    for (const p of [...free, ...moving]) {
+      const i = target.findIndex((t, k) => t.length < share(k));
+      if (i >= 0) target[i]!.push(p);
+    }
+    // What moves from one member to another is given only once its owner has given it up.
+    const movingSet = new Set(moving);
+    members.forEach((m, i) => {
+      m.assignment = target[i]!.filter((p) => !movingSet.has(p) || m.assignment.includes(p));
+    });
   }
 
   #maybeComplete(): void {
@@ -399,8 +450,8 @@ export class SimKafka {
     this.#rebalancing = false;
     this.#generation++;
     members.sort((a, b) => (a.id < b.id ? -1 : 1));
-    for (const m of members) m.assignment = [];
-    for (let p = 0; p < this.opts.partitions && members.length > 0; p++) members[p % members.length]!.assignment.push(p);
+    if (this.cooperative) this.#assignCooperative(members);
+    else this.#assignEager(members);
     for (const m of members) {
       const gen = this.#generation, assignment = [...m.assignment];
       m.client.coordinatorRequest("SyncGroup", () => null).then(() => m.client.assigned(m.id, gen, assignment));
@@ -417,6 +468,8 @@ export class SimConsumer {
   #assignment: TopicPartition[] = [];
   #pendingRevoke: TopicPartition[] | null = null;
   #revokeLost = false;
+  /** Cooperative: partitions the assignment that asked for a revocation also gave, assigned once it settles. */
+  #addedAfterRevoke: number[] = [];
   #assigned: TopicPartition[][] = [];
   readonly #paused = new Set<number>();
   /** Next offset to fetch, and fetched records not yet handed out, per partition. */
@@ -603,13 +656,25 @@ export class SimConsumer {
   completeRevoke(): void {
     const revoked = this.#pendingRevoke;
     if (!revoked) return;
+    const lost = this.#revokeLost;
     this.#pendingRevoke = null;
     this.#revokeLost = false;
-    this.#assignment = [];
+    const gone = new Set(revoked.map((r) => r.partition));
+    this.#assignment = this.#assignment.filter((a) => !gone.has(a.partition));
     for (const { partition } of revoked) {
       this.#fetched.delete(partition);
       this.#fetchAt.delete(partition);
       this.#paused.delete(partition);
+    }
+    // Cooperative: what came with the revocation is assigned once it settled, and the member
+    // rejoins so that the partitions it gave up are handed out.
+    const added = this.#addedAfterRevoke;
+    this.#addedAfterRevoke = [];
+    if (this.kafka.cooperative && !lost) {
+      if (added.length > 0) this.#add(added);
+      const id = this.#memberId;
+      if (id !== null) void this.coordinatorRequest("JoinGroup", () => this.kafka.revoked(id));
+      return;
     }
     this.#rejoin();
   }
@@ -628,8 +693,28 @@ export class SimConsumer {
     if (this.#closed || (memberId !== this.#memberId && memberId !== this.#joining)) return;
     this.#setMember(memberId);
     this.#generation = generation;
+    if (this.kafka.cooperative && !this.#pendingRevoke) {
+      // Incremental: partitions it owns and no longer gets are revoked first; new ones come after.
+      const now = new Set(partitions);
+      const had = new Set(this.#assignment.map((a) => a.partition));
+      const revoked = this.#assignment.filter((a) => !now.has(a.partition));
+      const added = partitions.filter((p) => !had.has(p));
+      if (revoked.length > 0) {
+        this.#pendingRevoke = revoked;
+        this.#addedAfterRevoke = added;
+      } else if (added.length > 0) this.#add(added);
+      this.wake();
+      return;
+    }
+    this.#assignment = [];
+    this.#add(partitions);
+    this.wake();
+  }
+
+  /** Partitions assigned: fetched from the group's commit, handed to the worker as newly assigned. */
+  #add(partitions: number[]): void {
     const tps = partitions.map((partition) => ({ topic: RAW, partition }));
-    this.#assignment = tps;
+    this.#assignment = [...this.#assignment, ...tps];
     // The commit as it stands, even while a transaction holds offsets of the partition: harsher than
     // librdkafka's read_committed consumer, whose offset fetch waits for them (require_stable), so
     // delivery must not lean on that wait (replays.ts skips what the check's commit passes).
@@ -639,7 +724,6 @@ export class SimConsumer {
       this.#paused.delete(p);
     }
     this.#assigned.push(tps);
-    this.wake();
   }
 
   #fetch(): void {
@@ -710,7 +794,8 @@ export class SimConsumer {
       if (answer === "unknown") return this.#lost();
       this.#lastHeartbeatOk = this.kafka.sched.now;
       if (answer === "rebalance" && !this.#pendingRevoke) {
-        if (this.#assignment.length === 0) this.#rejoin();
+        // Cooperative: it rejoins at once, keeping what it owns.
+        if (this.#assignment.length === 0 || this.kafka.cooperative) this.#rejoin();
         else {
           this.#pendingRevoke = [...this.#assignment];
         }

@@ -94,6 +94,7 @@ export async function simulate(input: Schedule): Promise<RunReport> {
     maxPollIntervalMs: MAX_POLL_INTERVAL_MS,
     prefetch: 300,
     messageTimeoutMs: 300_000,
+    protocol: s.protocol ?? "eager",
   });
   const ch = new SimClickHouse(sched, s.endpoints, undefined, undefined, s.clickhouse);
   ch.ownerOf = (p) => kafka.ownerOf(p);
