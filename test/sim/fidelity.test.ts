@@ -6,7 +6,8 @@
 // is a no-op and leaves nothing in system.processes, that every query the writer sends is one the
 // simulated server understands, that a paused partition resumes after the last record handed out,
 // that a member cut off from the broker proves no heartbeat it sent during the cut until healed, and
-// that cooperative-sticky moves a partition as the broker does: revoked by its owner first, then assigned.
+// that cooperative-sticky and KIP-848 move a partition as the broker does: revoked by its owner first,
+// then assigned.
 import type { ClickHouseClient } from "@clickhouse/client";
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
@@ -171,9 +172,13 @@ describe("simulated Kafka against the broker", () => {
     expect(sc.assignment[0]!.topic).toBe(RAW);
   });
 
-  // cooperative-sticky: A owns all three partitions; B joins. A keeps what stays its own and revokes
-  // only what moves; that partition reaches B once A's revocation has settled and A has rejoined.
-  test("cooperative-sticky: a second member joins: the first keeps its share, revokes only what moves, and the second gets exactly that", async () => {
+  // cooperative-sticky and KIP-848: A owns all three partitions; B joins. A keeps what stays its own
+  // and revokes only what moves; that partition reaches B once A's revocation has settled (and, on
+  // the classic protocol, A has rejoined). KIP-848's session is the broker's (6 s here).
+  test.each([
+    ["cooperative-sticky", "cooperative", { "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": "6000" }],
+    ["consumer (KIP-848)", "consumer", { "group.protocol": "consumer" }],
+  ] as const)("%s: a second member joins: the first keeps its share, revokes only what moves, and the second gets exactly that", async (_name, protocol, groupProps) => {
     type Surface = {
       takeAssigned(): Array<ReadonlyArray<{ partition: number }>>;
       readonly pendingRevoke: ReadonlyArray<{ partition: number }> | null;
@@ -203,7 +208,7 @@ describe("simulated Kafka against the broker", () => {
     const topic = await createTopic("simfid", 3);
     topics.push(topic);
     const group = uniqueName("simfid");
-    const cfg = { ...props, "group.id": group, "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": "6000" };
+    const cfg = { ...props, "group.id": group, ...groupProps };
     const ra = new Consumer({ props: cfg, topics: [topic] });
     const realA: string[] = [], realB: string[] = [];
     let rb: Consumer | null = null;
@@ -224,7 +229,7 @@ describe("simulated Kafka against the broker", () => {
     }
 
     const sched = new Scheduler(3);
-    const kafka = new SimKafka(sched, { partitions: 3, sessionTimeoutMs: 6_000, maxPollIntervalMs: 30_000, prefetch: 300, messageTimeoutMs: 300_000, protocol: "cooperative" });
+    const kafka = new SimKafka(sched, { partitions: 3, sessionTimeoutMs: 6_000, maxPollIntervalMs: 30_000, prefetch: 300, messageTimeoutMs: 300_000, protocol });
     const sa = new SimConsumer(kafka, new Actor("a"));
     const simA: string[] = [], simB: string[] = [];
     await sched.run(10_000, () => (step(sa, simA), sa.assignment.length === 3));

@@ -83,9 +83,12 @@ export interface KafkaOptions {
   /**
    * The classic protocol's assignors: eager (every member gives up everything and rejoins, the
    * default) or cooperative-sticky (members keep what stays theirs; a partition that moves is first
-   * revoked by its owner, which then rejoins, and assigned in the rebalance that follows).
+   * revoked by its owner, which then rejoins, and assigned in the rebalance that follows); or
+   * KIP-848's consumer protocol (no rebalance barrier: the coordinator sends each member its target
+   * at once; a partition that moves is assigned once its owner acknowledged the revocation, and a
+   * member that has not within the rebalance timeout, max.poll.interval.ms, is fenced).
    */
-  protocol?: "eager" | "cooperative";
+  protocol?: "eager" | "cooperative" | "consumer";
 }
 
 interface Member {
@@ -95,6 +98,10 @@ interface Member {
   /** Rejoined the rebalance under way (or the first one). */
   joined: boolean;
   assignment: number[];
+  /** KIP-848: since when it owes a revocation it was sent (null: none). */
+  owesSince?: number | null;
+  /** Incremental protocols: partitions it was told to give up and has not yet (assigned to nobody meanwhile). */
+  revoking?: number[];
 }
 
 interface SimTxn {
@@ -141,6 +148,8 @@ export class SimKafka {
   #rebalancing = false;
   #rebalanceStarted = 0;
   #nextMember = 0;
+  /** KIP-848: members fenced for a revocation not acknowledged in time; their heartbeats hear so. */
+  readonly #fenced = new Set<string>();
   readonly #cut = new Set<Actor>();
   #downUntil = 0;
   #loadingUntil = 0;
@@ -174,6 +183,10 @@ export class SimKafka {
 
   get generation(): number {
     return this.#generation;
+  }
+
+  hasMember(id: string): boolean {
+    return this.#members.has(id);
   }
 
   /** The process that owns `partition` as the coordinator sees it now (its member is in the group), or null. */
@@ -263,9 +276,9 @@ export class SimKafka {
   }
 
   /** A heartbeat: "ok", "rebalance" (give up and rejoin) or "unknown" (the session ended). */
-  heartbeat(id: string): "ok" | "rebalance" | "unknown" {
+  heartbeat(id: string): "ok" | "rebalance" | "unknown" | "fenced" {
     const m = this.#members.get(id);
-    if (!m) return "unknown";
+    if (!m) return this.#fenced.has(id) ? "fenced" : "unknown";
     m.lastHeartbeat = this.sched.now;
     return this.#rebalancing && !m.joined ? "rebalance" : "ok";
   }
@@ -380,7 +393,9 @@ export class SimKafka {
     for (const [id, m] of this.#members) {
       const silent = now - m.lastHeartbeat > this.opts.sessionTimeoutMs;
       const stuck = this.#rebalancing && !m.joined && now - this.#rebalanceStarted > this.opts.maxPollIntervalMs;
-      if (silent || stuck) {
+      const owing = this.kip848 && m.owesSince != null && now - m.owesSince > this.opts.maxPollIntervalMs;
+      if (owing) this.#fenced.add(id);
+      if (silent || stuck || owing) {
         if (silent) this.expiredSilent.push({ member: id, at: now, lastHeartbeat: m.lastHeartbeat });
         this.#members.delete(id);
         gone = true;
@@ -395,14 +410,36 @@ export class SimKafka {
    * member that holds partitions rejoins keeping them (its heartbeat says so, as eager's does).
    */
   #startRebalance(): void {
+    if (this.kip848) return this.#reconcile();
     if (!this.#rebalancing) this.#rebalanceStarted = this.sched.now;
     this.#rebalancing = true;
     for (const m of this.#members.values()) if (m.assignment.length > 0) m.joined = false;
     this.#maybeComplete();
   }
 
+  /** Assignments change incrementally: cooperative-sticky, or KIP-848's consumer protocol. */
   get cooperative(): boolean {
-    return this.opts.protocol === "cooperative";
+    return this.opts.protocol === "cooperative" || this.kip848;
+  }
+
+  get kip848(): boolean {
+    return this.opts.protocol === "consumer";
+  }
+
+  /**
+   * KIP-848: the coordinator computes each member's target at once and sends it with the member's
+   * next heartbeat answer (here: one request's latency); the group epoch moves.
+   */
+  #reconcile(): void {
+    const members = [...this.#members.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+    this.#generation++;
+    this.#assignCooperative(members);
+    const asked = this.sched.now;
+    for (const m of members) {
+      if ((m.revoking ?? []).length > 0) m.owesSince ??= asked;
+      const gen = this.#generation, assignment = [...m.assignment];
+      m.client.coordinatorRequest("ConsumerGroupHeartbeat", () => null).then(() => m.client.assigned(m.id, gen, assignment, asked));
+    }
   }
 
   /** A member that gave up partitions under cooperative-sticky rejoins: a rebalance hands them out. */
@@ -410,6 +447,8 @@ export class SimKafka {
     const m = this.#members.get(id);
     if (!m) return;
     m.lastHeartbeat = this.sched.now;
+    m.owesSince = null;
+    m.revoking = [];
     this.#startRebalance();
   }
 
@@ -428,7 +467,8 @@ export class SimKafka {
     const n = members.length;
     if (n === 0) return;
     const share = (i: number) => Math.floor(this.opts.partitions / n) + (i < this.opts.partitions % n ? 1 : 0);
-    const owned = new Set(members.flatMap((m) => m.assignment));
+    // Owned, or still being given up by a member that has not acknowledged it: not free.
+    const owned = new Set(members.flatMap((m) => [...m.assignment, ...(m.revoking ?? [])]));
     const target = members.map((m, i) => m.assignment.filter((p) => p < this.opts.partitions).slice(0, share(i)));
     const moving = members.flatMap((m, i) => m.assignment.slice(share(i)));
     const free = Array.from({ length: this.opts.partitions }, (_, p) => p).filter((p) => !owned.has(p));
@@ -439,7 +479,9 @@ export class SimKafka {
     // What moves from one member to another is given only once its owner has given it up.
     const movingSet = new Set(moving);
     members.forEach((m, i) => {
-      m.assignment = target[i]!.filter((p) => !movingSet.has(p) || m.assignment.includes(p));
+      const next = target[i]!.filter((p) => !movingSet.has(p) || m.assignment.includes(p));
+      m.revoking = [...(m.revoking ?? []), ...m.assignment.filter((p) => !next.includes(p))];
+      m.assignment = next;
     });
   }
 
@@ -470,6 +512,8 @@ export class SimConsumer {
   #revokeLost = false;
   /** Cooperative: partitions the assignment that asked for a revocation also gave, assigned once it settles. */
   #addedAfterRevoke: number[] = [];
+  /** KIP-848: fenced while a revocation was pending; librdkafka stops heartbeating and acts once it ends. */
+  #fencedDeferred = false;
   #assigned: TopicPartition[][] = [];
   readonly #paused = new Set<number>();
   /** Next offset to fetch, and fetched records not yet handed out, per partition. */
@@ -576,6 +620,10 @@ export class SimConsumer {
   get assignment(): readonly TopicPartition[] {
     return this.#assignment;
   }
+  /** Whether the coordinator counts this member in the group now. */
+  get isMember(): boolean {
+    return this.#memberId !== null && this.kafka.hasMember(this.#memberId);
+  }
   get pendingRevoke(): readonly TopicPartition[] | null {
     return this.#pendingRevoke;
   }
@@ -670,6 +718,13 @@ export class SimConsumer {
     // rejoins so that the partitions it gave up are handed out.
     const added = this.#addedAfterRevoke;
     this.#addedAfterRevoke = [];
+    if (this.kafka.kip848) this.#facts.rebalance = 0;
+    // A fence heard while the revocation was pending (librdkafka defers it): the rest is lost now.
+    if (this.#fencedDeferred) {
+      this.#fencedDeferred = false;
+      this.#lost();
+      return;
+    }
     if (this.kafka.cooperative && !lost) {
       if (added.length > 0) this.#add(added);
       const id = this.#memberId;
@@ -687,13 +742,18 @@ export class SimConsumer {
     return true;
   }
 
-  /** The coordinator's assignment reached this member. */
-  assigned(memberId: string, generation: number, partitions: number[]): void {
+  /**
+   * The coordinator's assignment reached this member. `askedAt`: under KIP-848, when the coordinator
+   * computed it, standing for the send time of the heartbeat whose answer carried it.
+   */
+  assigned(memberId: string, generation: number, partitions: number[], askedAt?: number): void {
     // The assignment can overtake the join's answer (they are two requests): the id it was given counts.
     if (this.#closed || (memberId !== this.#memberId && memberId !== this.#joining)) return;
     this.#setMember(memberId);
     this.#generation = generation;
-    if (this.kafka.cooperative && !this.#pendingRevoke) {
+    if (this.kafka.cooperative) {
+      // Reconciling a revocation (or a loss): the target that follows its acknowledgement counts.
+      if (this.#pendingRevoke) return;
       // Incremental: partitions it owns and no longer gets are revoked first; new ones come after.
       const now = new Set(partitions);
       const had = new Set(this.#assignment.map((a) => a.partition));
@@ -702,6 +762,8 @@ export class SimConsumer {
       if (revoked.length > 0) {
         this.#pendingRevoke = revoked;
         this.#addedAfterRevoke = added;
+        // heartbeat-facts.patch under KIP-848: a revocation owed since the heartbeat that asked for it.
+        if (this.kafka.kip848) this.#facts.rebalance = Math.max(1, askedAt ?? this.kafka.sched.now);
       } else if (added.length > 0) this.#add(added);
       this.wake();
       return;
@@ -768,9 +830,12 @@ export class SimConsumer {
   #heartbeat(): void {
     const now = this.kafka.sched.now;
     // librdkafka's own session check: no heartbeat answered for a session, the assignment is lost.
-    if (this.#memberId !== null && now - this.#lastHeartbeatOk > this.kafka.opts.sessionTimeoutMs) this.#lost();
+    // Not while a fence waits for the revocation to end (KIP-848): librdkafka says nothing then
+    // (measured: a member fenced mid-revocation declared no loss for minutes).
+    const overdue = now - this.#lastHeartbeatOk > this.kafka.opts.sessionTimeoutMs;
+    if (this.#memberId !== null && !this.#fencedDeferred && overdue) this.#lost();
     const id = this.#memberId;
-    if (id === null || !this.kafka.reachable(this.actor)) return;
+    if (id === null || this.#fencedDeferred || !this.kafka.reachable(this.actor)) return;
     // A heartbeat is not retried: one the network drops is simply missing, and times out.
     const timeout = this.kafka.opts.sessionTimeoutMs;
     // Dated as the patch dates it: enqueued for sending (0 on the virtual clock is "none": at least 1).
@@ -785,13 +850,19 @@ export class SimConsumer {
     this.coordinatorRequest("Heartbeat", () => this.kafka.heartbeat(id), timeout).then((answer) => {
       answered = true;
       if (answer === "unknown") refuse(25 /* UNKNOWN_MEMBER_ID */);
+      else if (answer === "fenced") refuse(110 /* FENCED_MEMBER_EPOCH */);
       else {
         f.accepted = sent;
-        if (answer === "ok") [f.ok, f.rebalance] = [sent, 0];
+        // KIP-848: an owed revocation's start stays until it is acknowledged (completeRevoke).
+        if (answer === "ok") [f.ok, f.rebalance] = [sent, this.kafka.kip848 ? f.rebalance : 0];
         else if (f.rebalance === 0) f.rebalance = f.ok || 1;
       }
       if (this.#memberId !== id) return;
-      if (answer === "unknown") return this.#lost();
+      if (answer === "fenced" && this.#pendingRevoke && !this.#revokeLost) {
+        this.#fencedDeferred = true;
+        return;
+      }
+      if (answer === "unknown" || answer === "fenced") return this.#lost();
       this.#lastHeartbeatOk = this.kafka.sched.now;
       if (answer === "rebalance" && !this.#pendingRevoke) {
         // Cooperative: it rejoins at once, keeping what it owns.

@@ -64,8 +64,8 @@ export interface Schedule {
    * 26.9 ends it there (test/clickhouse/insert-life.test.ts). Absent: 18.16.
    */
   clickhouse?: "18.16.1" | "26.9.2.1";
-  /** The group's assignors (kafka.ts): eager, or cooperative-sticky. Absent: eager. */
-  protocol?: "eager" | "cooperative";
+  /** The group's protocol (kafka.ts): classic eager, cooperative-sticky, or KIP-848's consumer. Absent: eager. */
+  protocol?: "eager" | "cooperative" | "consumer";
 }
 
 /** When the last fault is over. */
@@ -119,7 +119,7 @@ export const scheduleArb: fc.Arbitrary<Schedule> = fc.record({
   focus: fc.option(fc.integer({ min: 2_000, max: 20_000 }), { nil: null, freq: 2 }),
   faults: fc.array(faultArb, { minLength: 1, maxLength: 6 }),
   clickhouse: fc.constantFrom("18.16.1" as const, "26.9.2.1" as const),
-  protocol: fc.constantFrom("eager" as const, "cooperative" as const),
+  protocol: fc.constantFrom("eager" as const, "cooperative" as const, "consumer" as const),
 });
 
 /**

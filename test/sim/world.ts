@@ -339,6 +339,16 @@ export async function simulate(input: Schedule): Promise<RunReport> {
     await runTracking(sched, deadline, delivered, (a) => (current = a));
     const caughtUp = delivered();
     await runTracking(sched, sched.now + AFTERMATH_MS, () => false, (a) => (current = a));
+    // Every process running at the end is back in the group: one removed or fenced declares the
+    // loss and rejoins, and never waits without end (a member fenced mid-revocation once did).
+    for (const slot of slots) {
+      const proc = slot.proc;
+      if (!proc || proc.actor.dead || proc.actor.frozen || proc.ended || proc.consumer.isMember) continue;
+      violations.push({
+        signature: "wedged/not-a-member",
+        detail: `${proc.actor.name} runs outside the group ${((AFTERMATH_MS + SETTLE_MS) / 1000).toFixed(0)} s or more after the faults ended`,
+      });
+    }
     for (let p = 0; p < PARTITIONS; p++) {
       const committed = kafka.committed.get(p)?.offset ?? 0, length = kafka.raw[p]!.length;
       if (!caughtUp && committed < length)
