@@ -62,6 +62,18 @@ const points = Array.from({ length: KILLS }, () => Math.floor(Math.random() * va
 /** How long the end of the run may take to settle before it is reported as it stands. */
 const SETTLE_MS = 90_000;
 const t0 = performance.now();
+// The longest time no new row was stored while some were still to come: what a kill costs the
+// stream (the killed member's session, the next owner's replay check, the restart).
+let longestStallMs = 0, sampling = true;
+const sampler = (async () => {
+  let last = -1, grewAt = performance.now();
+  while (sampling) {
+    const d = (await rows()).distinct, now = performance.now();
+    if (d > last) [last, grewAt] = [d, now];
+    else if (d < valid) longestStallMs = Math.max(longestStallMs, now - grewAt);
+    await Bun.sleep(100);
+  }
+})();
 let worker = await start();
 for (const [i, at] of points.entries()) {
   while ((await rows()).distinct < at) await Bun.sleep(20 + Math.random() * 80);
@@ -83,6 +95,8 @@ const settled = async (what: string, done: () => Promise<boolean>) => {
   }
 };
 await settled("every valid row stored", async () => (await rows()).distinct >= valid);
+sampling = false;
+await sampler;
 await settled("every partition committed to its end", () => run.committedToEnd().catch(() => false));
 worker.kill("SIGTERM");
 const exitCode = await worker.exited;
@@ -95,7 +109,7 @@ const final = await rows();
 const audited = Bun.spawnSync(["bun", `${import.meta.dir}/../../src/main.ts`, "audit"], { env: { ...run.env(), LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
 const audit = JSON.parse(`${audited.stdout}`.trim().split("\n").at(-1) || "null") as Record<string, unknown> | null;
 const report = {
-  records: N, kills: KILLS, seconds: Math.round(seconds), worker_exit_code: exitCode,
+  records: N, kills: KILLS, seconds: Math.round(seconds), longest_stall_s: +(longestStallMs / 1000).toFixed(1), worker_exit_code: exitCode,
   delivery: exactlyOnce ? "exactly-once" : "at-least-once",
   protocol: kip848 ? "consumer" : (process.env.KAFKA_PROP_PARTITION_ASSIGNMENT_STRATEGY ?? "classic"), clickhouse: process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123",
   valid_produced: valid, valid_in_clickhouse_distinct: final.distinct, rows_inserted: final.count,
