@@ -365,6 +365,7 @@ export class ClickHouseWriter {
    * spending the retry budget. Throws the endpoint's own error otherwise.
    */
   async endInserts(attempts: readonly UncertainAttempt[]): Promise<void> {
+    if (attempts.length === 0) return;
     const byEndpoint = new Map<number, UncertainAttempt[]>();
     for (const a of attempts) byEndpoint.set(a.endpoint, [...(byEndpoint.get(a.endpoint) ?? []), a]);
     await Promise.all(

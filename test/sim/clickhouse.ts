@@ -441,7 +441,14 @@ function decodeRows(
   });
 }
 
+/** The strings of an `IN (…)` list; an empty list is a syntax error, as the server answers it. */
 function quotedList(s: string): string[] {
+  if (s.trim() === "")
+    throw new ClickHouseError({
+      message: "Code: 62, e.displayText() = DB::Exception: Syntax error: Expected non-empty parenthesized list of expressions, e.what() = DB::Exception",
+      code: "62",
+      type: "",
+    });
   return [...s.matchAll(/'((?:[^'\\]|\\.)*)'/g)].map((m) => m[1]!.replace(/\\(.)/g, "$1"));
 }
 
