@@ -30,7 +30,7 @@ test("/healthz answers within 50 ms (p99) while the replay check waits for a bro
 
   const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
   // insertsEnded's question: the check has read the group's offsets and asks the broker next.
-  const held = proxy.hold("query_id FROM system.processes WHERE query_id LIKE");
+  const held = proxy.hold("query_id FROM system.processes WHERE (query_id LIKE");
   const b = await startWorker(workerEnv(n, { CLICKHOUSE_URL: proxy.url }));
   const broker = Number(await Bun.file(`${ROOT}/.local/kafka/kafka.pid`).text());
   try {
