@@ -14,6 +14,8 @@
 #   heartbeat-facts.patch      the statistics' cgrp says when the heartbeat the coordinator last
 #                              accepted was sent, when the last refused one was and its error, and
 #                              since when the member is in a rebalance (the membership lease's facts);
+#   resume-wakeup.patch        a resumed partition wakes its broker thread, which otherwise idles out
+#                              the rest of a second with nothing to fetch before fetching it;
 #   unreadable-batches.patch   a key or value length below -1 is null, as Kafka reads it; a batch
 #                              received whole that cannot be read is reported offset by offset and
 #                              skipped, never fetched again (aborted and control batches passed over).
