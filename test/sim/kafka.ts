@@ -442,13 +442,18 @@ export class SimKafka {
     }
   }
 
-  /** A member that gave up partitions under cooperative-sticky rejoins: a rebalance hands them out. */
-  revoked(id: string): void {
+  /**
+   * A member that gave up partitions under cooperative-sticky rejoins, or acknowledges under KIP-848,
+   * saying what it owns now: a rebalance hands out what it no longer owns. A partition it still owns
+   * stays its own (a target that came while another revocation was pending is owed yet, and its
+   * rebalance timeout runs on), and the rebalance asks for it again.
+   */
+  revoked(id: string, owned: readonly number[]): void {
     const m = this.#members.get(id);
     if (!m) return;
     m.lastHeartbeat = this.sched.now;
-    m.owesSince = null;
-    m.revoking = [];
+    m.revoking = (m.revoking ?? []).filter((p) => owned.includes(p));
+    if (m.revoking.length === 0) m.owesSince = null;
     this.#startRebalance();
   }
 
@@ -728,7 +733,8 @@ export class SimConsumer {
     if (this.kafka.cooperative && !lost) {
       if (added.length > 0) this.#add(added);
       const id = this.#memberId;
-      if (id !== null) void this.coordinatorRequest("JoinGroup", () => this.kafka.revoked(id));
+      const owned = this.#assignment.map((a) => a.partition);
+      if (id !== null) void this.coordinatorRequest("JoinGroup", () => this.kafka.revoked(id, owned));
       return;
     }
     this.#rejoin();
@@ -830,10 +836,11 @@ export class SimConsumer {
   #heartbeat(): void {
     const now = this.kafka.sched.now;
     // librdkafka's own session check: no heartbeat answered for a session, the assignment is lost.
-    // Not while a fence waits for the revocation to end (KIP-848): librdkafka says nothing then
+    // Only in the join state steady (rd_kafka_cgrp_serve): not while a revocation waits for the
+    // application, nor while a fence waits for it to end (KIP-848); librdkafka says nothing then
     // (measured: a member fenced mid-revocation declared no loss for minutes).
     const overdue = now - this.#lastHeartbeatOk > this.kafka.opts.sessionTimeoutMs;
-    if (this.#memberId !== null && !this.#fencedDeferred && overdue) this.#lost();
+    if (this.#memberId !== null && !this.#fencedDeferred && !this.#pendingRevoke && overdue) this.#lost();
     const id = this.#memberId;
     if (id === null || this.#fencedDeferred || !this.kafka.reachable(this.actor)) return;
     // A heartbeat is not retried: one the network drops is simply missing, and times out.
@@ -858,7 +865,9 @@ export class SimConsumer {
         else if (f.rebalance === 0) f.rebalance = f.ok || 1;
       }
       if (this.#memberId !== id) return;
-      if (answer === "fenced" && this.#pendingRevoke && !this.#revokeLost) {
+      // KIP-848: librdkafka treats both refusals alike, a rejoin deferred while the revocation is pending.
+      const notMember = answer === "fenced" || (answer === "unknown" && this.kafka.kip848);
+      if (notMember && this.#pendingRevoke && !this.#revokeLost) {
         this.#fencedDeferred = true;
         return;
       }
