@@ -355,6 +355,20 @@ export class Delivery {
     }
   }
 
+  /**
+   * Looks at the clocks (lease.ts) for a loop that waits without passing flushIfDue: a revocation
+   * settling, a drain. Unlooked, their wait would read as a freeze once it ended, and hold every
+   * send for the group's verdict for nothing.
+   */
+  watchClocks(): void {
+    this.#lease.look();
+  }
+
+  /** The worker's loop starts: what came before it (start-up) is no gap in its looks at the clocks. */
+  loopStarts(): void {
+    this.#lease.begin();
+  }
+
   /** Seals and flushes the filling batch when it is full or its interval passed. */
   flushIfDue(): void {
     if (this.#lease.look()) return; // perhaps a zombie: the group's verdict first

@@ -47,6 +47,12 @@ export class Lease {
     this.#events = events;
   }
 
+  /** The loop starts: the time before (start-up, waiting for the brokers) was no freeze. */
+  begin(): void {
+    this.#mono = this.#clock.mono();
+    this.#wall = this.#clock.now();
+  }
+
   /** Looks at the clocks; true while sends must wait. Cheap: called before every send. */
   look(): boolean {
     const mono = this.#clock.mono(), wall = this.#clock.now();

@@ -20,6 +20,7 @@ export async function drain(consumer: GroupConsumer, delivery: Delivery, poll: (
   const settling = delivery.settle().finally(() => (settled = true));
   while (!settled) {
     await Promise.race([settling, consumer.waitForMessages(DRAIN_POLL_MS)]);
+    delivery.watchClocks();
     if (settled) break;
     poll();
     if (lost()) {

@@ -52,6 +52,7 @@ async function settleRevoke(consumer: GroupConsumer, delivery: Delivery): Promis
   const settling = delivery.settle().finally(() => (settled = true));
   while (!settled) {
     await Promise.race([settling, consumer.waitForMessages(REVOKE_POLL_MS)]);
+    delivery.watchClocks();
     if (settled) break;
     held.push(...consumer.poll(delivery.pollMax(), true));
     // Removed or fenced while settling: librdkafka may wait for this revocation to end before it

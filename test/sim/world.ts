@@ -349,6 +349,12 @@ export async function simulate(input: Schedule): Promise<RunReport> {
         detail: `${proc.actor.name} runs outside the group ${((AFTERMATH_MS + SETTLE_MS) / 1000).toFixed(0)} s or more after the faults ended`,
       });
     }
+    // The lease reads a gap between two looks at the clocks as a freeze and holds every send for
+    // its verdict. With no process frozen and no clock stepped, a gap is a loop that waited without
+    // looking (a revocation settling, a drain): a stall with no cause.
+    if (!s.faults.some((f) => f.kind === "freeze" || f.kind === "clock-step"))
+      for (const line of lines.filter((l) => l.includes("did not run for longer than half its session")))
+        violations.push({ signature: "false-freeze/unwatched-clocks", detail: line.slice(0, 200) });
     for (let p = 0; p < PARTITIONS; p++) {
       const committed = kafka.committed.get(p)?.offset ?? 0, length = kafka.raw[p]!.length;
       if (!caughtUp && committed < length)
