@@ -234,3 +234,19 @@ test("exactly-once: statistics from a librdkafka without the heartbeat facts sto
   expect(e.message).toContain("heartbeat-facts patch");
   expect(e.message).toContain("DELIVERY=at-least-once");
 });
+
+// Under KIP-848 the group's session is the broker's, read again while the worker runs
+// (kafka/session-watch.ts): a longer one lengthens the lease the last accepted heartbeat gives, at once.
+test("the group's session read anew re-measures the lease from the last accepted heartbeat", async () => {
+  // Accepted 50 s ago: past a 45 s session's lease, within a 120 s one's.
+  const h = harness({ delivered: [], standing: { kind: "accepted", sentAfter: performance.now() - 50_000, rebalanceSince: null } });
+  h.d.assigned([{ topic: "cdr.raw", partition: 0 }]);
+  h.hand([msg(0, valid(0))]);
+  const settled = h.d.settle();
+  await waitFor(() => (h.d.awaitingMembership ? true : undefined), 5000, "the insert waiting for a lease");
+  expect(h.events.filter((e) => e.startsWith("insert"))).toEqual([]);
+  h.d.sessionChanged(120_000);
+  await waitFor(() => (h.events.includes("insert r0") ? true : undefined), 5000, "the insert sent");
+  await settled;
+  expect(h.events.filter((e) => e.startsWith("insert"))).toEqual(["insert r0"]);
+});
