@@ -364,11 +364,6 @@ export class Delivery {
     this.#lease.look();
   }
 
-  /** The worker's loop starts: what came before it (start-up) is no gap in its looks at the clocks. */
-  loopStarts(): void {
-    this.#lease.begin();
-  }
-
   /** Seals and flushes the filling batch when it is full or its interval passed. */
   flushIfDue(): void {
     if (this.#lease.look()) return; // perhaps a zombie: the group's verdict first

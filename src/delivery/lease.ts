@@ -11,9 +11,10 @@
  * otherwise the work goes on where it stopped. A long synchronous call looks the same and costs
  * the same short pause, never a record.
  *
- * The clocks are looked at by the poll loop on every pass (at least every 50 ms while it runs) and
- * before every insert: no timer of its own, so a Delivery that is never run or stopped leaves
- * nothing behind, and whatever runs first after a freeze sees it.
+ * The clocks are looked at by the poll loop on every pass (at least every 50 ms while it runs), by
+ * the loops that settle a revocation or drain, and before every insert: no timer of its own, so a
+ * Delivery that is never run or stopped leaves nothing behind, and whatever runs first after a
+ * freeze sees it. The first look starts the watch: a start that waited for the brokers is no gap.
  */
 import { systemClock, type Clock } from "./clock.ts";
 import { log } from "../log.ts";
@@ -33,31 +34,24 @@ export class Lease {
   readonly #verdictMs: number;
   readonly #events: LeaseEvents;
   readonly #clock: Clock;
-  #mono: number;
-  #wall: number;
+  /** The clocks at the last look; none before the first (start-up, waiting for the brokers, is no freeze). */
+  #mono: number | null = null;
+  #wall = 0;
   #holdUntil = 0;
   #clear: Promise<void> = Promise.resolve();
 
   constructor(suspectAfterMs: number, events: LeaseEvents, verdictMs = VERDICT_MS, clock: Clock = systemClock) {
     this.#clock = clock;
-    this.#mono = clock.mono();
-    this.#wall = clock.now();
     this.#suspectAfterMs = suspectAfterMs;
     this.#verdictMs = verdictMs;
     this.#events = events;
-  }
-
-  /** The loop starts: the time before (start-up, waiting for the brokers) was no freeze. */
-  begin(): void {
-    this.#mono = this.#clock.mono();
-    this.#wall = this.#clock.now();
   }
 
   /** Looks at the clocks; true while sends must wait. Cheap: called before every send. */
   look(): boolean {
     const mono = this.#clock.mono(), wall = this.#clock.now();
     // The wall clock too: a suspended host's monotonic clock stands still while the broker's runs.
-    const gap = Math.max(mono - this.#mono, wall - this.#wall);
+    const gap = this.#mono === null ? 0 : Math.max(mono - this.#mono, wall - this.#wall);
     this.#mono = mono;
     this.#wall = wall;
     if (gap > this.#suspectAfterMs) this.#hold(gap);

@@ -54,7 +54,6 @@ export class Worker {
   /** Runs until stopped (resolves) or a fatal error (rejects). */
   async run(): Promise<void> {
     this.#state = "running";
-    this.#delivery.loopStarts();
     while (!this.#stopRequested && !this.#fatal) {
       for (const partitions of this.#consumer.takeAssigned()) {
         this.#assigned = true;

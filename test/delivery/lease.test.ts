@@ -17,6 +17,7 @@ test("a gap longer than the threshold holds sends for the verdict window, then l
   const events: string[] = [];
   // A verdict window shorter than the threshold, as the worker's (3 s against half the session).
   const lease = new Lease(400, { onHold: () => events.push("hold"), onClear: () => events.push("clear") }, 300);
+  expect(lease.look()).toBe(false);
   Bun.sleepSync(600); // frozen: no timer, no look, for longer than the threshold
   const seen = performance.now();
   expect(lease.look()).toBe(true);
@@ -25,6 +26,16 @@ test("a gap longer than the threshold holds sends for the verdict window, then l
   expect(performance.now() - seen).toBeGreaterThanOrEqual(250);
   expect(events).toEqual(["hold", "clear"]);
   expect(lease.look()).toBe(false);
+});
+
+// The worker's start may wait for the brokers (a transactional producer's init) before its loop first
+// looks: that wait is no freeze, and held every send 3 s once the loop began.
+test("the first look starts the watch: the time before it is no gap", () => {
+  const events: string[] = [];
+  const lease = new Lease(100, { onHold: () => events.push("hold"), onClear: () => events.push("clear") }, 100);
+  Bun.sleepSync(300);
+  expect(lease.look()).toBe(false);
+  expect(events).toEqual([]);
 });
 
 test("no timer of its own: a lease nobody looks at never calls back, however long it is left", async () => {
