@@ -5,6 +5,7 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { committedToEnd } from "../../scripts/lib/harness.ts";
 import { OTHER_PROTOCOLS } from "../support/protocols.ts";
+import { reportScenario } from "../support/scenario-meter.ts";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -31,6 +32,15 @@ async function killLoop(env: Record<string, string | undefined>) {
     report: { delivery: "exactly-once", kills: 3, rows_twice: 0, envelopes_twice: 0, lost: 0, ok: true, audit: { exit_code: 0, audit: "clean" } },
   });
   expect(err).not.toContain('"level":"error"');
+  reportScenario({
+    scenario: `kill -9 loop, 30,000 records, 3 kills (${CLICKHOUSE_SERVERS.find((s) => s.url === env.CLICKHOUSE_URL)?.name})`,
+    protocol: report.protocol,
+    rows: report.rows_inserted,
+    rows_twice: report.rows_twice,
+    envelopes: report.dlq_messages,
+    envelopes_twice: report.envelopes_twice,
+    longest_stall_s: report.longest_stall_s,
+  });
   return report as { protocol: string };
 }
 

@@ -5,8 +5,10 @@
 // heartbeating, so A's sends wait for a lease no heartbeat renews: A must hear the refusal itself,
 // drop what it held, and rejoin. Then every record is stored once, and both workers stop cleanly.
 import { expect, setDefaultTimeout, test } from "bun:test";
+import { HEADERS } from "../../src/dlq/envelope.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { alterGroupConfig } from "../support/kafka.ts";
+import { alterGroupConfig, header, readCommitted } from "../support/kafka.ts";
+import { reportScenario, stallMeter } from "../support/scenario-meter.ts";
 import { waitFor, CLICKHOUSE_URL } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
@@ -14,7 +16,7 @@ import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
-const { names, storedCounts } = e2eScope();
+const { ch, names, storedCounts } = e2eScope();
 
 // Beside it, finding the same member frozen (SIGSTOP) through the fence: its ClickHouse answers again
 // while it is frozen, so on thawing it would send what it held, were a refused heartbeat taken for a
@@ -56,9 +58,11 @@ for (const frozen of protocol.groupSessionMs ? [false] : [false, true])
     let b: Awaited<ReturnType<typeof startWorker>> | null = null;
     let valid = 0;
     const produce = async (seed: number) => (valid += (await produceSynthetic(n.raw, 3000, 0.03, seed)).valid);
+    let meter: ReturnType<typeof stallMeter> | null = null;
     try {
       await produce(1);
       await statsWhen(a, (s) => s.assigned_partitions.length === 3 && s.total_clickhouse > 0, 30_000, "a storing, owning every partition");
+      meter = stallMeter(ch, n);
       proxy.down();
       await produce(2);
       await statsWhen(a, (s) => s.buffered_rows > 0, 30_000, "a holding rows it cannot store");
@@ -94,12 +98,25 @@ for (const frozen of protocol.groupSessionMs ? [false] : [false, true])
       await produce(3);
       await waitFor(async () => ((await storedCounts(n)).ids === valid ? true : undefined), 60_000, "every valid record stored");
       const counts = await storedCounts(n);
+      const dlq = await readCommitted(n.dlq);
+      const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
+      reportScenario({
+        scenario: `revocation waits for ClickHouse${frozen ? ", frozen through the fence" : ""}${protocol.groupSessionMs ? `, ${protocol.groupSessionMs / 1000} s session` : ""}`,
+        protocol: protocol.name,
+        rows: counts.rows,
+        rows_twice: counts.offsetRows - counts.offsets,
+        envelopes: dlq.length,
+        envelopes_twice: dlq.length - sources.size,
+        longest_stall_s: await meter.stop(counts.offsets),
+      });
       expect([counts.rows, counts.offsetRows, counts.offsets]).toEqual([valid, valid, valid]);
+      expect(dlq.length).toBe(sources.size);
       expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
       // Nothing froze A unless the test did: a revocation waiting on ClickHouse is no freeze, and holds
       // no send for the group's verdict once it ends.
       if (!frozen) expect(a.logs.filter((l) => l.includes("did not run for longer than half its session"))).toEqual([]);
     } finally {
+      await meter?.stop(0);
       proxy.down();
       a.proc.kill("SIGCONT");
       a.proc.kill("SIGKILL");

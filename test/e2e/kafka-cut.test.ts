@@ -14,6 +14,7 @@ import { KafkaCut } from "../support/cut.ts";
 import { GROUP_PROTOCOLS } from "../support/protocols.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { committedThrough, header, props, readCommitted } from "../support/kafka.ts";
+import { reportScenario, stallMeter } from "../support/scenario-meter.ts";
 import { KAFKA_BROKERS, ROOT } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
@@ -67,10 +68,12 @@ for (const protocol of GROUP_PROTOCOLS)
     const cut = new KafkaCut(Number(KAFKA_BROKERS.split(",")[0]!.split(":").at(-1)));
     const producing = steadyProducer(n.raw);
     const workers: RunningWorker[] = [];
+    let meter: ReturnType<typeof stallMeter> | null = null;
     try {
       const a = await startWorker(workerEnv(n, { ...GROUP_TIMEOUTS, WORKER_INSTANCE: "cut-a" }), cut.command(["bun", `${ROOT}/src/main.ts`, "run"]));
       workers.push(a);
       await statsWhen(a, (s) => s.assigned_partitions.length === 3 && s.total_clickhouse > 1000 && s.total_dlq > 0, 30_000, "a storing");
+      meter = stallMeter(ch, n);
       await cut.cut();
       const atCut = await a.stats();
       const b = await startWorker(workerEnv(n, { ...GROUP_TIMEOUTS, WORKER_INSTANCE: "cut-b" }));
@@ -93,8 +96,18 @@ for (const protocol of GROUP_PROTOCOLS)
       expect([c.rows, c.ids, c.offsetRows, c.offsets]).toEqual([valid, valid, valid, valid]);
       const dlq = await readCommitted(n.dlq);
       const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
+      reportScenario({
+        scenario: "cut from Kafka, a second worker takes over",
+        protocol: protocol.id,
+        rows: c.rows,
+        rows_twice: c.offsetRows - c.offsets,
+        envelopes: dlq.length,
+        envelopes_twice: dlq.length - sources.size,
+        longest_stall_s: await meter.stop(c.offsets),
+      });
       expect([dlq.length, sources.size]).toEqual([invalid, invalid]);
     } finally {
+      await meter?.stop(0);
       await producing.stop();
       await cut.remove(workers.map((w) => w.proc.pid));
       for (const w of workers) w.proc.kill("SIGKILL");

@@ -11,6 +11,7 @@ import { e2eScope } from "../support/e2e.ts";
 import { committedThrough, props } from "../support/kafka.ts";
 import { GROUP_PROTOCOLS } from "../support/protocols.ts";
 import { CLICKHOUSE_SERVERS } from "../support/services.ts";
+import { reportScenario, stallMeter } from "../support/scenario-meter.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
@@ -93,10 +94,12 @@ describe.each(GROUP_PROTOCOLS.map((p) => [p.name, p] as const))("lost insert ans
         WORKER_INSTANCE: `join-${i}`,
       });
     const workers: Awaited<ReturnType<typeof startWorker>>[] = [];
+    let meter: ReturnType<typeof stallMeter> | null = null;
     try {
       const a = await startWorker(env(0));
       workers.push(a);
       await statsWhen(a, (s) => s.total_clickhouse >= 500, 60_000, "a storing");
+      meter = stallMeter(ch, n);
       const b = await startWorker(env(1));
       workers.push(b);
       await statsWhen(b, (s) => s.assigned_partitions.length > 0, 60_000, "b given partitions");
@@ -105,8 +108,12 @@ describe.each(GROUP_PROTOCOLS.map((p) => [p.name, p] as const))("lost insert ans
       expect([await a.stop(), await b.stop()]).toEqual([0, 0]);
       expect(proxies[0]!.lost.reset + proxies[0]!.lost.late).toBeGreaterThan(0);
       expect(stats.map((s) => s.total_dlq)).toEqual([0, 0]);
-      expect(await countRows(ch, n)).toEqual([RECORDS, RECORDS]);
+      const [rows, offsets] = await countRows(ch, n);
+      const stall = await meter.stop(offsets);
+      reportScenario({ scenario: "lost answers, a second worker joins", protocol: protocol.id, rows, rows_twice: rows - offsets, envelopes: 0, envelopes_twice: 0, longest_stall_s: stall });
+      expect([rows, offsets]).toEqual([RECORDS, RECORDS]);
     } finally {
+      await meter?.stop(0);
       for (const p of proxies) p.down();
       for (const w of workers) w.proc.kill("SIGKILL");
     }
