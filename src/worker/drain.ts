@@ -7,6 +7,7 @@
  */
 import type { Delivery } from "../delivery/delivery.ts";
 import type { GroupConsumer } from "../kafka/consumer.ts";
+import { settledWatching } from "./revoke.ts";
 
 /** The poll's pace while a shutdown drains (a settle wakes it sooner). */
 const DRAIN_POLL_MS = 100;
@@ -28,5 +29,5 @@ export async function drain(consumer: GroupConsumer, delivery: Delivery, poll: (
       break;
     }
   }
-  await settling;
+  await settledWatching(settling, () => settled, consumer, delivery);
 }

@@ -74,6 +74,20 @@ async function settleRevoke(consumer: GroupConsumer, delivery: Delivery): Promis
       }
     }
   }
-  await settling;
+  await settledWatching(settling, () => settled, consumer, delivery);
   return held;
+}
+
+/** What an abandon cut short may still be ending (a commit waiting on its coordinator): the clocks are watched meanwhile. */
+export async function settledWatching(
+  settling: Promise<void>,
+  settled: () => boolean,
+  consumer: GroupConsumer,
+  delivery: Delivery,
+): Promise<void> {
+  while (!settled()) {
+    await Promise.race([settling, consumer.waitForMessages(REVOKE_POLL_MS)]);
+    delivery.watchClocks();
+  }
+  await settling;
 }
