@@ -111,6 +111,8 @@ interface SimTxn {
   timeoutMs: number;
   records: DlqRecord[];
   offsets: TopicPartition[];
+  /** Resolves once every marker of the transaction that ended last is written. */
+  markers: Promise<void>;
 }
 
 /** statistics.interval.ms and heartbeat.interval.ms: the worker's under exactly-once (cli/kafka-clients.ts). */
@@ -142,6 +144,8 @@ export interface CommitSeen {
 export class SimKafka {
   readonly raw: Array<Array<{ value: Uint8Array; timestamp: number }>>;
   readonly dlq: DlqRecord[] = [];
+  /** Envelopes of transactions the coordinator decided to commit, markers written or not: durable. */
+  readonly dlqDecided: DlqRecord[] = [];
   readonly committed = new Map<number, { offset: number; metadata: string }>();
   readonly #members = new Map<string, Member>();
   #generation = 0;
@@ -150,6 +154,8 @@ export class SimKafka {
   #nextMember = 0;
   /** KIP-848: members fenced for a revocation not acknowledged in time; their heartbeats hear so. */
   readonly #fenced = new Set<string>();
+  /** Group offsets of transactions decided whose marker is not written yet, by partition. */
+  readonly #unstable = new Map<number, number>();
   readonly #cut = new Set<Actor>();
   #downUntil = 0;
   #loadingUntil = 0;
@@ -302,6 +308,8 @@ export class SimKafka {
     for (const t of this.#txns.values())
       if (t.open && t.offsets.some((o) => partitions.some((p) => p.partition === o.partition)))
         throw kafkaRefusal("committed", "UNSTABLE_OFFSET_COMMIT");
+    // A transaction decided whose marker on the group's offsets is not yet written: still pending.
+    if (partitions.some((p) => (this.#unstable.get(p.partition) ?? 0) > 0)) throw kafkaRefusal("committed", "UNSTABLE_OFFSET_COMMIT");
     return partitions.map((tp) => {
       const c = this.committed.get(tp.partition);
       return c
@@ -315,7 +323,7 @@ export class SimKafka {
     if (this.sched.now < this.#loadingUntil) throw txnRefusal("init", "COORDINATOR_LOAD_IN_PROGRESS", "retry");
     const t = this.#txns.get(id);
     const epoch = (t?.epoch ?? -1) + 1;
-    this.#txns.set(id, { epoch, open: false, openedAt: 0, timeoutMs, records: [], offsets: [] });
+    this.#txns.set(id, { epoch, open: false, openedAt: 0, timeoutMs, records: [], offsets: [], markers: Promise.resolve() });
     return epoch;
   }
 
@@ -349,20 +357,51 @@ export class SimKafka {
     }
   }
 
-  /** EndTxn: commit shows the records and stores the offsets at once; abort drops both. */
+  /**
+   * EndTxn: answered once the coordinator decided; then it writes the markers partition by partition
+   * (WriteTxnMarkers), the DLQ's and the group offsets' each at its own time, in either order. Until
+   * the DLQ's is written a read_committed reader does not see the records; until the offsets' is, a
+   * stable read of them is refused (UNSTABLE_OFFSET_COMMIT), and the producer's next transaction
+   * waits (librdkafka retries CONCURRENT_TRANSACTIONS). An abort's markers hide the records for good.
+   */
   endTransaction(id: string, epoch: number, commit: boolean, member: string): void {
     const t = this.#current(id, epoch, commit ? "commit" : "abort");
-    if (commit) {
-      for (const r of t.records) this.dlq.push({ ...r, appendedAt: this.sched.now });
-      for (const o of t.offsets) {
-        const offset = Number(o.offset);
-        this.onCommit({ partition: o.partition, offset, member, at: this.sched.now });
-        this.committed.set(o.partition, { offset, metadata: o.metadata ?? "" });
-      }
-    }
+    const records = t.records, offsets = t.offsets;
+    if (commit) this.dlqDecided.push(...records);
+    const pending = new Set(offsets.map((o) => o.partition));
+    for (const p of pending) this.#unstable.set(p, (this.#unstable.get(p) ?? 0) + 1);
+    const dlqMarker = new Promise<void>((resolve) =>
+      this.sched.at(this.#markerMs(), () => {
+        if (commit) for (const r of records) this.dlq.push({ ...r, appendedAt: this.sched.now });
+        resolve();
+      }),
+    );
+    const offsetsMarker = new Promise<void>((resolve) =>
+      this.sched.at(this.#markerMs(), () => {
+        for (const p of pending) this.#unstable.set(p, this.#unstable.get(p)! - 1);
+        if (commit)
+          for (const o of offsets) {
+            const offset = Number(o.offset);
+            this.onCommit({ partition: o.partition, offset, member, at: this.sched.now });
+            this.committed.set(o.partition, { offset, metadata: o.metadata ?? "" });
+          }
+        resolve();
+      }),
+    );
+    t.markers = Promise.all([dlqMarker, offsetsMarker]).then(() => {});
     t.open = false;
     t.records = [];
     t.offsets = [];
+  }
+
+  /** Resolves once the markers of `id`'s last transaction are written: its next one may begin. */
+  markersWritten(id: string): Promise<void> {
+    return this.#txns.get(id)?.markers ?? Promise.resolve();
+  }
+
+  /** A marker's write after EndTxn's decision: one request from the coordinator to the partition's leader. */
+  #markerMs(): number {
+    return this.sched.int(1, 40);
   }
 
   #current(id: string, epoch: number, what: string): SimTxn {
@@ -375,7 +414,7 @@ export class SimKafka {
   #expireTransactions(): void {
     for (const [id, t] of this.#txns)
       if (t.open && this.sched.now - t.openedAt > t.timeoutMs)
-        this.#txns.set(id, { epoch: t.epoch + 1, open: false, openedAt: 0, timeoutMs: t.timeoutMs, records: [], offsets: [] });
+        this.#txns.set(id, { epoch: t.epoch + 1, open: false, openedAt: 0, timeoutMs: t.timeoutMs, records: [], offsets: [], markers: t.markers });
   }
 
   #latency(): number {
@@ -920,7 +959,9 @@ export class SimProducer {
       if (this.kafka.sched.now - sentAt > this.kafka.opts.messageTimeoutMs)
         throw kafkaRefusal(`produce to ${topic}`, "_MSG_TIMED_OUT");
       const appendedAt = this.kafka.sched.now;
-      this.kafka.dlq.push({ value: bytes, headers, timestamp, producer: this.actor.name, sentAt, appendedAt, zombie });
+      const record = { value: bytes, headers, timestamp, producer: this.actor.name, sentAt, appendedAt, zombie };
+      this.kafka.dlq.push(record);
+      this.kafka.dlqDecided.push(record);
       return { partition: 0, offset: this.kafka.dlq.length - 1 };
     });
   }
@@ -973,12 +1014,12 @@ export class SimTransactions {
     const zombie = source !== null && this.kafka.ownerOf(source.partition) !== this.actor.name;
     const record: DlqRecord = { value: bytes, headers, timestamp: this.clock(), producer: this.actor.name, sentAt, appendedAt: -1, zombie };
     const epoch = this.#epoch;
-    const sent = this.kafka.request(this.actor, () => {
+    const sent = this.kafka.markersWritten(this.id).then(() => this.kafka.request(this.actor, () => {
       if (this.kafka.sched.now - sentAt > this.kafka.opts.messageTimeoutMs)
         throw kafkaRefusal(`produce to ${topic}`, "_MSG_TIMED_OUT");
       this.kafka.txnProduce(this.id, epoch, record);
       return { partition: 0, offset: -1 };
-    });
+    }));
     const tracked = sent.catch((e: unknown) => {
       if (e instanceof TransactionError && e.fatal) this.#fatal = e;
       else this.#failed = true;
@@ -996,6 +1037,7 @@ export class SimTransactions {
     if (this.#fatal) throw this.#fatal;
     const epoch = this.#epoch;
     const copy = offsets.map((o) => ({ ...o }));
+    await this.kafka.markersWritten(this.id);
     await this.kafka.request(this.actor, () => this.kafka.txnOffsets(this.id, epoch, group.member, group.generation, copy));
     // Written, its answer lost: librdkafka's call times out, and a retry can help (the offsets go again).
     if (this.#answerLost("TxnOffsetCommit")) {

@@ -646,8 +646,9 @@ class Durability {
       const r = this.ch.rows[this.#rows]!;
       this.#done.add(`${r.partition}:${r.offset}`);
     }
-    for (; this.#dlq < this.kafka.dlq.length; this.#dlq++) {
-      const src = envelopeSource(this.kafka.dlq[this.#dlq]!.headers);
+    // An envelope is durable once its transaction's commit is decided, before its marker shows it.
+    for (; this.#dlq < this.kafka.dlqDecided.length; this.#dlq++) {
+      const src = envelopeSource(this.kafka.dlqDecided[this.#dlq]!.headers);
       if (src) this.#done.add(`${src.partition}:${src.offset}`);
     }
     for (let o = 0; o < offset; o++) if (!this.#done.has(`${partition}:${o}`)) return o;
