@@ -18,6 +18,7 @@ import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter, type RowLookup } from "../../src/clickhouse/writer.ts";
 import type { Owned } from "../../src/delivery/offsets/replay-check.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
+import type { Standing } from "../../src/kafka/heartbeat-proof.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { createTopic, deleteTopics, props } from "../support/kafka.ts";
@@ -242,6 +243,95 @@ describe("simulated Kafka against the broker", () => {
     const sim = shape(simA, simB, owns(sa), owns(sb));
     expect(sim).toEqual(real);
     expect(real).toEqual({ a: ["+3", "-1"], b: ["+1"], movedToB: true, owned: [2, 1] });
+  });
+
+  // KIP-848: A owns all three partitions and holds the revocation B's join asks of it (as a worker
+  // whose ClickHouse is away does). Past the rebalance timeout (max.poll.interval.ms) the broker
+  // fences A and gives B everything; librdkafka defers the fence while A's revocation is pending:
+  // no loss is declared, no heartbeat accepted, and A's standing shows the refusal. Once A completes
+  // the revocation it loses the rest and rejoins.
+  test("consumer (KIP-848): a revocation held past the rebalance timeout: fenced, no loss declared while held, the refusal in the standing; completed, the rest is lost and the member rejoins", async () => {
+    type Surface = {
+      takeAssigned(): Array<ReadonlyArray<{ partition: number }>>;
+      readonly pendingRevoke: ReadonlyArray<{ partition: number }> | null;
+      readonly revokeLost: boolean;
+      readonly assignment: ReadonlyArray<{ partition: number }>;
+      completeRevoke(): void;
+      poll(max?: number, revoking?: boolean): unknown[];
+    };
+    /** A's observations while it holds its first revocation, and after. */
+    const watch = () => {
+      const o = { held: null as string | null, lostWhileHeld: false, refusedWhileHeld: [] as number[], acceptedAfterRefusal: false, released: false, lostAfter: false, rejoined: false };
+      const standing = (s: Standing) => {
+        if (!o.held || o.released) return;
+        if (s.kind === "refused" && !o.refusedWhileHeld.includes(s.err)) o.refusedWhileHeld.push(s.err);
+        if (s.kind === "accepted" && o.refusedWhileHeld.length > 0) o.acceptedAfterRefusal = true;
+      };
+      const step = (c: Surface) => {
+        c.poll(100, true);
+        for (const batch of c.takeAssigned()) if (o.released && batch.length > 0) o.rejoined = true;
+        const revoking = c.pendingRevoke;
+        if (!revoking) return;
+        if (!o.held) o.held = revoking.map((t) => t.partition).join(",");
+        if (!o.released) {
+          o.lostWhileHeld ||= c.revokeLost;
+          // Released once the refusal is heard, as the worker does (delivery's removedFromGroup).
+          if (o.refusedWhileHeld.length === 0) return;
+          o.released = true;
+          c.completeRevoke();
+          return;
+        }
+        o.lostAfter ||= c.revokeLost || revoking.length > 0;
+        c.completeRevoke();
+      };
+      return { o, standing, step };
+    };
+    const summary = (o: ReturnType<typeof watch>["o"]) => ({
+      heldOne: o.held?.split(",").length,
+      lostWhileHeld: o.lostWhileHeld,
+      fencedWhileHeld: o.refusedWhileHeld.length > 0 && o.refusedWhileHeld.every((e) => e === 110 || e === 25),
+      acceptedAfterRefusal: o.acceptedAfterRefusal,
+      lostAfter: o.lostAfter,
+      rejoined: o.rejoined,
+    });
+
+    const topic = await createTopic("simfid", 3);
+    topics.push(topic);
+    const cfg = { ...props, "group.id": uniqueName("simfid"), "group.protocol": "consumer", "max.poll.interval.ms": "10000", "statistics.interval.ms": "230" };
+    const ra = new Consumer({ props: cfg, topics: [topic] });
+    const real = watch();
+    ra.onStanding(real.standing);
+    let rb: Consumer | null = null;
+    try {
+      await waitFor(async () => (ra.poll(100), ra.takeAssigned(), await ra.waitForMessages(50), ra.assignment.length === 3 ? true : undefined), 30_000, "a owns all");
+      rb = new Consumer({ props: cfg, topics: [topic] });
+      await waitFor(async () => {
+        rb!.poll(100);
+        rb!.takeAssigned();
+        real.step(ra);
+        await ra.waitForMessages(20);
+        return real.o.rejoined ? true : undefined;
+      }, 60_000, "a fenced, released, rejoined");
+    } finally {
+      await ra.close();
+      await rb?.close();
+    }
+
+    const sched = new Scheduler(5);
+    const kafka = new SimKafka(sched, { partitions: 3, sessionTimeoutMs: 6_000, maxPollIntervalMs: 10_000, prefetch: 300, messageTimeoutMs: 300_000, protocol: "consumer" });
+    const sa = new SimConsumer(kafka, new Actor("a"));
+    const sim = watch();
+    sa.onStanding(sim.standing);
+    await sched.run(10_000, () => (sa.poll(100), sa.takeAssigned(), sa.assignment.length === 3));
+    const sb = new SimConsumer(kafka, new Actor("b"));
+    await sched.run(sched.now + 60_000, () => {
+      sb.poll(100);
+      sb.takeAssigned();
+      sim.step(sa);
+      return sim.o.rejoined;
+    });
+    expect(summary(sim.o)).toEqual(summary(real.o));
+    expect(summary(real.o)).toEqual({ heldOne: 1, lostWhileHeld: false, fencedWhileHeld: true, acceptedAfterRefusal: false, lostAfter: true, rejoined: true });
   });
 
   test("a member cut off for half a session: no heartbeat sent after the cut is proven before the heal; proofs again after it", async () => {
