@@ -9,6 +9,7 @@
 // that cooperative-sticky and KIP-848 move a partition as the broker does: revoked by its owner first,
 // then assigned.
 import type { ClickHouseClient } from "@clickhouse/client";
+import type { Pointer } from "bun:ffi";
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
@@ -23,6 +24,7 @@ import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { createTopic, deleteTopics, props } from "../support/kafka.ts";
 import { KafkaCut } from "../support/cut.ts";
+import { mockClusterWith, mockControls } from "../support/mock-cluster.ts";
 import { CLICKHOUSE_SERVERS, KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "../support/services.ts";
 import { SimClickHouse } from "./clickhouse.ts";
 import { RAW, SimConsumer, SimKafka } from "./kafka.ts";
@@ -42,7 +44,7 @@ afterAll(async () => {
       await ch.command({ query: `DROP TABLE IF EXISTS e2e.${name}` }).catch(() => {});
     await ch.close();
   }
-  await deleteTopics(...topics);
+  if (topics.length > 0) await deleteTopics(...topics);
 });
 
 const decoded = decode(toJson(withFields({})), { phone: new PhoneNormalizer() });
@@ -332,6 +334,62 @@ describe("simulated Kafka against the broker", () => {
     });
     expect(summary(sim.o)).toEqual(summary(real.o));
     expect(summary(real.o)).toEqual({ heldOne: 1, lostWhileHeld: false, fencedWhileHeld: true, acceptedAfterRefusal: false, lostAfter: true, rejoined: true });
+  });
+
+  // A heartbeat answered late (a far broker, a quota: test/kafka/heartbeat-facts.test.ts on the mock
+  // cluster, the one place an answer's delay can be chosen) is dated by its sending, and refuses
+  // nothing; the simulated member under its slow-answers fault, the same.
+  test("a heartbeat answered 1.5 s late: accepted, dated by its sending, no refusal", async () => {
+    type Seen = Standing & { at: number };
+    // A proof's age when it is first seen: the slow one's is the delay of its answer, when it is
+    // dated by its sending; dated by its arrival, no proof is ever first seen that old.
+    const summary = (standings: Seen[], slowFrom: number) => {
+      const firstSeen = new Map<number, number>();
+      for (const s of standings) if (s.kind === "accepted" && !firstSeen.has(s.sentAfter)) firstSeen.set(s.sentAfter, s.at);
+      return {
+        slowDatedBySending: [...firstSeen].some(([sent, at]) => at > slowFrom && at - sent >= 1_500),
+        refused: standings.some((s) => s.at > slowFrom && s.kind === "refused"),
+      };
+    };
+    const topic = `simfid-slow-${crypto.randomUUID()}`;
+    const { holder, bootstraps } = mockClusterWith(topic);
+    const cluster = mockControls().rd_kafka_handle_mock_cluster(holder.handle) as Pointer;
+    const c = new Consumer({
+      props: { "bootstrap.servers": bootstraps, "group.id": `${topic}-g`, "statistics.interval.ms": "100", "session.timeout.ms": "6000", "heartbeat.interval.ms": "200" },
+      topics: [topic],
+    });
+    const standings: Seen[] = [];
+    c.onStanding((s) => standings.push({ ...s, at: performance.now() }));
+    let real: ReturnType<typeof summary>;
+    try {
+      await waitFor(async () => (c.poll(), await c.waitForMessages(50), standings.some((s) => s.kind === "accepted") ? true : undefined), 30_000, "a heartbeat accepted");
+      const slowFrom = performance.now();
+      expect(mockControls().rd_kafka_mock_broker_push_request_error_rtts(cluster, 1, 12 /* Heartbeat */, 1, 0, 1_500)).toBe(0);
+      await waitFor(async () => (c.poll(), await c.waitForMessages(50), summary(standings, slowFrom).slowDatedBySending ? true : undefined), 30_000, "the slow answer");
+      real = summary(standings, slowFrom);
+    } finally {
+      await c.close();
+      holder.close();
+    }
+    const sched = new Scheduler(7);
+    const kafka = new SimKafka(sched, { partitions: 1, sessionTimeoutMs: 6_000, maxPollIntervalMs: 30_000, prefetch: 300, messageTimeoutMs: 300_000 });
+    const actor = new Actor("fidelity");
+    const sc = new SimConsumer(kafka, actor);
+    const simStandings: Seen[] = [];
+    sc.onStanding((s) => simStandings.push({ ...s, at: sched.now }));
+    const polling = () => {
+      sc.poll(100);
+      sched.at(100, polling, actor);
+    };
+    sched.at(100, polling, actor);
+    await sched.run(30_000, () => simStandings.some((s) => s.kind === "accepted"));
+    const simSlowFrom = sched.now;
+    // One heartbeat's answer slow, as the mock cluster's one delayed answer.
+    kafka.slowAnswers.set(actor.name, { until: simSlowFrom + 400, extraMs: 1_500 });
+    await sched.run(simSlowFrom + 30_000, () => summary(simStandings, simSlowFrom).slowDatedBySending);
+    const sim = summary(simStandings, simSlowFrom);
+    expect(sim).toEqual(real);
+    expect(real).toEqual({ slowDatedBySending: true, refused: false });
   });
 
   test("a member cut off for half a session: no heartbeat sent after the cut is proven before the heal; proofs again after it", async () => {

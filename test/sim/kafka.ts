@@ -169,6 +169,8 @@ export class SimKafka {
    * are lost after the request took effect: EndTxn and TxnOffsetCommit written, the answer never back.
    */
   readonly txnAnswersLost = new Map<string, { until: number; request: "EndTxn" | "TxnOffsetCommit" }>();
+  /** Answers to a worker's requests that come late (a far broker, a quota), until when and by how much. */
+  readonly slowAnswers = new Map<string, { until: number; extraMs: number }>();
   /** Each TxnOffsetCommit accepted, with the last heartbeat the coordinator had from that member then. */
   readonly txnOffsetsAccepted: Array<{ member: string; at: number; lastHeartbeat: number }> = [];
   /** Members removed for silence (no heartbeat for a session), and when. */
@@ -250,7 +252,9 @@ export class SimKafka {
           }
           const answer = () => {
             if (!this.reachable(a)) return void this.#held.push({ actor: a, go: answer });
-            this.sched.at(this.#latency(), () => (ok ? resolve(value as T) : reject(error)), a);
+            const slow = this.slowAnswers.get(a.name);
+            const extra = slow && this.sched.now < slow.until ? slow.extraMs : 0;
+            this.sched.at(this.#latency() + extra, () => (ok ? resolve(value as T) : reject(error)), a);
           };
           answer();
         });
@@ -556,6 +560,8 @@ export class SimConsumer {
   #revokeLost = false;
   /** Cooperative: partitions the assignment that asked for a revocation also gave, assigned once it settles. */
   #addedAfterRevoke: number[] = [];
+  /** A heartbeat sent and not yet answered (nor timed out). */
+  #heartbeatInFlight = false;
   /** KIP-848: fenced while a revocation was pending; librdkafka stops heartbeating and acts once it ends. */
   #fencedDeferred = false;
   #assigned: TopicPartition[][] = [];
@@ -882,6 +888,8 @@ export class SimConsumer {
     if (this.#memberId !== null && !this.#fencedDeferred && !this.#pendingRevoke && overdue) this.#lost();
     const id = this.#memberId;
     if (id === null || this.#fencedDeferred || !this.kafka.reachable(this.actor)) return;
+    // One heartbeat in flight at a time (librdkafka's HEARTBEAT_IN_TRANSIT): a slow answer delays the next.
+    if (this.#heartbeatInFlight) return;
     // A heartbeat is not retried: one the network drops is simply missing, and times out.
     const timeout = this.kafka.opts.sessionTimeoutMs;
     // Dated as the patch dates it: enqueued for sending (0 on the virtual clock is "none": at least 1).
@@ -892,9 +900,15 @@ export class SimConsumer {
       f.refusedErr = err;
     };
     let answered = false;
-    this.kafka.sched.at(timeout, () => answered || refuse(-185 /* _TIMED_OUT */), this.actor);
+    this.#heartbeatInFlight = true;
+    this.kafka.sched.at(timeout, () => {
+      if (answered) return;
+      this.#heartbeatInFlight = false;
+      refuse(-185 /* _TIMED_OUT */);
+    }, this.actor);
     this.coordinatorRequest("Heartbeat", () => this.kafka.heartbeat(id), timeout).then((answer) => {
       answered = true;
+      this.#heartbeatInFlight = false;
       if (answer === "unknown") refuse(25 /* UNKNOWN_MEMBER_ID */);
       else if (answer === "fenced") refuse(110 /* FENCED_MEMBER_EPOCH */);
       else {

@@ -38,7 +38,12 @@ export type Fault =
    */
   | { kind: "txn-answers-lost"; at: number; worker: number; ms: number; request: "EndTxn" | "TxnOffsetCommit" }
   /** The worker's wall clock steps by `ms` (either way); its monotonic clock does not. */
-  | { kind: "clock-step"; at: number; worker: number; ms: number };
+  | { kind: "clock-step"; at: number; worker: number; ms: number }
+  /**
+   * For `ms`, every answer the brokers send the worker comes `extraMs` late (a far broker, a quota):
+   * its heartbeats are answered after the statistics interval, its commits and produces slowly.
+   */
+  | { kind: "slow-answers"; at: number; worker: number; ms: number; extraMs: number };
 
 export interface Schedule {
   /** Seeds the services' latencies and the records. */
@@ -98,6 +103,7 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant("broker-restart" as const), at, ms: short }),
   fc.record({ kind: fc.constant("restart" as const), at, worker, restartMs: fc.integer({ min: 100, max: 5_000 }) }),
   fc.record({ kind: fc.constant("clock-step" as const), at, worker, ms: fc.integer({ min: -120_000, max: 120_000 }) }),
+  fc.record({ kind: fc.constant("slow-answers" as const), at, worker, ms: long, extraMs: fc.integer({ min: 300, max: 4_000 }) }),
   fc.record({
     kind: fc.constant("txn-answers-lost" as const),
     at,

@@ -306,6 +306,9 @@ export async function simulate(input: Schedule): Promise<RunReport> {
       case "txn-answers-lost":
         if (proc) kafka.txnAnswersLost.set(proc.actor.name, { until, request: f.request });
         return;
+      case "slow-answers":
+        if (proc) kafka.slowAnswers.set(proc.actor.name, { until, extraMs: f.extraMs });
+        return;
       case "broker-restart":
         kafka.restart(f.ms);
         return;
