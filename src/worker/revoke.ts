@@ -78,7 +78,10 @@ async function settleRevoke(consumer: GroupConsumer, delivery: Delivery): Promis
   return held;
 }
 
-/** What an abandon cut short may still be ending (a commit waiting on its coordinator): the clocks are watched meanwhile. */
+/**
+ * What an abandon cut short may still be ending (a commit waiting on its coordinator): the clocks
+ * are watched meanwhile.
+ */
 export async function settledWatching(
   settling: Promise<void>,
   settled: () => boolean,
