@@ -5,10 +5,9 @@
 // heartbeating, so A's sends wait for a lease no heartbeat renews: A must hear the refusal itself,
 // drop what it held, and rejoin. Then every record is stored once, and both workers stop cleanly.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { HEADERS } from "../../src/dlq/envelope.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { alterGroupConfig, header, readCommitted } from "../support/kafka.ts";
-import { reportScenario, stallMeter } from "../support/scenario-meter.ts";
+import { alterGroupConfig } from "../support/kafka.ts";
+import { dlqCount, reportScenario, stallMeter, storedFigures } from "../support/scenario-meter.ts";
 import { waitFor, CLICKHOUSE_URL } from "../support/services.ts";
 import { produceSynthetic } from "../support/synthetic.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
@@ -98,19 +97,14 @@ for (const frozen of protocol.groupSessionMs ? [false] : [false, true])
       await produce(3);
       await waitFor(async () => ((await storedCounts(n)).ids === valid ? true : undefined), 60_000, "every valid record stored");
       const counts = await storedCounts(n);
-      const dlq = await readCommitted(n.dlq);
-      const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
+      const dlq = await dlqCount(n.dlq);
       reportScenario({
         scenario: `revocation waits for ClickHouse${frozen ? ", frozen through the fence" : ""}${protocol.groupSessionMs ? `, ${protocol.groupSessionMs / 1000} s session` : ""}`,
         protocol: protocol.name,
-        rows: counts.rows,
-        rows_twice: counts.offsetRows - counts.offsets,
-        envelopes: dlq.length,
-        envelopes_twice: dlq.length - sources.size,
-        longest_stall_s: await meter.stop(counts.offsets),
+        ...storedFigures(counts, dlq, await meter.stop(counts.offsets)),
       });
       expect([counts.rows, counts.offsetRows, counts.offsets]).toEqual([valid, valid, valid]);
-      expect(dlq.length).toBe(sources.size);
+      expect(dlq.envelopes).toBe(dlq.sources);
       expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
       // Nothing froze A unless the test did: a revocation waiting on ClickHouse is no freeze, and holds
       // no send for the group's verdict once it ends.

@@ -7,14 +7,13 @@
 // fenced and made again), and goes on as a member again. Counted with merges stopped and without FINAL: every valid record
 // once in ClickHouse, every invalid one once in the DLQ as a read_committed reader sees it.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { HEADERS } from "../../src/dlq/envelope.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { KafkaCut } from "../support/cut.ts";
 import { GROUP_PROTOCOLS } from "../support/protocols.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { committedThrough, header, props, readCommitted } from "../support/kafka.ts";
-import { reportScenario, stallMeter } from "../support/scenario-meter.ts";
+import { committedThrough, props } from "../support/kafka.ts";
+import { dlqCount, reportScenario, stallMeter, storedFigures } from "../support/scenario-meter.ts";
 import { KAFKA_BROKERS, ROOT } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
@@ -94,18 +93,13 @@ for (const protocol of GROUP_PROTOCOLS)
       const { valid, invalid } = producing.sent;
       if (c.rows !== valid || c.ids !== valid) trace();
       expect([c.rows, c.ids, c.offsetRows, c.offsets]).toEqual([valid, valid, valid, valid]);
-      const dlq = await readCommitted(n.dlq);
-      const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
+      const dlq = await dlqCount(n.dlq);
       reportScenario({
         scenario: "cut from Kafka, a second worker takes over",
         protocol: protocol.id,
-        rows: c.rows,
-        rows_twice: c.offsetRows - c.offsets,
-        envelopes: dlq.length,
-        envelopes_twice: dlq.length - sources.size,
-        longest_stall_s: await meter.stop(c.offsets),
+        ...storedFigures(c, dlq, await meter.stop(c.offsets)),
       });
-      expect([dlq.length, sources.size]).toEqual([invalid, invalid]);
+      expect([dlq.envelopes, dlq.sources]).toEqual([invalid, invalid]);
     } finally {
       await meter?.stop(0);
       await producing.stop();

@@ -7,6 +7,8 @@
  */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { appendFileSync } from "node:fs";
+import { HEADERS } from "../../src/dlq/envelope.ts";
+import { header, readCommitted } from "./kafka.ts";
 
 export interface ScenarioFigures {
   scenario: string;
@@ -53,6 +55,28 @@ export function longestStallMs(samples: ReadonlyArray<{ at: number; rows: number
     else if (s.rows < finalRows) longest = Math.max(longest, s.at - since.at);
   }
   return longest;
+}
+
+/** The DLQ as a read_committed reader sees it: its envelopes, and their distinct sources (partition/offset). */
+export async function dlqCount(topic: string): Promise<{ envelopes: number; sources: number }> {
+  const dlq = await readCommitted(topic);
+  const sources = new Set(dlq.map((m) => `${header(m, HEADERS.sourcePartition)}/${header(m, HEADERS.sourceOffset)}`));
+  return { envelopes: dlq.length, sources: sources.size };
+}
+
+/** A scenario's figures from what it stored (e2e.ts's storedCounts), its DLQ (dlqCount) and its stall. */
+export function storedFigures(
+  counts: { rows: number; offsetRows: number; offsets: number },
+  dlq: { envelopes: number; sources: number },
+  longestStallS: number,
+): Omit<ScenarioFigures, "scenario" | "protocol"> {
+  return {
+    rows: counts.rows,
+    rows_twice: counts.offsetRows - counts.offsets,
+    envelopes: dlq.envelopes,
+    envelopes_twice: dlq.envelopes - dlq.sources,
+    longest_stall_s: longestStallS,
+  };
 }
 
 /** Appends the figures to CDR_SCENARIO_REPORT, if set. */
