@@ -5,6 +5,8 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
+import dlqDdl from "../../sql/002_dlq.sql" with { type: "text" };
+import dlqClusterDdl from "../../sql/002_dlq-cluster.sql" with { type: "text" };
 import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
 import { CdrWorkerError, SchemaMismatchError, type ErrorCode } from "../errors.ts";
 import { LIST_ANSWER_BYTES, queryText } from "./answer.ts";
@@ -35,13 +37,35 @@ export const ADDED_COLUMNS: ReadonlyArray<{ name: string; definition: string }> 
  * With a cluster: sql/cluster.sql, ON CLUSTER (the {shard}/{replica} macros stay for the server).
  */
 export function ddlStatements(database: string, table: string, cluster?: string): string[] {
+  return statementsOf(cluster ? clusterDdl : ddl, COLUMN_LIST, database, table, cluster);
+}
+
+/** The column list of sql/002_dlq.sql: the DLQ table's, which its cluster form takes too. */
+const DLQ_COLUMN_LIST = /\n\(\n[\s\S]*?\n\)\n/.exec(dlqDdl)![0].trim();
+
+/** The DLQ table's columns and types (sql/002_dlq.sql), in the order the filler writes them. */
+export const DLQ_COLUMNS: ReadonlyArray<{ name: string; type: string }> = DLQ_COLUMN_LIST.split("\n")
+  .slice(1, -1)
+  .map((l) => /^\s*(\w+)\s+(.+?),?\s*$/.exec(l)!)
+  .map((m) => ({ name: m[1]!, type: m[2]! }));
+
+/** The DLQ table (sql/002_dlq.sql) and its view without the payload. */
+export const dlqTable = (table: string) => `${table}_dlq`;
+export const dlqSummaryView = (table: string) => `${table}_dlq_summary`;
+
+/** The DLQ table's statements (sql/002_dlq.sql, or its cluster form), names filled in. */
+export function dlqStatements(database: string, table: string, cluster?: string): string[] {
+  return statementsOf(cluster ? dlqClusterDdl : dlqDdl, DLQ_COLUMN_LIST, database, table, cluster);
+}
+
+function statementsOf(text: string, columns: string, database: string, table: string, cluster?: string): string[] {
   plainIdentifiers({ database, table, ...(cluster !== undefined ? { cluster } : {}) });
   // Comments first: they may hold ';' and the placeholders' names.
-  return (cluster ? clusterDdl : ddl)
+  return text
     .split("\n")
     .filter((l) => !l.trim().startsWith("--"))
     .join("\n")
-    .replaceAll("{columns}", COLUMN_LIST)
+    .replaceAll("{columns}", columns)
     .replaceAll("{cluster}", cluster ?? "")
     .split(";")
     .map((s) => s.trim())
@@ -107,6 +131,7 @@ export async function migrate(
         `FROM ${database}.${table} WHERE kafka_offset >= 0`,
     });
   for (const query of statements) if (isView(query)) await ch.command({ query });
+  for (const query of dlqStatements(database, table, cluster)) await ch.command({ query });
   return added;
 }
 

@@ -6,7 +6,7 @@ import { createClient } from "@clickhouse/client";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
-import { ddlStatements } from "../../src/clickhouse/migrate.ts";
+import { ddlStatements, dlqStatements } from "../../src/clickhouse/migrate.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -67,6 +67,9 @@ test("migrate --cluster: upgrades tables of the older DDL (no provenance) on eve
     await ch.close();
     expect(rows).toEqual([
       { name: "cdr", engine: "Distributed" },
+      { name: "cdr_dlq", engine: "Distributed" },
+      { name: "cdr_dlq_local", engine: "ReplicatedMergeTree" },
+      { name: "cdr_dlq_summary", engine: "View" },
       { name: "cdr_local", engine: "ReplicatedReplacingMergeTree" },
       { name: "cdr_offsets", engine: "Distributed" },
       { name: "cdr_offsets_local", engine: "ReplicatedMergeTree" },
@@ -76,7 +79,7 @@ test("migrate --cluster: upgrades tables of the older DDL (no provenance) on eve
 }, 60_000);
 
 test("the cluster DDL parses on the current engine (ClickHouse 26.9's formatQuery; it has no ZooKeeper to run it)", async () => {
-  const statements = ddlStatements(DB, "cdr", "cdr_cluster");
+  const statements = [...ddlStatements(DB, "cdr", "cdr_cluster"), ...dlqStatements(DB, "cdr", "cdr_cluster")];
   const { results } = await chdb(`${ROOT}/.local/tmp/${uniqueName("fq")}`, statements.map((s) => ({ sql: `SELECT formatQuery('${s.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}')` })));
   expect(results.map((r) => r.ok)).toEqual(statements.map(() => true));
 });
