@@ -185,7 +185,7 @@ function ownCopy(s: string): string {
 }
 
 /** 00… and 011… (international call prefixes) become +… (docs/internals.md "Validation order"); the rest stays. */
-function withInternationalPrefix(s: string): string {
+export function withInternationalPrefix(s: string): string {
   if (s.startsWith("00")) return "+" + s.slice(2);
   if (s.startsWith("011")) return "+" + s.slice(3);
   return s;

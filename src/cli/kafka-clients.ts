@@ -31,6 +31,9 @@ export const STATISTICS_INTERVAL_MS = 230;
  */
 export const HEARTBEAT_INTERVAL_MS = 500;
 
+/** The group of `dlq fill`: the DLQ topic's partitions are shared among its members. */
+export const dlqFillerGroup = (cfg: Config) => `${cfg.kafka.groupId}-dlq-table`;
+
 export interface KafkaClient {
   /** Which librdkafka client type, and so which class defaults apply (consumer.ts, producer.ts). */
   type: "consumer" | "producer" | "admin";
@@ -97,6 +100,21 @@ export const KAFKA_CLIENTS = {
       "client.id": `${cfg.workerInstance}-replay-check`,
       // The read ends at each partition's end, whatever its last offsets hold (dlq/reader.ts).
       "enable.partition.eof": "true",
+    }),
+  },
+  dlqFiller: {
+    type: "consumer",
+    made: "`dlq fill`: reads the committed DLQ into the DLQ table",
+    sets: (cfg) => ({
+      "group.id": dlqFillerGroup(cfg),
+      "client.id": `${cfg.workerInstance}-dlq-fill`,
+      // Only what the worker committed: an aborted transaction's envelopes never become rows.
+      "isolation.level": "read_committed",
+      // Envelopes are up to 8 MiB: the prefetch is bounded in bytes, not the 64 MiB a partition.
+      "queued.max.messages.kbytes": "32768",
+      // The membership lease reads the heartbeats' answers from the statistics.
+      "statistics.interval.ms": String(STATISTICS_INTERVAL_MS),
+      ...(!usesConsumerProtocol(cfg.kafka.props) ? { "heartbeat.interval.ms": String(HEARTBEAT_INTERVAL_MS) } : {}),
     }),
   },
   lagTimeReader: {

@@ -1,0 +1,83 @@
+/**
+ * `cdr-worker dlq fill`: runs the DLQ table's filler (dlq/table/filler.ts) until SIGTERM/SIGINT.
+ * Refuses to start without the DLQ topic or the table (run `topics ensure`, `migrate`).
+ */
+import { createClickHouse } from "../clickhouse/client.ts";
+import { dlqTable } from "../clickhouse/migrate.ts";
+import type { Config } from "../config.ts";
+import { provenanceKeyOf } from "../dlq/provenance-mac.ts";
+import { DlqFiller } from "../dlq/table/filler.ts";
+import { ClickHouseDlqStore } from "../dlq/table/store.ts";
+import { CdrWorkerError } from "../errors.ts";
+import type { ExitKind } from "../exits.ts";
+import { Admin } from "../kafka/admin.ts";
+import { Consumer } from "../kafka/consumer.ts";
+import { memberSessionTerms } from "../kafka/group-session.ts";
+import { log } from "../log.ts";
+import { queryText, SMALL_ANSWER_BYTES } from "../clickhouse/answer.ts";
+import { clientProps, dlqFillerGroup } from "./kafka-clients.ts";
+import { onShutdownSignals } from "./signals.ts";
+
+export const DLQ_FILL_HELP = `cdr-worker dlq fill
+  Fills the DLQ table (<table>_dlq, made by migrate) from KAFKA_TOPIC_DLQ as the worker commits it
+  (read_committed), each record exactly once, and runs until SIGTERM/SIGINT. Run as many as the
+  DLQ topic has partitions: they share them in the group <KAFKA_GROUP_ID>-dlq-table. It never
+  dead-letters: while ClickHouse fails it waits and tries again, and catches up after.`;
+
+/** Payload bytes of one insert, and of the rows read and not yet stored (past it, consumption pauses). */
+const BATCH_BYTES = 16 * 1024 * 1024;
+const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+
+export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
+  const { database, table } = cfg.clickhouse;
+  const admin = new Admin(clientProps(cfg, "admin"));
+  const partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
+  admin.close();
+  if (partitions == null)
+    throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing; run \`cdr-worker topics ensure\``);
+  const ch = createClickHouse(cfg.clickhouse);
+  const exists = await queryText(ch, `EXISTS TABLE ${database}.${dlqTable(table)}`, SMALL_ANSWER_BYTES);
+  if (exists.trim() !== "1")
+    throw new CdrWorkerError(
+      "CLICKHOUSE_SCHEMA",
+      `table ${database}.${dlqTable(table)} does not exist; run \`cdr-worker migrate\``,
+    );
+  const props = clientProps(cfg, "dlqFiller");
+  const topics = [cfg.kafka.topicDlq];
+  const consumer = new Consumer({ props, topics, readHeaders: true, assignPaused: true, maxBatch: 512 });
+  const terms = memberSessionTerms(props);
+  const key = provenanceKeyOf(cfg);
+  const filler = new DlqFiller(consumer, new ClickHouseDlqStore(ch, database, table), {
+    topic: cfg.kafka.topicDlq,
+    // The worker's own batch settings: BATCH_SIZE rows an insert, BATCH_FLUSH_INTERVAL_SECONDS at most.
+    batchRows: cfg.batch.size,
+    batchBytes: BATCH_BYTES,
+    flushIntervalMs: cfg.batch.flushIntervalMs,
+    maxBufferedBytes: MAX_BUFFERED_BYTES,
+    requestTimeoutMs: cfg.clickhouse.requestTimeoutMs,
+    drainTimeoutMs: Math.max(1_000, cfg.shutdownTimeoutMs - 2_000),
+    lease: {
+      sessionTimeoutMs: terms.sessionTimeoutMs,
+      rebalanceTimeoutMs: Number(props["max.poll.interval.ms"] ?? 300_000),
+    },
+    row: { ...(key ? { key } : {}), ...(cfg.phone.defaultRegion ? { defaultRegion: cfg.phone.defaultRegion } : {}) },
+    instance: cfg.workerInstance.replace(/[^\w.-]/g, "_"),
+  });
+  onShutdownSignals(() => filler.stop(), cfg.shutdownTimeoutMs);
+  log.info("cdr-worker dlq fill running", {
+    topic: cfg.kafka.topicDlq,
+    partitions,
+    table: `${database}.${dlqTable(table)}`,
+    group: dlqFillerGroup(cfg),
+  });
+  try {
+    await filler.run();
+    log.info("dlq fill stopped cleanly", { ...filler.counts });
+    return "OK";
+  } catch (e) {
+    log.error("dlq fill failed", { err: e as Error });
+    return "FAILED";
+  } finally {
+    await ch.close();
+  }
+}

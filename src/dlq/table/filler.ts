@@ -1,0 +1,374 @@
+/**
+ * Fills the DLQ table from the committed DLQ (read_committed): consume → row → insert → commit, each
+ * record exactly once. The table holds its own position: a partition's next offset is its largest
+ * stored DLQ offset plus one, read when the partition is assigned and again after an insert whose
+ * answer was lost (once that insert has been ended on the server), so neither a kill -9 between an
+ * insert and its commit nor a lost answer stores a record twice. That holds because every insert is
+ * one DLQ partition's rows, sent in offset order, one at a time, with one `stored_at` (one daily
+ * partition, one part): it lands whole or not at all. The group's committed offsets only say how far
+ * the filler got (lag); they never decide what is stored.
+ *
+ * It never dead-letters: when ClickHouse fails or refuses, the insert is tried again after a delay
+ * that grows to RETRY_MAX_MS, while the loop goes on polling (the group keeps the member) and
+ * buffering up to `maxBufferedBytes` (past it, consumption pauses). Inserts go only within the
+ * membership lease (delivery/membership.ts): a filler cut off from its group stops sending before
+ * another can be given its partitions, and a revocation waits for an insert in flight to end.
+ */
+import { MembershipLease, type LeaseTerms } from "../../delivery/membership.ts";
+import type { Consumer } from "../../kafka/consumer.ts";
+import type { TopicPartition } from "../../kafka/partition-list.ts";
+import type { Message } from "../../kafka/message.ts";
+import { log } from "../../log.ts";
+import { dateTimeText, dlqRow, type DlqRow, type RowContext } from "./row.ts";
+import type { DlqStore } from "./store.ts";
+
+export type FillerConsumer = Pick<
+  Consumer,
+  | "takeAssigned"
+  | "pendingRevoke"
+  | "completeRevoke"
+  | "poll"
+  | "pause"
+  | "resume"
+  | "commit"
+  | "waitForMessages"
+  | "wake"
+  | "onStanding"
+  | "close"
+>;
+
+export interface FillerOptions {
+  topic: string;
+  /** Most rows, and most payload bytes, one insert carries. */
+  batchRows: number;
+  batchBytes: number;
+  /** A partition's rows go once this old, however few. */
+  flushIntervalMs: number;
+  /** Rows read and not yet stored, in payload bytes, past which consumption pauses. */
+  maxBufferedBytes: number;
+  /** Longest an insert's request may take. */
+  requestTimeoutMs: number;
+  lease: LeaseTerms;
+  row: Omit<RowContext, "storedAt">;
+  /** How long a stop may take to store what was read. */
+  drainTimeoutMs: number;
+  /** A prefix that tells this process's inserts apart (query ids). */
+  instance: string;
+}
+
+const RETRY_FIRST_MS = 200;
+export const RETRY_MAX_MS = 10_000;
+const IDLE_WAIT_MS = 50;
+const PROGRESS_EVERY_MS = 10_000;
+
+interface Buffer {
+  rows: DlqRow[];
+  bytes: number;
+  since: number;
+}
+
+interface Insert {
+  partition: number;
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+export interface FillerCounts {
+  stored: number;
+  skipped: number;
+  inserts: number;
+  failedInserts: number;
+  lostAnswers: number;
+}
+
+export class DlqFiller {
+  readonly #consumer: FillerConsumer;
+  readonly #store: DlqStore;
+  readonly #opts: FillerOptions;
+  readonly #lease: MembershipLease;
+  /** Owned partitions whose position is known: the next offset to store. */
+  readonly #next = new Map<number, number>();
+  /** Owned partitions whose position is being read (paused meanwhile). */
+  readonly #reading = new Map<number, Promise<void>>();
+  readonly #buffers = new Map<number, Buffer>();
+  #buffered = 0;
+  #paused = false;
+  #insert: Insert | null = null;
+  #committed = new Map<number, number>();
+  #stopRequested = false;
+  #fatal: Error | null = null;
+  #seq = 0;
+  #lastProgress = performance.now();
+  readonly counts: FillerCounts = { stored: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0 };
+
+  constructor(consumer: FillerConsumer, store: DlqStore, opts: FillerOptions) {
+    this.#consumer = consumer;
+    this.#store = store;
+    this.#opts = opts;
+    this.#lease = new MembershipLease(opts.lease);
+    consumer.onStanding((s) => this.#lease.stand(s));
+  }
+
+  stop(): void {
+    this.#stopRequested = true;
+    this.#consumer.wake();
+  }
+
+  /** Each owned partition's next offset to store, as the table holds it. */
+  get positions(): ReadonlyMap<number, number> {
+    return this.#next;
+  }
+
+  async run(): Promise<void> {
+    while (!this.#stopRequested && !this.#fatal) {
+      for (const assigned of this.#consumer.takeAssigned()) this.#assigned(assigned);
+      if (this.#consumer.pendingRevoke) {
+        await this.#revoke(this.#consumer.pendingRevoke);
+        continue;
+      }
+      const messages = this.#consumer.poll(512);
+      for (const m of messages) this.#take(m);
+      this.#flushDue(false);
+      this.#backpressure();
+      this.#progress();
+      if (messages.length === 0) await this.#consumer.waitForMessages(IDLE_WAIT_MS);
+    }
+    if (!this.#fatal) await this.#drain();
+    if (this.#fatal) throw this.#fatal;
+    await this.#consumer.close();
+  }
+
+  /** New partitions: paused until the table says where each stands. */
+  #assigned(partitions: readonly TopicPartition[]): void {
+    const ps = partitions.map((t) => t.partition);
+    const read = this.#retrying(`reading the DLQ table's position of partitions ${ps.join(",")}`, undefined, () =>
+      this.#store.positions(ps),
+    ).then((positions) => {
+      if (positions === null) return;
+      const resumed: TopicPartition[] = [];
+      for (const p of ps) {
+        if (!this.#reading.has(p)) continue; // revoked meanwhile
+        this.#reading.delete(p);
+        this.#next.set(p, (positions.get(p) ?? -1) + 1);
+        resumed.push({ topic: this.#opts.topic, partition: p });
+      }
+      log.info("DLQ table: partitions assigned; stored through", {
+        positions: Object.fromEntries(ps.map((p) => [p, (positions.get(p) ?? -1)])),
+      });
+      if (resumed.length && !this.#paused) this.#consumer.resume(resumed);
+      this.#consumer.wake();
+    });
+    for (const p of ps) this.#reading.set(p, read);
+  }
+
+  #take(m: Message): void {
+    const next = this.#next.get(m.partition);
+    if (next === undefined) return; // not ours (any more): the next owner reads it
+    if (m.offset < next) {
+      this.counts.skipped++; // stored before the last commit: the table is the position
+      return;
+    }
+    const row = dlqRow(m, { ...this.#opts.row, storedAt: Date.now() / 1000 });
+    let b = this.#buffers.get(m.partition);
+    if (!b) this.#buffers.set(m.partition, (b = { rows: [], bytes: 0, since: performance.now() }));
+    b.rows.push(row);
+    const bytes = row.original_payload.length + row.error_detail.length + 512;
+    b.bytes += bytes;
+    this.#buffered += bytes;
+  }
+
+  /** Starts the next insert when none runs: the fullest due partition's first rows. */
+  #flushDue(all: boolean): void {
+    if (this.#insert) return;
+    const now = performance.now();
+    for (const [p, b] of this.#buffers) {
+      if (b.rows.length === 0) continue;
+      const { batchRows, batchBytes, flushIntervalMs } = this.#opts;
+      const due = all || b.rows.length >= batchRows || b.bytes >= batchBytes || now - b.since >= flushIntervalMs;
+      if (!due) continue;
+      let n = 0, bytes = 0;
+      while (n < b.rows.length && n < this.#opts.batchRows && (n === 0 || bytes < this.#opts.batchBytes))
+        bytes += b.rows[n++]!.original_payload.length + 512;
+      const rows = b.rows.splice(0, n);
+      const sent = rows.reduce((s, r) => s + r.original_payload.length + r.error_detail.length + 512, 0);
+      b.bytes -= sent;
+      b.since = now;
+      this.#startInsert(p, rows, sent);
+      return;
+    }
+  }
+
+  #startInsert(partition: number, rows: DlqRow[], bytes: number): void {
+    const abort = new AbortController();
+    const done = this.#storeRows(partition, rows, abort.signal).then(
+      (stored) => {
+        this.#buffered -= bytes;
+        if (stored === null) return;
+        this.#next.set(partition, stored + 1);
+        this.#commit(partition, stored + 1);
+      },
+      (e) => {
+        this.#fatal = e instanceof Error ? e : new Error(String(e));
+      },
+    ).finally(() => {
+      this.#insert = null;
+      this.#consumer.wake();
+    });
+    this.#insert = { partition, abort, done };
+  }
+
+  /**
+   * Stores the rows, tried until they are or `signal` aborts (the partition was revoked). After a
+   * failure that may have stored them, the insert is ended and the position read again: only the
+   * rows past it go. Resolves to the last offset stored, or null when aborted.
+   */
+  async #storeRows(partition: number, rows: DlqRow[], signal: AbortSignal): Promise<number | null> {
+    const last = rows[rows.length - 1]!.dlq_offset;
+    let unsure: string | null = null;
+    let delay = RETRY_FIRST_MS;
+    for (;;) {
+      if (signal.aborted) return null;
+      try {
+        if (unsure !== null) {
+          await this.#store.endInsert(unsure);
+          const at = (await this.#store.positions([partition])).get(partition) ?? -1;
+          const left = rows.filter((r) => r.dlq_offset > at);
+          if (left.length < rows.length) this.counts.lostAnswers++;
+          rows = left;
+          unsure = null;
+          if (rows.length === 0) return last;
+        }
+        await this.#lease.hold(signal);
+        if (signal.aborted) return null;
+        const leaseLeft = this.#lease.until - performance.now();
+        const deadline = Math.min(this.#opts.requestTimeoutMs, leaseLeft);
+        if (deadline <= 0) continue;
+        // One day for the whole insert: one daily partition, one part, stored whole or not at all.
+        const at = dateTimeText(Date.now() / 1000);
+        for (const r of rows) r.stored_at = at;
+        const queryId = `cdr-dlq-fill:${this.#opts.instance}:${partition}:${++this.#seq}`;
+        unsure = queryId; // from here on a failure may have stored the rows
+        this.counts.inserts++;
+        await this.#store.insert(rows, queryId, deadline);
+        this.counts.stored += rows.length;
+        return last;
+      } catch (e) {
+        this.counts.failedInserts++;
+        log.warn("DLQ table: an insert failed; tried again (the filler never dead-letters)", {
+          partition,
+          rows: rows.length,
+          retry_in_ms: delay,
+          err: e as Error,
+        });
+        await abortableSleep(delay, signal);
+        delay = Math.min(RETRY_MAX_MS, delay * 2);
+      }
+    }
+  }
+
+  /** Advisory: how far the filler got, for lag; a failed commit is said and left to the next. */
+  #commit(partition: number, offset: number): void {
+    if ((this.#committed.get(partition) ?? -1) >= offset) return;
+    this.#committed.set(partition, offset);
+    this.#consumer.commit([{ topic: this.#opts.topic, partition, offset: BigInt(offset) }]).catch((e) => {
+      this.#committed.delete(partition);
+      log.warn("DLQ table: a commit of the filler's position failed; the next one carries it", { err: e as Error });
+    });
+  }
+
+  #backpressure(): void {
+    const over = this.#buffered > this.#opts.maxBufferedBytes;
+    const under = this.#buffered <= this.#opts.maxBufferedBytes / 2;
+    const owned = [...this.#next.keys()].map((partition) => ({ topic: this.#opts.topic, partition }));
+    if (over && !this.#paused) {
+      this.#paused = true;
+      this.#consumer.pause(owned);
+    } else if (under && this.#paused) {
+      this.#paused = false;
+      this.#consumer.resume(owned);
+    }
+  }
+
+  /** Gives the revoked partitions up once no insert of theirs runs: their rows are the next owner's. */
+  async #revoke(revoked: readonly TopicPartition[]): Promise<void> {
+    const ps = new Set(revoked.map((t) => t.partition));
+    if (this.#insert && ps.has(this.#insert.partition)) {
+      this.#insert.abort.abort();
+      const done = this.#insert.done;
+      let ended = false;
+      void done.then(() => (ended = true));
+      // Polled meanwhile, so the group keeps the member; what arrives is dropped with the partitions.
+      while (!ended) {
+        for (const m of this.#consumer.poll(512, true)) this.#take(m);
+        await this.#consumer.waitForMessages(IDLE_WAIT_MS);
+      }
+    }
+    for (const p of ps) {
+      const b = this.#buffers.get(p);
+      if (b) this.#buffered -= b.rows.reduce((s, r) => s + r.original_payload.length + r.error_detail.length + 512, 0);
+      this.#buffers.delete(p);
+      this.#next.delete(p);
+      this.#reading.delete(p);
+      this.#committed.delete(p);
+    }
+    this.#consumer.completeRevoke();
+  }
+
+  /**
+   * On stop: consumption paused, every row read is stored, within `drainTimeoutMs`. Past it the
+   * filler ends with rows unstored: the table's position is where the next run takes them up. Polled
+   * meanwhile: the lease's proofs come with the polls.
+   */
+  async #drain(): Promise<void> {
+    this.#consumer.pause([...this.#next.keys()].map((partition) => ({ topic: this.#opts.topic, partition })));
+    const deadline = performance.now() + this.#opts.drainTimeoutMs;
+    for (;;) {
+      for (const m of this.#consumer.poll(512)) this.#take(m);
+      if (this.#fatal) return;
+      if (!this.#insert && [...this.#buffers.values()].every((b) => b.rows.length === 0)) break;
+      if (performance.now() > deadline) {
+        this.#insert?.abort.abort();
+        log.warn("DLQ table: stopped with rows not stored; the next run reads them from the table's position", {
+          ...this.counts,
+        });
+        return;
+      }
+      this.#flushDue(true);
+      await this.#consumer.waitForMessages(IDLE_WAIT_MS);
+    }
+    log.info("DLQ table: stopped with every row read stored", { ...this.counts });
+  }
+
+  #progress(): void {
+    if (performance.now() - this.#lastProgress < PROGRESS_EVERY_MS) return;
+    this.#lastProgress = performance.now();
+    log.info("DLQ table: progress", { ...this.counts, next: Object.fromEntries(this.#next) });
+  }
+
+  /** `fn` until it resolves (null once `signal` aborts), waiting longer after each failure. */
+  async #retrying<T>(what: string, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T | null> {
+    let delay = RETRY_FIRST_MS;
+    for (;;) {
+      if (signal?.aborted || this.#stopRequested) return null;
+      try {
+        return await fn();
+      } catch (e) {
+        log.warn(`DLQ table: ${what} failed; tried again`, { retry_in_ms: delay, err: e as Error });
+        await abortableSleep(delay, signal);
+        delay = Math.min(RETRY_MAX_MS, delay * 2);
+      }
+    }
+  }
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done);
+  });
+}

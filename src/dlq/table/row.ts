@@ -1,0 +1,132 @@
+/**
+ * A DLQ record as a row of the DLQ table (sql/002_dlq.sql). Every record of the topic becomes one
+ * row: an envelope with its headers' provenance and what its payload leniently says, and a record
+ * that is not an envelope with `unreadable` saying why and its text as the payload. Pure.
+ */
+import type { CountryCode } from "libphonenumber-js/max";
+import type { Message } from "../../kafka/message.ts";
+import { envelopeSource, HEADERS } from "../envelope.ts";
+import { payloadDigest, type ProvenanceKey } from "../provenance-mac.ts";
+import { readEnvelope } from "../reader.ts";
+import { lenientFields } from "./lenient.ts";
+
+export interface DlqRow {
+  failed_at: string;
+  failure_reason: string;
+  failed_field: string | null;
+  stage: string;
+  error_detail: string;
+  attempts: number | null;
+  source_topic: string;
+  source_partition: number;
+  source_offset: number;
+  dlq_partition: number;
+  dlq_offset: number;
+  worker_instance: string;
+  payload_sha256: string;
+  mac_verified: 0 | 1 | null;
+  raw_id: string | null;
+  cdr_id: string | null;
+  device_id: string | null;
+  caller_prefix: string | null;
+  original_payload: string;
+  payload_truncated: 0 | 1;
+  payload_as_text: string;
+  unreadable: string;
+  stored_at: string;
+}
+
+export interface RowContext {
+  /** Seconds: the filler's clock when it stores the batch (the row's daily partition). */
+  storedAt: number;
+  key?: ProvenanceKey;
+  defaultRegion?: CountryCode;
+}
+
+const DATETIME_MAX = 4_294_967_295;
+const text = new TextDecoder();
+
+/** ClickHouse DateTime text of `seconds`, clamped to what the type holds. */
+export function dateTimeText(seconds: number): string {
+  const s = Number.isFinite(seconds) ? Math.min(DATETIME_MAX, Math.max(0, Math.floor(seconds))) : 0;
+  return new Date(s * 1000).toISOString().slice(0, 19).replace("T", " ");
+}
+
+export function dlqRow(m: Message, ctx: RowContext): DlqRow {
+  const stored_at = dateTimeText(ctx.storedAt);
+  const read = readEnvelope(m);
+  const at = { dlq_partition: m.partition, dlq_offset: m.offset, stored_at };
+  if (typeof read === "string") {
+    const raw = m.value ? text.decode(m.value) : "";
+    return {
+      ...EMPTY,
+      ...at,
+      ...sourceOf(m),
+      payload_sha256: payloadDigest(raw),
+      original_payload: raw,
+      unreadable: read,
+    };
+  }
+  const { envelope: e, headers: h, payloadText } = read;
+  const lenient = lenientFields(e.original_payload, ctx.defaultRegion);
+  const attempts = Number(h[HEADERS.attempts]);
+  return {
+    ...at,
+    ...sourceOf(m),
+    failed_at: dateTimeText(Date.parse(e.failed_at) / 1000),
+    failure_reason: e.failure_reason,
+    failed_field: e.failed_field,
+    stage: read.stage,
+    error_detail: h[HEADERS.detail] ?? "",
+    attempts: h[HEADERS.attempts] !== undefined && Number.isInteger(attempts) && attempts >= 0 ? attempts : null,
+    worker_instance: e.worker_instance,
+    payload_sha256: payloadDigest(payloadText),
+    mac_verified: macVerified(m, payloadText, ctx.key),
+    raw_id: lenient.raw_id,
+    cdr_id: lenient.raw_id === null ? null : Bun.randomUUIDv5(lenient.raw_id, "dns"),
+    device_id: lenient.device_id,
+    caller_prefix: lenient.caller_prefix,
+    original_payload: payloadText,
+    payload_truncated: h[HEADERS.truncated] === "true" ? 1 : 0,
+    payload_as_text: h[HEADERS.asText] ?? "",
+    unreadable: "",
+  };
+}
+
+const EMPTY: Omit<DlqRow, "dlq_partition" | "dlq_offset" | "stored_at"> = {
+  failed_at: dateTimeText(0),
+  failure_reason: "",
+  failed_field: null,
+  stage: "",
+  error_detail: "",
+  attempts: null,
+  source_topic: "",
+  source_partition: -1,
+  source_offset: -1,
+  worker_instance: "",
+  payload_sha256: "",
+  mac_verified: null,
+  raw_id: null,
+  cdr_id: null,
+  device_id: null,
+  caller_prefix: null,
+  original_payload: "",
+  payload_truncated: 0,
+  payload_as_text: "",
+  unreadable: "",
+};
+
+function sourceOf(m: Message): Pick<DlqRow, "source_topic" | "source_partition" | "source_offset"> {
+  const src = envelopeSource(m.headers);
+  return src
+    ? { source_topic: src.topic, source_partition: src.partition, source_offset: src.offset }
+    : { source_topic: "", source_partition: -1, source_offset: -1 };
+}
+
+/** 1 when the MAC verifies for its source and the payload is the one its digest names; null when unchecked. */
+function macVerified(m: Message, payloadText: string, key?: ProvenanceKey): 0 | 1 | null {
+  const src = envelopeSource(m.headers);
+  if (!key || !src?.mac || !src.digest) return null;
+  const { topic, partition, offset, digest, mac, macVersion } = src;
+  return key.verify(topic, partition, offset, digest, mac, macVersion) && payloadDigest(payloadText) === digest ? 1 : 0;
+}

@@ -1,0 +1,88 @@
+/**
+ * The DLQ table on ClickHouse, as the filler uses it: an insert that is one DLQ partition's rows, the
+ * position each partition has reached (its largest stored offset), and the end of an insert whose
+ * answer was lost. One endpoint at a time: an insert whose answer was lost is ended on the endpoint
+ * that took it before anything else is read or sent, so the position read after it is final.
+ */
+import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
+import { LIST_ANSWER_BYTES, queryText, SMALL_ANSWER_BYTES, versionOf, withDeadline } from "../../clickhouse/answer.ts";
+import { insertSettings } from "../../clickhouse/server-version.ts";
+import { dlqTable, plainIdentifiers } from "../../clickhouse/migrate.ts";
+import type { DlqRow } from "./row.ts";
+
+/** How long an ended insert may still show in system.processes before the end is tried again. */
+const END_WAIT_MS = 30_000;
+
+export interface DlqStore {
+  /** Stores the rows (one DLQ partition's); the request ends by `deadlineMs` from now. */
+  insert(rows: readonly DlqRow[], queryId: string, deadlineMs: number): Promise<void>;
+  /** Ends the insert of `queryId` if it still runs, and waits until it has. */
+  endInsert(queryId: string): Promise<void>;
+  /** The largest stored DLQ offset of each partition asked that has a row. */
+  positions(partitions: readonly number[]): Promise<Map<number, number>>;
+}
+
+export class ClickHouseDlqStore implements DlqStore {
+  readonly #ch: ClickHouseClient;
+  readonly #target: string;
+  #settings: ClickHouseSettings | null = null;
+
+  constructor(ch: ClickHouseClient, database: string, table: string) {
+    plainIdentifiers({ database, table });
+    this.#ch = ch;
+    this.#target = `${database}.${dlqTable(table)}`;
+  }
+
+  /**
+   * The insert's settings for the server's version: acknowledged once stored (no async queue), and
+   * through a Distributed table once the shard holds the rows.
+   */
+  async #insertSettings(): Promise<ClickHouseSettings> {
+    if (this.#settings) return this.#settings;
+    const version = versionOf(await queryText(this.#ch, "SELECT version()", SMALL_ANSWER_BYTES));
+    this.#settings = { ...insertSettings(version), insert_distributed_sync: 1 };
+    return this.#settings;
+  }
+
+  async insert(rows: readonly DlqRow[], queryId: string, deadlineMs: number): Promise<void> {
+    const clickhouse_settings = await this.#insertSettings();
+    await withDeadline(deadlineMs, `insert into ${this.#target}`, undefined, (abort_signal) =>
+      this.#ch.insert({
+        table: this.#target,
+        values: rows as DlqRow[],
+        format: "JSONEachRow",
+        query_id: queryId,
+        abort_signal,
+        clickhouse_settings,
+      }),
+    );
+  }
+
+  async endInsert(queryId: string): Promise<void> {
+    const which = `(query_id = '${queryId}' OR initial_query_id = '${queryId}')`;
+    await queryText(this.#ch, `KILL QUERY WHERE ${which} SYNC`, LIST_ANSWER_BYTES);
+    const deadline = performance.now() + END_WAIT_MS;
+    const running = `SELECT count() FROM system.processes WHERE ${which}`;
+    while (Number((await queryText(this.#ch, running, SMALL_ANSWER_BYTES)).trim()) > 0) {
+      if (performance.now() > deadline)
+        throw new Error(`insert ${queryId} still runs ${END_WAIT_MS / 1000} s after its KILL`);
+      await Bun.sleep(100);
+    }
+  }
+
+  async positions(partitions: readonly number[]): Promise<Map<number, number>> {
+    const out = new Map<number, number>();
+    if (partitions.length === 0) return out;
+    const list = partitions.map((p) => String(Math.trunc(p))).join(", ");
+    const query =
+      `SELECT dlq_partition, max(dlq_offset) FROM ${this.#target} ` +
+      `WHERE dlq_partition IN (${list}) GROUP BY dlq_partition`;
+    for (const line of (await queryText(this.#ch, query, LIST_ANSWER_BYTES)).split("\n").filter(Boolean)) {
+      const [p, o] = line.split("\t").map(Number);
+      if (!Number.isInteger(p) || !Number.isInteger(o))
+        throw new Error(`positions of ${this.#target}: unreadable line ${line}`);
+      out.set(p!, o!);
+    }
+    return out;
+  }
+}

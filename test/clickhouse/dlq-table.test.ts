@@ -1,0 +1,133 @@
+// The DLQ table on ClickHouse 18.16 and the 26.9 engine: what the filler writes and reads back (rows
+// of real envelopes, its position, the end of an insert), docs/dlq.md's four questions as written
+// there, and `migrate --prune-dlq` dropping whole days.
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { encodeEnvelope, provenanceHeaders, type DlqStage } from "../../src/dlq/envelope.ts";
+import { dlqRow, dateTimeText } from "../../src/dlq/table/row.ts";
+import { ClickHouseDlqStore } from "../../src/dlq/table/store.ts";
+import type { FailureReason } from "../../src/cdr/fields.ts";
+import type { Message } from "../../src/kafka/message.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
+import { workerEnv } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
+
+const enc = new TextEncoder();
+
+interface Fixture {
+  reason: FailureReason;
+  field: string | null;
+  stage: DlqStage;
+  payload: string;
+  isObject: boolean;
+  at: Date;
+}
+
+function message(f: Fixture, offset: number): Message {
+  const value = enc.encode(encodeEnvelope({ reason: f.reason, field: f.field, payload: f.payload, payloadIsObject: f.isObject }, f.at, "w-1"));
+  const headers = provenanceHeaders({ topic: "cdr.raw", partition: 2, offset: 1000 + offset, stage: f.stage, detail: "why", ...(f.stage === "clickhouse-failed" ? { attempts: 5 } : {}) });
+  return { topic: "cdr.raw.dlq", partition: 0, offset, timestamp: -1, value, key: null, headers: headers.map(([k, v]) => [k, enc.encode(v)]) };
+}
+
+/** The SQL blocks of docs/dlq.md's table section, for `database`.`table`. */
+function questions(database: string, table: string): string[] {
+  const doc = readFileSync(`${ROOT}/docs/dlq.md`, "utf8");
+  const section = doc.slice(doc.indexOf("## The DLQ as a table"));
+  return [...section.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) =>
+    m[1]!.replaceAll("telecom.cdr_dlq", `${database}.${table}_dlq`).replaceAll("telecom.cdr", `${database}.${table}`),
+  );
+}
+
+/** Values as text: 18.16 quotes 64-bit integers in JSON, the 26.9 engine's endpoint does not. */
+const texts = (rows: Array<Record<string, unknown>>) =>
+  rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : String(v)])));
+
+describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name, server) => {
+  const scope = e2eScope(server.url);
+
+  test("the filler's rows, position and ended insert; docs/dlq.md's four questions answer as written", async () => {
+    const n = await scope.names("dlqtable");
+    const ch = scope.ch;
+    const recent = new Date(Date.now() - 2 * 3600_000);
+    const outage = new Date("2026-12-01T10:30:00Z");
+    const fixtures: Fixture[] = [
+      { reason: "malformed_json", field: null, stage: "decode", payload: '{"device_id":"dev-a","caller_num":"+447700900123",', isObject: false, at: recent },
+      { reason: "malformed_json", field: null, stage: "decode", payload: '{"device_id":"dev-a","caller_num":"00447700900124" x', isObject: false, at: recent },
+      { reason: "malformed_json", field: null, stage: "decode", payload: '{"device_id":"dev-b","caller_num":"+4915112345678"', isObject: false, at: recent },
+      { reason: "malformed_json", field: null, stage: "decode", payload: "not even braces", isObject: false, at: recent },
+      { reason: "invalid_rat_value", field: "rat", stage: "decode", payload: toJson(withFields({ raw_id: "q-rat-1", rat: 7 })), isObject: true, at: recent },
+      { reason: "invalid_rat_value", field: "rat", stage: "decode", payload: toJson(withFields({ raw_id: "q-rat-2", rat: 8 })), isObject: true, at: recent },
+      { reason: "normalization_error", field: null, stage: "clickhouse-failed", payload: toJson(withFields({ raw_id: "q-ch-1" })), isObject: true, at: outage },
+      { reason: "normalization_error", field: null, stage: "clickhouse-failed", payload: toJson(withFields({ raw_id: "q-ch-2" })), isObject: true, at: outage },
+    ];
+    const store = new ClickHouseDlqStore(ch, n.database, n.table);
+    expect(await store.positions([0, 1])).toEqual(new Map());
+    const rows = fixtures.map((f, i) => dlqRow(message(f, i), { storedAt: Date.now() / 1000 }));
+    await store.insert(rows.slice(0, 5), "cdr-dlq-fill:test:0:1", 10_000);
+    expect(await store.positions([0, 1])).toEqual(new Map([[0, 4]]));
+    await store.insert(rows.slice(5), "cdr-dlq-fill:test:0:2", 10_000);
+    expect(await store.positions([0])).toEqual(new Map([[0, 7]]));
+    await store.endInsert("cdr-dlq-fill:test:0:2"); // over already: ends at once
+    // One of the replayed records has since been stored.
+    const stored = dlqRow(message(fixtures[6]!, 6), { storedAt: 0 }).cdr_id!;
+    await ch.insert({ table: `${n.database}.${n.table}`, values: [{ cdr_id: stored, raw_id: "q-ch-1", session_start_time: "2026-12-01 10:00:00", ingested_at: "2026-12-01 10:00:00" }], format: "JSONEachRow" });
+
+    const read = texts(await (await ch.query({ query: `SELECT dlq_offset, failure_reason, stage, attempts, source_offset, device_id, caller_prefix, raw_id, cdr_id, failed_at FROM ${n.database}.${n.table}_dlq ORDER BY dlq_offset`, format: "JSONEachRow" })).json<Record<string, unknown>>());
+    expect(read.map((r) => [r.dlq_offset, r.device_id, r.caller_prefix, r.raw_id])).toEqual([
+      ["0", "dev-a", "+44", null],
+      ["1", "dev-a", "+44", null],
+      ["2", "dev-b", "+49", null],
+      ["3", null, null, null],
+      ["4", "356938035643809", "+49", "q-rat-1"],
+      ["5", "356938035643809", "+49", "q-rat-2"],
+      ["6", "356938035643809", "+49", "q-ch-1"],
+      ["7", "356938035643809", "+49", "q-ch-2"],
+    ]);
+    expect(read[6]).toMatchObject({ stage: "clickhouse-failed", attempts: "5", source_offset: "1006", cdr_id: stored, failed_at: "2026-12-01 10:30:00" });
+
+    const [byHour, sources, outageWindow, replayed] = questions(n.database, n.table);
+    const ask = async (q: string) => texts(await (await ch.query({ query: q, format: "JSONEachRow" })).json<Record<string, unknown>>());
+    const hour = dateTimeText(Math.floor(recent.getTime() / 3600_000) * 3600);
+    expect(await ask(byHour!)).toEqual([
+      { hour, failure_reason: "malformed_json", field: "", envelopes: "4" },
+      { hour, failure_reason: "invalid_rat_value", field: "rat", envelopes: "2" },
+    ]);
+    const since = dateTimeText(Math.floor(recent.getTime() / 1000));
+    expect(await ask(sources!)).toEqual([
+      { device: "dev-a", prefix: "+44", envelopes: "2", since },
+      { device: "(unreadable)", prefix: "(unreadable)", envelopes: "1", since },
+      { device: "dev-b", prefix: "+49", envelopes: "1", since },
+    ]);
+    expect(await ask(outageWindow!)).toEqual([
+      { stage: "clickhouse-failed", failure_reason: "normalization_error", envelopes: "2", first: "2026-12-01 10:30:00", last: "2026-12-01 10:30:00" },
+    ]);
+    expect(await ask(replayed!)).toEqual([
+      { dlq_partition: "0", dlq_offset: "6", raw_id: "q-ch-1", stored: "1" },
+      { dlq_partition: "0", dlq_offset: "7", raw_id: "q-ch-2", stored: "0" },
+    ]);
+  });
+
+  test("migrate --prune-dlq drops the days stored before the window and keeps the rest", async () => {
+    const n = await scope.names("dlqprune");
+    const ch = scope.ch;
+    const f: Fixture = { reason: "malformed_json", field: null, stage: "decode", payload: "x", isObject: false, at: new Date() };
+    const old = Date.now() / 1000 - 30 * 86_400;
+    const store = new ClickHouseDlqStore(ch, n.database, n.table);
+    const oldRow = dlqRow(message(f, 0), { storedAt: old });
+    await ch.insert({ table: `${n.database}.${n.table}_dlq`, values: [oldRow], format: "JSONEachRow" });
+    await store.insert([dlqRow(message(f, 1), { storedAt: Date.now() / 1000 })], "cdr-dlq-fill:test:prune", 10_000);
+    const cli = (...args: string[]) => {
+      const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "migrate", ...args], { env: { ...workerEnv(n), LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+      return { code: p.exitCode, out: `${p.stdout}`.trim(), err: `${p.stderr}`.trim() };
+    };
+    // The DLQ topic keeps 7 days (topics ensure): the default window.
+    const pruned = cli("--prune-dlq");
+    expect({ code: pruned.code, err: pruned.err }).toEqual({ code: 0, err: "" });
+    expect(JSON.parse(pruned.out)).toEqual({ table: `${n.database}.${n.table}_dlq`, keep_days: 7, pruned: [oldRow.stored_at.slice(0, 10).replaceAll("-", "")] });
+    expect(await store.positions([0])).toEqual(new Map([[0, 1]]));
+    expect(JSON.parse(cli("--prune-dlq", "--keep-days", "1").out).pruned).toEqual([]);
+  });
+});

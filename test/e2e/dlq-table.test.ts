@@ -1,0 +1,168 @@
+// The DLQ table against the real broker and ClickHouse 18.16: `dlq fill` stores one row per
+// committed DLQ record across kill -9, a ClickHouse cut and lost answers, never an aborted
+// transaction's envelope; `dlq replay --where` replays exactly the offsets the table selects.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import type { Subprocess } from "bun";
+import { encodeEnvelope } from "../../src/dlq/envelope.ts";
+import { Producer } from "../../src/kafka/producer.ts";
+import { Transactions } from "../../src/kafka/transaction.ts";
+import { toJson, withFields } from "../fixtures/records.ts";
+import { committedThrough, consumeN, props, readCommitted, text } from "../support/kafka.ts";
+import { e2eScope } from "../support/e2e.ts";
+import { ROOT, uniqueName, waitFor } from "../support/services.ts";
+import { TcpProxy } from "../support/tcp-proxy.ts";
+import { startWorker, workerEnv, type Names } from "../support/worker.ts";
+
+setDefaultTimeout(60_000);
+
+const { ch, names } = e2eScope();
+
+const RECORDS = 1500;
+
+/** Raw records of which two in three are refused: a bad rat, or malformed JSON naming its device. */
+function rawRecords(prefix: string): string[] {
+  return Array.from({ length: RECORDS }, (_, i) => {
+    if (i % 3 === 0) return toJson(withFields({ raw_id: `${prefix}-${i}`, rat: 7, device_id: `dev-${i % 5}` }));
+    if (i % 3 === 1) return `{"raw_id":"${prefix}-${i}","device_id":"dev-${i % 7}","caller_num":"+447700900123", oops`;
+    return toJson(withFields({ raw_id: `${prefix}-${i}` }));
+  });
+}
+
+/** The worker dead-letters the refused records (exactly-once: in transactions), then stops. */
+async function deadLettered(n: Names, env: Record<string, string>): Promise<void> {
+  const p = new Producer(props);
+  await p.produceBatch(n.raw, rawRecords(n.table));
+  p.close();
+  const w = await startWorker(env);
+  await committedThrough(n.group, n.raw, 3, RECORDS);
+  expect(await w.stop()).toBe(0);
+}
+
+let fills = 0;
+/** A filler, its log lines kept in a file of its own (read back when a test fails). */
+function fill(env: Record<string, string>): Subprocess<"ignore", number, number> & { logFile: string } {
+  const logFile = `${ROOT}/.local/tmp/dlq-fill-${process.pid}-${++fills}.log`;
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env, stdout: Bun.file(logFile), stderr: Bun.file(logFile) });
+  return Object.assign(proc, { logFile });
+}
+
+async function tableCounts(n: Names): Promise<{ rows: number; offsets: number }> {
+  const q = `SELECT count() AS rows, uniqExact(dlq_partition, dlq_offset) AS offsets FROM ${n.database}.${n.table}_dlq`;
+  const [r] = await (await ch.query({ query: q, format: "JSONEachRow" })).json<{ rows: string; offsets: string }>();
+  return { rows: Number(r!.rows), offsets: Number(r!.offsets) };
+}
+
+async function tableOffsets(n: Names, where = "1"): Promise<string[]> {
+  const q = `SELECT dlq_partition, dlq_offset FROM ${n.database}.${n.table}_dlq WHERE ${where} ORDER BY dlq_partition, dlq_offset`;
+  return (await (await ch.query({ query: q, format: "TabSeparated" })).text()).split("\n").filter(Boolean);
+}
+
+test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse cut and lost answers; no aborted envelope", async () => {
+  const n = await names("dlq-fill");
+  const proxy = TcpProxy.inFrontOf(n.clickhouseUrl);
+  const env = workerEnv(n, { BATCH_SIZE: "40", BATCH_FLUSH_INTERVAL_SECONDS: "0.05" });
+  await deadLettered(n, env);
+  // What a read_committed reader never sees: an aborted transaction's envelopes; what it must count
+  // though no envelope: records anyone may write to the DLQ.
+  const txp = new Producer({ ...props, "transactional.id": uniqueName("dlq-aborted") });
+  const tx = new Transactions(txp);
+  await tx.init(10_000);
+  tx.begin();
+  const aborted = encodeEnvelope({ reason: "malformed_json", field: null, payload: "aborted", payloadIsObject: false }, new Date(), "w");
+  for (let i = 0; i < 5; i++) await tx.produce(n.dlq, aborted);
+  await tx.abort(10_000);
+  txp.close();
+  const plain = new Producer(props);
+  await plain.produceBatch(n.dlq, ["not json", "{}"]);
+  plain.close();
+  const committed = await readCommitted(n.dlq);
+  expect(committed.length).toBe(2 * (RECORDS / 3) + 2);
+  const want = committed.map((m) => `${m.partition}\t${m.offset}`).sort();
+
+  // A killed member holds its partition until its session ends: a short one keeps the rounds short.
+  const fillEnv = { ...env, CLICKHOUSE_URL: proxy.url, KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" };
+  // Every third insert's answer is lost after ClickHouse stored it.
+  proxy.loseAnswers((i) => (i % 3 === 1 ? "reset" : null));
+  let kills = 0;
+  const runs: Array<ReturnType<typeof fill>> = [];
+  for (let round = 0; round < 5; round++) {
+    const f = fill(fillEnv);
+    runs.push(f);
+    // Killed once it has made a few inserts (a lost answer among them, checked and resent), at a
+    // moment of its own each round.
+    const before = (await tableCounts(n)).rows;
+    await waitFor(async () => ((await tableCounts(n)).rows >= before + 120 ? true : undefined), 30_000, `rows past ${before + 120}`);
+    await Bun.sleep((round * 97) % 250);
+    if (round === 2) {
+      proxy.down(); // ClickHouse cut off: inserts fail and are tried again, nothing is dead-lettered
+      await Bun.sleep(1_500);
+      proxy.up();
+    }
+    f.kill("SIGKILL");
+    await f.exited;
+    kills++;
+    if ((await tableCounts(n)).rows >= want.length) break;
+  }
+  proxy.loseAnswers(() => null);
+  const last = fill(fillEnv);
+  runs.push(last);
+  await waitFor(async () => ((await tableCounts(n)).rows >= want.length ? true : undefined), 60_000, "every record stored");
+  last.kill("SIGTERM");
+  expect(await last.exited).toBe(0);
+  // Every insert that failed was tried again: nothing logged at error level by any run.
+  const logs = await Promise.all(runs.map((f) => Bun.file(f.logFile).text()));
+  expect(logs.join("").split("\n").filter((l) => l.includes('"level":"error"'))).toEqual([]);
+  expect(kills).toBeGreaterThan(0);
+  expect(proxy.lost.reset).toBeGreaterThan(0);
+  // As billing counts: count() without FINAL beside the distinct (partition, offset), and exactly the topic's.
+  expect(await tableCounts(n)).toEqual({ rows: want.length, offsets: want.length });
+  expect((await tableOffsets(n)).sort()).toEqual(want);
+  const q = `SELECT failure_reason, stage, count() AS c, countIf(payload_sha256 != '') AS digests FROM ${n.database}.${n.table}_dlq GROUP BY failure_reason, stage ORDER BY failure_reason`;
+  expect(await (await ch.query({ query: q, format: "JSONEachRow" })).json()).toEqual([
+    { failure_reason: "", stage: "", c: "2", digests: "2" },
+    { failure_reason: "invalid_rat_value", stage: "decode", c: String(RECORDS / 3), digests: String(RECORDS / 3) },
+    { failure_reason: "malformed_json", stage: "decode", c: String(RECORDS / 3), digests: String(RECORDS / 3) },
+  ]);
+  const lenient = `SELECT uniqExact(device_id) AS devices, any(caller_prefix) AS prefix, countIf(cdr_id IS NULL) AS no_id FROM ${n.database}.${n.table}_dlq WHERE failure_reason = 'malformed_json'`;
+  expect(await (await ch.query({ query: lenient, format: "JSONEachRow" })).json()).toEqual([{ devices: "7", prefix: "+44", no_id: "0" }]);
+  proxy.down();
+}, 180_000);
+
+test("dlq replay --where replays exactly the offsets the DLQ table selects; a predicate that is not one is refused before any SQL", async () => {
+  const n = await names("dlq-where");
+  const env = workerEnv(n);
+  await deadLettered(n, env);
+  const f = fill(env);
+  const total = 2 * (RECORDS / 3);
+  await waitFor(async () => ((await tableCounts(n)).rows >= total ? true : undefined), 30_000, "table filled");
+  f.kill("SIGTERM");
+  expect(await f.exited).toBe(0);
+  const cli = async (...args: string[]) => {
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", ...args], { env, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    return { out, err, code };
+  };
+  const where = "failure_reason = 'invalid_rat_value' AND (device_id IN ('dev-1', 'dev-3') OR NOT dlq_offset >= 100)";
+  const sql = "failure_reason = 'invalid_rat_value' AND (device_id IN ('dev-1', 'dev-3') OR NOT dlq_offset >= 100)";
+  const selected = await tableOffsets(n, sql);
+  expect(selected.length).toBeGreaterThan(50);
+  expect(selected.length).toBeLessThan(RECORDS / 3);
+  const dry = await cli("--where", where, "--dry-run");
+  expect(dry.code).toBe(0);
+  const listed = JSON.parse(dry.out).records.map((r: { dlq_partition: number; dlq_offset: number }) => `${r.dlq_partition}\t${r.dlq_offset}`);
+  expect(listed).toEqual(selected);
+  const sent = await cli("--where", where);
+  expect(sent.code).toBe(0);
+  expect(JSON.parse(sent.out).sent).toBe(selected.length);
+  const replayed = await consumeN(n.raw, RECORDS + selected.length);
+  const payloads = new Set(replayed.slice(0).map(text));
+  const q = `SELECT original_payload FROM ${n.database}.${n.table}_dlq WHERE ${sql}`;
+  for (const r of await (await ch.query({ query: q, format: "JSONEachRow" })).json<{ original_payload: string }>())
+    expect(payloads.has(r.original_payload)).toBe(true);
+  // Not a predicate of the grammar: refused with where, and nothing sent or asked.
+  for (const bad of ["1 = 1; DROP TABLE x", "failure_reason = 'a' OR sleep(3)", "original_payload = 'x' --", "nope = 1", "(SELECT 1) = 1"]) {
+    const r = await cli("--where", bad);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("--where:");
+  }
+}, 120_000);
