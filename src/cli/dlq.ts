@@ -18,14 +18,23 @@ import { Producer } from "../kafka/producer.ts";
 import { log } from "../log.ts";
 import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 import { clientProps } from "./kafka-clients.ts";
+import { DLQ_FILL_HELP, dlqFillCommand } from "./dlq-fill.ts";
+import { queryText, ROWS_ANSWER_BYTES } from "../clickhouse/answer.ts";
+import { createClickHouse } from "../clickhouse/client.ts";
+import { dlqTable } from "../clickhouse/migrate.ts";
+import { parsePredicate, predicateSql } from "../dlq/table/predicate.ts";
 
 export const DLQ_HELP = `cdr-worker dlq inspect [selection] [--samples K]
   Reads KAFKA_TOPIC_DLQ (commits nothing) and prints counts by failure_reason, failed_field and
   stage, plus K samples (default 3) per reason, as JSON.
-cdr-worker dlq replay [selection] [--limit N] [--chunk-size N] [--dry-run]
+cdr-worker dlq replay [selection] [--where PREDICATE] [--limit N] [--chunk-size N] [--dry-run]
   Re-publishes the original payloads of the selected DLQ records to KAFKA_TOPIC_RAW, byte for byte,
   as it reads them, N at a time (default 5000). --dry-run sends nothing and lists the first 1000 it
   would send. Stops at --limit or on SIGINT/SIGTERM and prints where to resume.
+  --where selects by a predicate on the DLQ table (<table>_dlq, filled by dlq fill): its columns
+  compared with literals (= != <> < <= > >=, [NOT] IN (…), IS [NOT] NULL), AND, OR, NOT and
+  parentheses, e.g. "failure_reason = 'invalid_rat_value' AND device_id IN ('d1','d2')". The
+  envelopes at the offsets it selects are read from the topic and replayed.
 Selection:
   --reason R            failure_reason R
   --stage S             where the record was turned away: decode, clickhouse-refused (ClickHouse
@@ -35,7 +44,8 @@ Selection:
                         both commands print next_offsets, where a later run may go on
   --from-offset P:N[,P:N…]   start partition P at N (only the partitions named are read): what a
                         stopped replay prints as "resume"
-Progress goes to stderr on a terminal.`;
+Progress goes to stderr on a terminal.
+${DLQ_FILL_HELP}`;
 
 /** Most records a dry run lists (it counts them all). */
 const DRY_RUN_LISTED = 1000;
@@ -45,6 +55,8 @@ const UNREADABLE_LISTED = 100;
 const REPLAY_CHUNK = 5000;
 
 interface Selection {
+  /** --where: the DLQ offsets of each partition the DLQ table selects. */
+  offsets?: ReadonlyMap<number, ReadonlySet<number>>;
   reason?: string;
   stage?: DlqStage;
   since: number | null;
@@ -106,6 +118,7 @@ function resumeCommand(args: ParsedArgs, next: ReadonlyMap<number, number>): str
 }
 
 function selects(s: Selection, e: StoredEnvelope): boolean {
+  if (s.offsets && !s.offsets.get(e.partition)?.has(e.offset)) return false;
   if (s.reason && e.envelope.failure_reason !== s.reason) return false;
   if (s.stage && e.stage !== s.stage) return false;
   const at = Date.parse(e.envelope.failed_at);
@@ -160,6 +173,7 @@ function terminalProgress(): ((p: ReadProgress) => void) & { end(): void } {
 export async function dlqCommand(cfg: Config, sub: string | undefined, args: ParsedArgs): Promise<ExitKind> {
   if (sub === "inspect") return inspect(cfg, args);
   if (sub === "replay") return replay(cfg, args);
+  if (sub === "fill") return dlqFillCommand(cfg);
   console.error(DLQ_HELP);
   return "USAGE";
 }
@@ -202,7 +216,7 @@ async function inspect(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
 }
 
 async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
-  const sel = selection(args);
+  const sel = await withWhere(cfg, args, selection(args));
   const limit = numberFlag(args, "limit", Number.MAX_SAFE_INTEGER, 1, Number.MAX_SAFE_INTEGER);
   const dryRun = args.flags.has("dry-run");
   const chunkSize = numberFlag(args, "chunk-size", REPLAY_CHUNK, 1, 100_000);
@@ -267,6 +281,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
       if (dryRun) {
         if (listed.length < DRY_RUN_LISTED)
           listed.push({
+            dlq_partition: e.partition,
             dlq_offset: e.offset,
             failure_reason: e.envelope.failure_reason,
             stage: e.stage,
@@ -331,6 +346,50 @@ function printReplay(
       resume_command: resumeCommand(args, next),
     }),
   );
+}
+
+/**
+ * The selection narrowed to the offsets `--where` selects in the DLQ table, and the range to what
+ * holds them: each partition read from its first selected offset (or the resume position, if later)
+ * to past its last. The predicate is parsed before anything is asked of ClickHouse.
+ */
+async function withWhere(cfg: Config, args: ParsedArgs, sel: Selection): Promise<Selection> {
+  const text = stringFlag(args, "where");
+  if (text === undefined) return sel;
+  const predicate = predicateSql(parsePredicate(text));
+  const offsets = await selectedOffsets(cfg, predicate);
+  const starts = new Map<number, number>();
+  let to = 0;
+  for (const [p, set] of offsets) {
+    let first = Infinity, last = -1;
+    for (const o of set) (first = Math.min(first, o)), (last = Math.max(last, o));
+    const resumed = sel.range.starts ? sel.range.starts.get(p) : sel.range.from;
+    if (sel.range.starts && resumed === undefined) continue;
+    starts.set(p, Math.max(first, resumed ?? first));
+    to = Math.max(to, last + 1);
+  }
+  const range = { ...sel.range, from: undefined, starts, to: Math.min(to, sel.range.to ?? to) };
+  return { ...sel, offsets, range };
+}
+
+async function selectedOffsets(cfg: Config, predicate: string): Promise<Map<number, Set<number>>> {
+  const { database, table } = cfg.clickhouse;
+  const ch = createClickHouse(cfg.clickhouse);
+  try {
+    const query =
+      `SELECT dlq_partition, dlq_offset FROM ${database}.${dlqTable(table)} ` +
+      `WHERE unreadable = '' AND ${predicate} ORDER BY dlq_partition, dlq_offset`;
+    const out = new Map<number, Set<number>>();
+    for (const line of (await queryText(ch, query, ROWS_ANSWER_BYTES)).split("\n").filter(Boolean)) {
+      const [p, o] = line.split("\t").map(Number) as [number, number];
+      let set = out.get(p);
+      if (!set) out.set(p, (set = new Set()));
+      set.add(o);
+    }
+    return out;
+  } finally {
+    await ch.close();
+  }
 }
 
 function parseTime(args: ParsedArgs, name: string): number | null {

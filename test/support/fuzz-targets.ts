@@ -10,6 +10,8 @@
  * worker's single pass (record-scan.ts) and decode(), which must agree.
  */
 import fc from "fast-check";
+import { dlqRow } from "../../src/dlq/table/row.ts";
+import { parsePredicate, PredicateError, predicateSql } from "../../src/dlq/table/predicate.ts";
 import { decode, type Decoded } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
@@ -488,6 +490,44 @@ function bestOf(n: number, fn: () => unknown, bound: number): number {
   return best;
 }
 
+/** A DLQ record of any bytes and hostile headers becomes exactly one row of the DLQ table's shape, never an exception. */
+function checkDlqRow(bytes: Uint8Array): void {
+  const headers = provenanceHeaders({ topic: "cdr.raw", partition: 1, offset: 2, stage: "decode", detail: "d", attempts: 3 }).map(
+    ([k, v]) => [k, enc.encode(v)] as [string, Uint8Array],
+  );
+  headers.push(["__proto__", enc.encode("x")], [HEADERS.attempts, enc.encode("-1e999")]);
+  const m = dlqMessage(bytes, headers);
+  const row = dlqRow(m, { storedAt: 1_700_000_000 });
+  const envelope = readEnvelope(m);
+  if (row.dlq_offset !== m.offset || row.dlq_partition !== m.partition) throw new Error("the row lost its DLQ position");
+  if ((typeof envelope === "string") !== (row.unreadable !== "")) throw new Error("unreadable does not say whether it is an envelope");
+  if (!/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(row.failed_at)) throw new Error(`failed_at ${row.failed_at} is not a DateTime`);
+  if (row.attempts !== null && !(Number.isInteger(row.attempts) && row.attempts >= 0 && row.attempts < 2 ** 32)) throw new Error("attempts out of UInt32");
+  for (const f of [row.raw_id, row.device_id, row.caller_prefix])
+    if (f !== null && (typeof f !== "string" || f.length > 256)) throw new Error("a lenient field is not a short string");
+  if (typeof envelope !== "string" && row.original_payload !== envelope.payloadText) throw new Error("the payload is not the envelope's");
+  JSON.stringify(row); // the insert's body
+}
+
+/** Any text is refused with a --where line, or parses to SQL that parses back to itself. */
+function checkPredicate(bytes: Uint8Array): void {
+  const text = utf8.decode(bytes);
+  let sql: string;
+  try {
+    sql = predicateSql(parsePredicate(text));
+  } catch (e) {
+    if (!(e instanceof PredicateError)) throw e;
+    return;
+  }
+  if (predicateSql(parsePredicate(sql)) !== sql) throw new Error("the SQL written is not the grammar's own");
+}
+
+const PREDICATE_PARTS = ["failure_reason", "dlq_offset", "device_id", "=", "<>", ">=", " IN ", " NOT ", " AND ", " OR ", " IS NULL", "(", ")", ",", "'a'", "'it''s'", "'\\'", "-5", "1.5", ";", "--", "sleep(1)", " ", "\u0000", "NULL"];
+const predicateBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
+  fc.array(fc.constantFrom(...PREDICATE_PARTS), { maxLength: 24 }).map((parts) => enc.encode(parts.join(""))),
+  fc.uint8Array({ maxLength: 200 }),
+);
+
 // ---- The targets -----------------------------------------------------------------------------
 
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
@@ -500,5 +540,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   { name: "commit-metadata", inputs: "metadata as written, mutated, and any JSON", arbitrary: metadataBytes, check: checkMetadata },
   { name: "row-binary", inputs: "encoder bodies cut and changed, and any bytes", arbitrary: rowBinaryBytes, check: checkRowBinary },
   { name: "clickhouse-error", inputs: "both servers' captured error answers, mutated, and any text", arbitrary: errorAnswerBytes, check: checkErrorAnswer },
+  { name: "dlq-table-row", inputs: "envelopes as written then mutated, and anything else, with hostile headers", arbitrary: envelopeBytes, check: checkDlqRow },
+  { name: "dlq-predicate", inputs: "the --where grammar's pieces in any order, and any bytes", arbitrary: predicateBytes, check: checkPredicate },
   { name: "row-binary-roundtrip", inputs: "valid corpus records", arbitrary: corpusRecord, check: checkRowBinaryRoundTrip },
 ];
