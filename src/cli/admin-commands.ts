@@ -1,8 +1,8 @@
 /** `migrate`, `topics ensure`, `topics describe`: idempotent set-up commands for operators. */
 import { createClickHouse } from "../clickhouse/client.ts";
-import { roleStatements, userStatements } from "../clickhouse/grants.ts";
+import { readerRoleStatements, roleStatements, userStatements } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
-import { MIN_KEEP_DAYS, pruneOffsets } from "../clickhouse/prune.ts";
+import { dlqKeepDays, MIN_KEEP_DAYS, pruneDlq, pruneOffsets } from "../clickhouse/prune.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
@@ -29,7 +29,14 @@ cdr-worker migrate --role NAME [--user NAME --password-file F]: migrate, then ru
 cdr-worker migrate --prune-offsets [--keep-days N] [--cluster NAME]: drop the monthly partitions of
   <table>_offsets whose every row is older than N days (default ${DEFAULT_KEEP_DAYS}, at least
   ${MIN_KEEP_DAYS}): what the replay check and audit read lies within the raw topic's retention, and
-  18.16 has no TTL. Run it as the admin, monthly (a CronJob); prints the partitions dropped.`;
+  18.16 has no TTL. Run it as the admin, monthly (a CronJob); prints the partitions dropped.
+cdr-worker migrate --prune-dlq [--keep-days N] [--cluster NAME]: drop the daily partitions of <table>_dlq
+  whose every row was stored more than N days ago (default: the DLQ topic's retention.ms, in whole
+  days). Run it as the admin, daily; prints the partitions dropped.
+cdr-worker migrate --print-reader-grants: print, and change nothing, the statements that make the DLQ
+  table's reader roles: cdr_dlq_reader (whole envelopes, payload included) and cdr_dlq_analyst (every
+  column but original_payload, and the view <table>_dlq_summary). --reader-roles runs them (as an admin,
+  ClickHouse 20.4 or later); grant the roles to users yourself (docs/security.md).`;
 export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [--partitions N] [--keep-configs]
   [--dry-run]:
   create missing topics with the spec's settings, repair drifted configs (retention.ms included: an
@@ -58,6 +65,29 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
       await ch.close();
     }
   }
+  if (args.flags.has("prune-dlq")) {
+    const admin = new Admin(clientProps(cfg, "admin"));
+    let retention: string | undefined;
+    try {
+      retention = (await admin.describeConfigs(cfg.kafka.topicDlq))["retention.ms"]?.value ?? undefined;
+    } finally {
+      admin.close();
+    }
+    const topicDays = retention === undefined || Number(retention) < 0 ? 36_500 : dlqKeepDays(Number(retention));
+    const keepDays = integerFlag(args, "keep-days", topicDays, 1, 36_500);
+    const ch = createClickHouse(cfg.clickhouse, "default");
+    try {
+      const pruned = await pruneDlq(ch, database, table, keepDays, { cluster });
+      console.log(JSON.stringify({ table: `${database}.${table}_dlq`, keep_days: keepDays, pruned }));
+      return "OK";
+    } finally {
+      await ch.close();
+    }
+  }
+  if (args.flags.has("print-reader-grants")) {
+    for (const s of readerRoleStatements(database, table)) console.log(`${s};`);
+    return "OK";
+  }
   if (args.flags.has("print-grants")) {
     for (const s of roleStatements(role ?? "cdr_worker", database, table, user)) console.log(`${s};`);
     return "OK";
@@ -70,7 +100,8 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
     const added = await migrate(ch, database, table, cluster);
     const migrated = `${database}.${table}`;
     console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}), columns_added: added }));
-    if (role === undefined) return "OK";
+    const readerRoles = args.flags.has("reader-roles");
+    if (role === undefined && !readerRoles) return "OK";
     const version = versionOf(await queryText(ch, "SELECT version()", SMALL_ANSWER_BYTES));
     const v = parseVersion(version);
     if (v !== null && (v[0] < 20 || (v[0] === 20 && v[1] < 4)))
@@ -81,8 +112,10 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
       );
     if (user !== undefined && password !== undefined)
       for (const query of userStatements(user, password)) await ch.command({ query });
-    for (const query of roleStatements(role, database, table, user)) await ch.command({ query });
-    console.log(JSON.stringify({ role, ...(user ? { user } : {}) }));
+    if (readerRoles) for (const query of readerRoleStatements(database, table)) await ch.command({ query });
+    if (role !== undefined)
+      for (const query of roleStatements(role, database, table, user)) await ch.command({ query });
+    console.log(JSON.stringify({ role, ...(user ? { user } : {}), ...(readerRoles ? { reader_roles: true } : {}) }));
     return "OK";
   } finally {
     await ch.close();

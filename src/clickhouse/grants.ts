@@ -4,6 +4,8 @@
  * - INSERT on the table: the batches.
  * - SELECT on the table: which rows are stored (a lost answer's check, `audit`).
  * - SELECT on the offsets table: which offsets are stored (the replay check, `audit`).
+ * - INSERT and SELECT on the DLQ table: `dlq fill` stores envelopes and reads its position there;
+ *   `dlq replay --where` selects by it.
  * - SELECT on system.columns: the schema check at start.
  * - SELECT on system.processes: whether its own inserts have ended (insertsEnded, KILL QUERY's own
  *   read). Killing its own queries needs no KILL QUERY grant: ClickHouse asks for it only to kill
@@ -16,7 +18,7 @@ import { createHash } from "node:crypto";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { CdrWorkerError } from "../errors.ts";
 import { serverError, withCode } from "./insert-error.ts";
-import { COLUMN_TYPES, offsetsTable, plainIdentifiers } from "./migrate.ts";
+import { COLUMN_TYPES, DLQ_COLUMNS, dlqSummaryView, dlqTable, offsetsTable, plainIdentifiers } from "./migrate.ts";
 
 export interface Need {
   privilege: string;
@@ -46,6 +48,18 @@ export function workerNeeds(database: string, table: string): Need[] {
       why: "read which offsets are stored",
       probe: nothingFrom(`${database}.${offsetsTable(table)}`),
     },
+    {
+      privilege: "INSERT",
+      on: `${database}.${dlqTable(table)}`,
+      why: "fill the DLQ table (dlq fill)",
+      probe: `INSERT INTO ${database}.${dlqTable(table)} (dlq_partition) SELECT ${zero} FROM system.one WHERE 0`,
+    },
+    {
+      privilege: "SELECT",
+      on: `${database}.${dlqTable(table)}`,
+      why: "read the DLQ table's position (dlq fill)",
+      probe: nothingFrom(`${database}.${dlqTable(table)}`),
+    },
     { privilege: "SELECT", on: "system.columns", why: "check the schema", probe: nothingFrom("system.columns") },
     {
       privilege: "SELECT",
@@ -70,6 +84,32 @@ export function roleStatements(role: string, database: string, table: string, us
     `REVOKE ALL ON *.* FROM ${role}`,
     ...[...grants].map(([on, privileges]) => `GRANT ${privileges.join(", ")} ON ${on} TO ${role}`),
     ...(user === undefined ? [] : [`GRANT ${role} TO ${user}`, `SET DEFAULT ROLE ${role} TO ${user}`]),
+  ];
+}
+
+/** The DLQ table's readers (docs/security.md): whole records, and analysts without the payload. */
+export const DLQ_READER_ROLE = "cdr_dlq_reader";
+export const DLQ_ANALYST_ROLE = "cdr_dlq_analyst";
+
+/**
+ * The statements that make the DLQ table's two reader roles, apart from the worker's: the reader
+ * selects whole envelopes, phone numbers in the payload included; the analyst every column but
+ * `original_payload` (a column grant, which the payload-less view `<table>_dlq_summary` needs as
+ * well: a view reads with its invoker's rights).
+ */
+export function readerRoleStatements(database: string, table: string): string[] {
+  plainIdentifiers({ database, table });
+  const t = `${database}.${dlqTable(table)}`;
+  const view = `${database}.${dlqSummaryView(table)}`;
+  const columns = DLQ_COLUMNS.map((c) => c.name).filter((c) => c !== "original_payload");
+  const role = (name: string, grants: string[]) => [
+    `CREATE ROLE IF NOT EXISTS ${name}`,
+    `REVOKE ALL ON *.* FROM ${name}`,
+    ...grants.map((g) => `${g} TO ${name}`),
+  ];
+  return [
+    ...role(DLQ_READER_ROLE, [`GRANT SELECT ON ${t}`, `GRANT SELECT ON ${view}`]),
+    ...role(DLQ_ANALYST_ROLE, [`GRANT SELECT(${columns.join(", ")}) ON ${t}`, `GRANT SELECT ON ${view}`]),
   ];
 }
 

@@ -14,7 +14,7 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { startChdbEndpoint } from "../support/chdb.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { props } from "../support/kafka.ts";
-import { ROOT } from "../support/services.ts";
+import { ROOT, waitFor } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
@@ -49,7 +49,7 @@ const N = 60;
 const INVALID = new Set([5, 17, 40]);
 const records = Array.from({ length: N }, (_, i) => (INVALID.has(i) ? `not json ${i}` : toJson(withFields({ raw_id: `lp-${i}` }))));
 
-test("26.9: the worker runs, restarts and audits under the role's grants alone; DDL is refused", async () => {
+test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ table, under the role's grants alone; DDL is refused", async () => {
   const n0 = await names("least-priv");
   const dir = `${ROOT}/.local/tmp/least-privilege-${Date.now().toString(36)}`;
   const admin = await startChdbEndpoint({ dir });
@@ -64,6 +64,7 @@ test("26.9: the worker runs, restarts and audits under the role's grants alone; 
       "REVOKE ALL ON *.* FROM cdr_worker;",
       `GRANT INSERT, SELECT ON e2e.${n.table} TO cdr_worker;`,
       `GRANT SELECT ON e2e.${n.table}_offsets TO cdr_worker;`,
+      `GRANT INSERT, SELECT ON e2e.${n.table}_dlq TO cdr_worker;`,
       "GRANT SELECT ON system.columns TO cdr_worker;",
       "GRANT SELECT ON system.processes TO cdr_worker;",
       "GRANT cdr_worker TO cdr_worker;",
@@ -111,6 +112,12 @@ test("26.9: the worker runs, restarts and audits under the role's grants alone; 
       const audit = cli(env, "audit");
       expect({ code: audit.code, stderr: audit.stderr }).toEqual({ code: 0, stderr: "" });
       expect(audit.stdout).toContain('"audit":"clean"');
+      // The filler under the same role: its inserts, its position and the end of its own inserts.
+      const fill = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env: { ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+      await waitFor(async () => ((await count(`${n.table}_dlq`)) === INVALID.size ? true : undefined), 30_000, "the DLQ table filled");
+      fill.kill("SIGTERM");
+      const [fillCode, fillErr] = await Promise.all([fill.exited, new Response(fill.stderr).text()]);
+      expect({ code: fillCode, stderr: fillErr }).toEqual({ code: 0, stderr: "" });
     } finally {
       await ch.close();
     }
@@ -187,3 +194,58 @@ test("26.9: migrate --role --user passes the version gate and sends the user's s
     await admin.stop();
   }
 });
+
+test("26.9: the DLQ table's analyst reads every column but the payload, the view included; the reader reads the payload", async () => {
+  const n0 = await names("least-priv-dlq");
+  const dir = `${ROOT}/.local/tmp/least-privilege-dlq-${Date.now().toString(36)}`;
+  const admin = await startChdbEndpoint({ dir });
+  const open: Array<Awaited<ReturnType<typeof startChdbEndpoint>>> = [];
+  try {
+    const n = onEndpoint(n0, admin.url);
+    const printed = cli(workerEnv(n), "migrate", "--print-reader-grants");
+    expect(printed.code).toBe(0);
+    const statements = printed.stdout.trim().split("\n");
+    expect(statements.filter((s) => s.startsWith("GRANT")).map((s) => s.replace(/\(.*\)/, "(…)"))).toEqual([
+      `GRANT SELECT ON e2e.${n.table}_dlq TO cdr_dlq_reader;`,
+      `GRANT SELECT ON e2e.${n.table}_dlq_summary TO cdr_dlq_reader;`,
+      `GRANT SELECT(…) ON e2e.${n.table}_dlq TO cdr_dlq_analyst;`,
+      `GRANT SELECT ON e2e.${n.table}_dlq_summary TO cdr_dlq_analyst;`,
+    ]);
+    const adminCh = createClient({ url: admin.url });
+    for (const s of statements) {
+      const rs = await adminCh.query({ query: "SELECT formatQuery({s:String}) AS f", query_params: { s }, format: "JSONEachRow" });
+      expect(((await rs.json<{ f: string }>())[0]!.f).length).toBeGreaterThan(0);
+    }
+    const row = { failed_at: "2026-12-01 10:00:00", failure_reason: "malformed_json", dlq_partition: 0, dlq_offset: 0, original_payload: "{\"caller_num\":\"+447700900123\"", device_id: "d1", stored_at: "2026-12-01 10:00:00" };
+    await adminCh.insert({ table: `e2e.${n.table}_dlq`, values: [row], format: "JSONEachRow" });
+    await adminCh.close();
+    await admin.stop();
+    const roleGrants = (role: string) => statements.filter((s) => s.endsWith(`TO ${role};`)).join("\n");
+    const as = async (role: string) => {
+      const grants = `${secrets}/${role}.sql`;
+      writeFileSync(grants, roleGrants(role));
+      const e = await startChdbEndpoint({ dir, grants });
+      open.push(e);
+      const ch = createClient({ url: e.url, database: "e2e", log: { level: ClickHouseLogLevel.OFF } });
+      const ask = (query: string) =>
+        ch.query({ query, format: "JSONEachRow" }).then((r) => r.json<Record<string, unknown>>(), (err: { type?: string; message: string }) => err.type ?? err.message);
+      return { ask, close: async () => (await ch.close(), await e.stop()) };
+    };
+    const analyst = await as("cdr_dlq_analyst");
+    expect(await analyst.ask(`SELECT device_id, failure_reason FROM e2e.${n.table}_dlq`)).toEqual([{ device_id: "d1", failure_reason: "malformed_json" }]);
+    expect(await analyst.ask(`SELECT count() AS c, any(device_id) AS d FROM e2e.${n.table}_dlq_summary`)).toEqual([{ c: expect.anything(), d: "d1" }]);
+    expect(await analyst.ask(`SELECT original_payload FROM e2e.${n.table}_dlq`)).toBe("ACCESS_DENIED");
+    expect(await analyst.ask(`SELECT * FROM e2e.${n.table}_dlq`)).toBe("ACCESS_DENIED");
+    expect(await analyst.ask(`SELECT count() FROM e2e.${n.table}`)).toBe("ACCESS_DENIED");
+    await analyst.close();
+    const reader = await as("cdr_dlq_reader");
+    expect(await reader.ask(`SELECT original_payload FROM e2e.${n.table}_dlq`)).toEqual([{ original_payload: row.original_payload }]);
+    expect(await reader.ask(`SELECT count() FROM e2e.${n.table}`)).toBe("ACCESS_DENIED");
+    await reader.close();
+  } finally {
+    await admin.stop();
+    for (const e of open) await e.stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+    for (const d of [`${dir}-spool`, `${dir}-config`]) rmSync(d, { recursive: true, force: true });
+  }
+}, 120_000);
