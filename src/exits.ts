@@ -72,8 +72,9 @@ export const EXITS = {
     code: 1,
     when:
       "`audit`: records missing, stored twice, dead-lettered twice, both stored and dead-lettered, or " +
-      "rows at offsets with no record",
-    says: 'its JSON summary on stdout, `"audit":"failed"` with the counts',
+      "rows at offsets with no record; or the DLQ table missing a committed DLQ record, holding one twice, " +
+      "or holding one the topic has not committed",
+    says: 'its JSON summary on stdout, `"audit":"failed"` with the counts, and the `"dlq_table"` line',
   },
   REPLAY_SECOND_SIGNAL: {
     code: 1,

@@ -11,7 +11,8 @@ import type { Message } from "../kafka/message.ts";
 import { ascending, deadLetteredOffsets, recordOffsets, storedOffsets, type Range } from "../audit/sources.ts";
 import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
-import { offsetsTable } from "../clickhouse/migrate.ts";
+import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
+import { auditDlqTable, tableExists } from "../audit/dlq-table.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
@@ -34,7 +35,9 @@ export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N]
   answers. Exit 1 on any finding. Default range: from the low watermark to the group's committed
   offset (KAFKA_GROUP_ID): what the workers say is done. --since/--until select records by timestamp
   ([since, until)); --from-offset/--to-offset by offset. Commits nothing. Progress goes to stderr on a
-  terminal.`;
+  terminal. Where dlq fill has filled <table>_dlq, a line more counts the DLQ topic's committed
+  records (up to the filler's committed offsets) against the table's rows: missing, stored_twice,
+  not_in_topic are findings too.`;
 
 export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   // Started by a worker's schedule: end with it, however it ends.
@@ -148,7 +151,10 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
       `SELECT count() FROM (SELECT cdr_id FROM ${offsets} WHERE ${inRange} ` +
         "GROUP BY cdr_id HAVING uniqExact(kafka_partition, kafka_offset) > 1)",
     );
-    const failed = failures(totals as Record<(typeof FINDINGS)[number], number>);
+    const dlqTable = await auditFilledDlq(cfg, ch, dlqPartitions);
+    if (dlqTable) console.log(JSON.stringify(dlqTable));
+    const dlqFailed = dlqTable ? dlqTable.missing + dlqTable.stored_twice + dlqTable.not_in_topic : 0;
+    const failed = failures(totals as Record<(typeof FINDINGS)[number], number>) + dlqFailed;
     console.log(
       JSON.stringify({
         audit: failed === 0 ? "clean" : "failed",
@@ -161,11 +167,36 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
         // (forged, or written by a worker without the key), or proven for another payload than the
         // record at their offset.
         ...(key ? { unproven_envelopes: unproven, mismatched_envelopes: mismatched } : {}),
+        ...(dlqTable ? { dlq_table_findings: dlqFailed } : {}),
       }),
     );
     return failed === 0 ? "OK" : "AUDIT_FINDINGS";
   } finally {
     await Promise.all([records.close(), dlq.close(), group.close(), ch.close()]);
+  }
+}
+
+/**
+ * The DLQ table against the DLQ topic, over what `dlq fill`'s group has committed; null where there
+ * is no table yet or the filler has committed nothing.
+ */
+async function auditFilledDlq(cfg: Config, ch: ClickHouseClient, partitions: number) {
+  const table = `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`;
+  if (!(await tableExists(ch, table))) return null;
+  const topic = cfg.kafka.topicDlq;
+  const group = new Consumer({ props: clientProps(cfg, "dlqFiller"), topics: [] });
+  const reader = new Consumer({ props: clientProps(cfg, "auditReader", `dlq-table-${process.pid}`), topics: [] });
+  try {
+    const tps = Array.from({ length: partitions }, (_, partition) => ({ topic, partition }));
+    const ranges = [];
+    for (const c of group.committed(tps)) {
+      const to = Number(c.offset ?? -1n);
+      if (to < 0) continue;
+      ranges.push({ partition: c.partition, from: reader.queryWatermarks(topic, c.partition).low, to });
+    }
+    return ranges.length === 0 ? null : await auditDlqTable(ch, table, reader, topic, ranges);
+  } finally {
+    await Promise.all([group.close(), reader.close()]);
   }
 }
 

@@ -104,7 +104,7 @@ export const KAFKA_CLIENTS = {
   },
   dlqFiller: {
     type: "consumer",
-    made: "`dlq fill`: reads the committed DLQ into the DLQ table",
+    made: "`dlq fill`: reads the committed DLQ into the DLQ table; `audit` reads its group's commits",
     sets: (cfg) => ({
       "group.id": dlqFillerGroup(cfg),
       "client.id": `${cfg.workerInstance}-dlq-fill`,

@@ -126,6 +126,16 @@ test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse cu
   const lenient = `SELECT uniqExact(device_id) AS devices, any(caller_prefix) AS prefix, countIf(cdr_id IS NULL) AS no_id FROM ${n.database}.${n.table}_dlq WHERE failure_reason = 'malformed_json'`;
   expect(await (await ch.query({ query: lenient, format: "JSONEachRow" })).json()).toEqual([{ devices: "7", prefix: "+44", no_id: "0" }]);
   proxy.down();
+  // audit counts the topic's committed records against the table's rows: clean, then a row stored twice.
+  const audit = () => {
+    const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "audit"], { env: { ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+    const line = `${p.stdout}`.split("\n").find((l) => l.includes('"dlq_table"'));
+    const summary = `${p.stdout}`.split("\n").find((l) => l.startsWith('{"audit"'));
+    return { code: p.exitCode, table: line ? JSON.parse(line) : null, summary: summary ? JSON.parse(summary) : null };
+  };
+  expect(audit()).toMatchObject({ code: 0, table: { envelopes: want.length, rows: want.length, missing: 0, stored_twice: 0, not_in_topic: 0 }, summary: { audit: "clean", dlq_table_findings: 0 } });
+  await ch.command({ query: `INSERT INTO ${n.database}.${n.table}_dlq SELECT * FROM ${n.database}.${n.table}_dlq WHERE dlq_offset = 7` });
+  expect(audit()).toMatchObject({ code: 1, table: { rows: want.length + 1, stored_twice: 1, first: { stored_twice: ["0:7"] } }, summary: { audit: "failed", dlq_table_findings: 1 } });
 }, 180_000);
 
 test("dlq replay --where replays exactly the offsets the DLQ table selects; a predicate that is not one is refused before any SQL", async () => {
