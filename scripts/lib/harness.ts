@@ -146,7 +146,7 @@ export async function prepareRun(prefix: string, database: string): Promise<Harn
       return out;
     },
     async cleanup() {
-      for (const name of [`${table}_offsets_mv`, `${table}_offsets`, table])
+      for (const name of [`${table}_offsets_mv`, `${table}_offsets`, table, `${table}_dlq_summary`, `${table}_dlq`])
         await ch.command({ query: `DROP TABLE IF EXISTS ${database}.${name}` }).catch((e) => console.error(`cleanup: ${(e as Error).message}`));
       await ch.close().catch(() => {});
       await admin.deleteTopics([raw, dlq]).catch(() => {});
