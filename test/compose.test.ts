@@ -11,7 +11,12 @@ test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the w
   const doc = Bun.YAML.parse(await Bun.file(`${ROOT}/compose.yml`).text()) as { services: Record<string, any> };
   const s = doc.services;
   const notCluster = Object.keys(s).filter((k) => !s[k].profiles?.includes("cluster"));
-  expect(notCluster.sort()).toEqual(["clickhouse", "generator", "grafana", "kafka", "migrate", "prometheus", "topics", "worker"]);
+  expect(notCluster.sort()).toEqual(["clickhouse", "dlq-fill", "generator", "grafana", "kafka", "migrate", "prometheus", "topics", "worker"]);
+  // The DLQ table's filler: the worker's user, secrets and hardening, healthchecked on its loop.
+  expect(s["dlq-fill"].command).toEqual(["dlq", "fill"]);
+  for (const k of ["env_file", "secrets", "read_only", "cap_drop", "security_opt", "ulimits"]) expect({ [k]: s["dlq-fill"][k] }).toEqual({ [k]: s.worker[k] });
+  expect(s["dlq-fill"].environment.CLICKHOUSE_USER).toBe("cdr_worker");
+  expect(s["dlq-fill"].healthcheck.test).toEqual(["CMD", "/usr/local/bin/cdr-worker", "probe", "http://127.0.0.1:8081/healthz"]);
   expect(s.kafka.image).toMatch(/^apache\/kafka:4\./);
   expect(s.kafka.environment.KAFKA_PROCESS_ROLES).toBe("broker,controller");
   expect(s.clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:/);

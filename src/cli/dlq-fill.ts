@@ -22,7 +22,9 @@ export const DLQ_FILL_HELP = `cdr-worker dlq fill
   Fills the DLQ table (<table>_dlq, made by migrate) from KAFKA_TOPIC_DLQ as the worker commits it
   (read_committed), each record exactly once, and runs until SIGTERM/SIGINT. Run as many as the
   DLQ topic has partitions: they share them in the group <KAFKA_GROUP_ID>-dlq-table. It never
-  dead-letters: while ClickHouse fails it waits and tries again, and catches up after.`;
+  dead-letters: while ClickHouse fails it waits and tries again, and catches up after. Serves
+  /healthz and /internal/stats (stored, skipped, inserts, lost answers, next offsets) on
+  STATS_HOST:STATS_PORT.`;
 
 /** Payload bytes of one insert, and of the rows read and not yet stored (past it, consumption pauses). */
 const BATCH_BYTES = 16 * 1024 * 1024;
@@ -64,11 +66,13 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
     instance: cfg.workerInstance.replace(/[^\w.-]/g, "_"),
   });
   onShutdownSignals(() => filler.stop(), cfg.shutdownTimeoutMs);
+  const server = serveFillerStats(cfg, filler);
   log.info("cdr-worker dlq fill running", {
     topic: cfg.kafka.topicDlq,
     partitions,
     table: `${database}.${dlqTable(table)}`,
     group: dlqFillerGroup(cfg),
+    stats: `http://${server.hostname}:${server.port}/internal/stats`,
   });
   try {
     await filler.run();
@@ -78,6 +82,38 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
     log.error("dlq fill failed", { err: e as Error });
     return "FAILED";
   } finally {
+    void server.stop(true);
     await ch.close();
   }
+}
+
+/** A loop that has not passed for this long is stuck: /healthz says so (the kubelet restarts it). */
+const STUCK_AFTER_MS = 30_000;
+
+/**
+ * The filler's stats on STATS_HOST:STATS_PORT, as the worker's: /healthz (the loop passes) and
+ * /internal/stats (its counts, positions and rows buffered).
+ */
+function serveFillerStats(cfg: Config, filler: DlqFiller) {
+  return Bun.serve({
+    hostname: cfg.stats.host,
+    port: cfg.stats.port,
+    idleTimeout: 10,
+    maxRequestBodySize: 16 * 1024,
+    fetch(req) {
+      const path = new URL(req.url).pathname;
+      if (req.method !== "GET") return new Response("method not allowed\n", { status: 405 });
+      if (path === "/healthz") {
+        const ok = performance.now() - filler.lastPass < STUCK_AFTER_MS;
+        return new Response(ok ? "ok\n" : "the filler's loop has not run for 30 s\n", { status: ok ? 200 : 503 });
+      }
+      if (path === "/internal/stats")
+        return Response.json({
+          ...filler.counts,
+          buffered_bytes: filler.buffered,
+          next_offsets: Object.fromEntries(filler.positions),
+        });
+      return new Response("not found\n", { status: 404 });
+    },
+  });
 }

@@ -17,7 +17,7 @@ setDefaultTimeout(60_000);
 
 const DIR = `${ROOT}/deploy/kubernetes`;
 const VALIDATE = `${ROOT}/.local/kubernetes-validate/bin/kubernetes-validate`;
-const KUSTOMIZATIONS = ["", "jobs", "cronjobs", "dlq-replay"];
+const KUSTOMIZATIONS = ["", "jobs", "cronjobs", "dlq-replay", "dlq-fill"];
 
 function validate(paths: string[]) {
   const p = Bun.spawnSync([VALIDATE, "--strict", "--no-warn", ...paths], { stdout: "pipe", stderr: "pipe" });
@@ -118,6 +118,19 @@ test("the Deployment is held to the worker: memory bound, shutdown deadline, pro
   expect(policy.ingress).toEqual([{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { "app.kubernetes.io/name": "prometheus" } } }], ports: [{ protocol: "TCP", port: 8081 }] }]);
 });
 
+test("the DLQ table's filler runs the worker's pod (image, ConfigMap, secrets, security) with `dlq fill`, probed on its /healthz", () => {
+  const worker = one(rendered(DIR), "Deployment").spec.template.spec;
+  const filler = one(rendered(`${DIR}/dlq-fill`), "Deployment").spec.template.spec;
+  const [w] = worker.containers;
+  const [c] = filler.containers;
+  expect(c.args).toEqual(["dlq", "fill"]);
+  for (const k of ["image", "envFrom", "securityContext", "volumeMounts", "env"]) expect({ [k]: c[k] }).toEqual({ [k]: w[k] });
+  for (const k of ["securityContext", "automountServiceAccountToken", "volumes"]) expect({ [k]: filler[k] }).toEqual({ [k]: worker[k] });
+  expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "stats" });
+  // The stats port the probes name is the one the ConfigMap gives every process.
+  expect(c.ports).toEqual(w.ports);
+});
+
 test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets and security; migrate and pruning as the admin", () => {
   const worker = one(rendered(DIR), "Deployment").spec.template.spec;
   const [w] = worker.containers;
@@ -127,7 +140,7 @@ test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets
     .map((d) => [d.metadata.name, d.spec.template.spec] as const);
   const crons = rendered(`${DIR}/cronjobs`).filter((d) => d.kind === "CronJob").map((d) => [d.metadata.name, d.spec.jobTemplate.spec.template.spec] as const);
   expect([...jobs, ...crons].map(([name]) => name).sort()).toEqual([
-    "cdr-worker-audit", "cdr-worker-check", "cdr-worker-dlq-replay", "cdr-worker-migrate", "cdr-worker-prune-offsets", "cdr-worker-topics",
+    "cdr-worker-audit", "cdr-worker-check", "cdr-worker-dlq-replay", "cdr-worker-migrate", "cdr-worker-prune-dlq", "cdr-worker-prune-offsets", "cdr-worker-topics",
   ]);
   const args: Record<string, string[]> = {};
   for (const [name, pod] of [...jobs, ...crons]) {
@@ -139,7 +152,7 @@ test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets
     for (const v of worker.volumes) expect(pod.volumes).toContainEqual(v);
     for (const m of w.volumeMounts) expect(c.volumeMounts).toContainEqual(m);
     // As the admin: its password from the Secret cdr-worker-admin, never the worker's.
-    const admin = ["cdr-worker-migrate", "cdr-worker-prune-offsets"].includes(name);
+    const admin = ["cdr-worker-migrate", "cdr-worker-prune-offsets", "cdr-worker-prune-dlq"].includes(name);
     const user = (c.env ?? []).find((e: { name: string }) => e.name === "CLICKHOUSE_USER")?.value;
     expect({ name, user }).toEqual({ name, user: admin ? "default" : undefined });
     if (admin) expect(pod.volumes).toContainEqual({ name: "admin", secret: { secretName: "cdr-worker-admin", defaultMode: 0o440 } });
@@ -147,5 +160,6 @@ test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets
   expect(args["cdr-worker-topics"]).toEqual(["topics", "ensure", "--keep-configs", "--replication-factor", "3"]);
   expect(args["cdr-worker-check"]).toEqual(["check"]);
   expect(args["cdr-worker-prune-offsets"]).toEqual(["migrate", "--prune-offsets"]);
+  expect(args["cdr-worker-prune-dlq"]).toEqual(["migrate", "--prune-dlq"]);
   expect(args["cdr-worker-dlq-replay"]!.slice(0, 2)).toEqual(["dlq", "replay"]);
 });

@@ -145,6 +145,14 @@ test("dlq replay --where replays exactly the offsets the DLQ table selects; a pr
   const f = fill(env);
   const total = 2 * (RECORDS / 3);
   await waitFor(async () => ((await tableCounts(n)).rows >= total ? true : undefined), 30_000, "table filled");
+  // Its stats: what it stored and where each partition stands; /healthz while its loop runs.
+  const running = (await Bun.file(f.logFile).text()).split("\n").find((l) => l.includes("dlq fill running"))!;
+  const statsUrl = JSON.parse(running).stats as string;
+  const stats = (await fetch(statsUrl).then((r) => r.json())) as { next_offsets: Record<string, number> };
+  expect(stats).toMatchObject({ stored: total, lostAnswers: 0, buffered_bytes: 0 });
+  // Past the last envelope (and the transaction markers among the offsets).
+  expect(stats.next_offsets["0"]).toBeGreaterThan(total - 1);
+  expect((await fetch(statsUrl.replace("/internal/stats", "/healthz"))).status).toBe(200);
   f.kill("SIGTERM");
   expect(await f.exited).toBe(0);
   const cli = async (...args: string[]) => {

@@ -143,6 +143,11 @@ async function upIngestDown(): Promise<void> {
   timings.ingest_s = (performance.now() - t1) / 1000;
   expect(done.total_clickhouse + done.total_dlq).toBe(2000);
   expect(done.total_dlq).toBeGreaterThan(0);
+  // The DLQ table's filler: every envelope a row, and its own health check passes.
+  const dlqQuery = `http://127.0.0.1:8123/?user=default&password=${env.CLICKHOUSE_PASSWORD}&query=${encodeURIComponent("SELECT count() FROM telecom.cdr_dlq")}`;
+  const dlqRows = () => run(["podman", "exec", `${PROJECT}_clickhouse_1`, "wget", "-qO-", dlqQuery]);
+  await waitForServices(async () => (Number((await dlqRows()).trim()) === done.total_dlq ? true : undefined), 60_000, "the DLQ table filled");
+  await run(["podman", "healthcheck", "run", `${PROJECT}_dlq-fill_1`]);
 
   // The observability profile's Prometheus (Grafana cannot be had here): it loads the shipped rules
   // and scrapes the worker by its service name.

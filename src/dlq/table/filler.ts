@@ -99,6 +99,8 @@ export class DlqFiller {
   #fatal: Error | null = null;
   #seq = 0;
   #lastProgress = performance.now();
+  /** Monotonic ms of the loop's last pass: /healthz fails once it is old. */
+  lastPass = performance.now();
   readonly counts: FillerCounts = { stored: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0 };
 
   constructor(consumer: FillerConsumer, store: DlqStore, opts: FillerOptions) {
@@ -114,6 +116,11 @@ export class DlqFiller {
     this.#consumer.wake();
   }
 
+  /** Bytes of rows read and not yet stored. */
+  get buffered(): number {
+    return this.#buffered;
+  }
+
   /** Each owned partition's next offset to store, as the table holds it. */
   get positions(): ReadonlyMap<number, number> {
     return this.#next;
@@ -121,6 +128,7 @@ export class DlqFiller {
 
   async run(): Promise<void> {
     while (!this.#stopRequested && !this.#fatal) {
+      this.lastPass = performance.now();
       for (const assigned of this.#consumer.takeAssigned()) this.#assigned(assigned);
       if (this.#consumer.pendingRevoke) {
         await this.#revoke(this.#consumer.pendingRevoke);

@@ -1,0 +1,185 @@
+// The filler's own decisions, with a consumer and a store that the test drives (the real broker and
+// servers: test/e2e/dlq-table.test.ts, test/clickhouse/dlq-table.test.ts): a revocation waits for
+// the insert in flight; after a failure that may have stored, only the rows past the table's
+// position go again; a refused insert is tried again, never dead-lettered.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { encodeEnvelope } from "../../../src/dlq/envelope.ts";
+import { DlqFiller, type FillerConsumer } from "../../../src/dlq/table/filler.ts";
+import type { DlqRow } from "../../../src/dlq/table/row.ts";
+import type { DlqStore } from "../../../src/dlq/table/store.ts";
+import type { Message } from "../../../src/kafka/message.ts";
+import type { TopicPartition } from "../../../src/kafka/partition-list.ts";
+import type { Standing } from "../../../src/kafka/heartbeat-proof.ts";
+
+setDefaultTimeout(60_000);
+
+const TOPIC = "dlq";
+const enc = new TextEncoder();
+
+function envelope(offset: number, partition = 0): Message {
+  const value = enc.encode(encodeEnvelope({ reason: "malformed_json", field: null, payload: `x${offset}`, payloadIsObject: false }, new Date(0), "w"));
+  return { topic: TOPIC, partition, offset, timestamp: -1, value, key: null, headers: [] };
+}
+
+/** A member whose heartbeats are accepted on every poll; records, assignments and revocations as the test says. */
+class FakeConsumer implements FillerConsumer {
+  queue: Message[] = [];
+  assigned: TopicPartition[][] = [];
+  pendingRevoke: readonly TopicPartition[] | null = null;
+  revokesCompleted = 0;
+  commits: TopicPartition[] = [];
+  paused = new Set<number>();
+  #standing: Array<(s: Standing) => void> = [];
+  takeAssigned() {
+    const a = this.assigned;
+    this.assigned = [];
+    for (const ps of a) for (const t of ps) this.paused.add(t.partition);
+    return a;
+  }
+  completeRevoke() {
+    this.pendingRevoke = null;
+    this.revokesCompleted++;
+  }
+  poll(max = 512) {
+    for (const fn of this.#standing) fn({ kind: "accepted", sentAfter: performance.now(), rebalanceSince: null });
+    const out: Message[] = [];
+    while (out.length < max && this.queue.length && !this.paused.has(this.queue[0]!.partition)) out.push(this.queue.shift()!);
+    return out;
+  }
+  pause(ps: readonly TopicPartition[]) {
+    for (const t of ps) this.paused.add(t.partition);
+  }
+  resume(ps: readonly TopicPartition[]) {
+    for (const t of ps) this.paused.delete(t.partition);
+  }
+  async commit(offsets: readonly TopicPartition[]) {
+    this.commits.push(...offsets);
+    return [...offsets];
+  }
+  async waitForMessages(ms: number) {
+    await Bun.sleep(Math.min(ms, 5));
+  }
+  wake() {}
+  onStanding(fn: (s: Standing) => void) {
+    this.#standing.push(fn);
+  }
+  async close() {
+    return true;
+  }
+}
+
+/** A table the test can hold an insert of, fail one after it stored, or refuse one. */
+class FakeStore implements DlqStore {
+  rows: DlqRow[] = [];
+  sent: number[][] = [];
+  ended: string[] = [];
+  hold: Promise<void> | null = null;
+  /** What the next inserts do: store and then lose the answer, refuse, or (none) store. */
+  faults: Array<"stored-then-lost" | "refused"> = [];
+  async insert(rows: readonly DlqRow[], queryId: string) {
+    this.sent.push(rows.map((r) => r.dlq_offset));
+    if (this.hold) await this.hold;
+    const fault = this.faults.shift();
+    if (fault === "refused") throw new Error(`Code: 241. DB::Exception: Memory limit exceeded (${queryId})`);
+    this.rows.push(...rows);
+    if (fault === "stored-then-lost") throw new Error("socket hang up");
+  }
+  async endInsert(queryId: string) {
+    this.ended.push(queryId);
+  }
+  async positions(partitions: readonly number[]) {
+    const out = new Map<number, number>();
+    for (const r of this.rows) if (partitions.includes(r.dlq_partition)) out.set(r.dlq_partition, Math.max(out.get(r.dlq_partition) ?? -1, r.dlq_offset));
+    return out;
+  }
+}
+
+function filler(consumer: FakeConsumer, store: FakeStore, batchRows = 10) {
+  return new DlqFiller(consumer, store, {
+    topic: TOPIC,
+    batchRows,
+    batchBytes: 1 << 20,
+    flushIntervalMs: 10,
+    maxBufferedBytes: 1 << 20,
+    requestTimeoutMs: 5_000,
+    drainTimeoutMs: 5_000,
+    lease: { sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 300_000 },
+    row: {},
+    instance: "t",
+  });
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(2);
+  }
+}
+
+test("a partition starts past the table's position; what is below it is skipped, not stored again", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  const f = filler(c, s);
+  s.rows = [0, 1, 2].map((o) => ({ dlq_partition: 0, dlq_offset: o }) as DlqRow);
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  c.queue = [0, 1, 2, 3, 4].map((o) => envelope(o));
+  const run = f.run();
+  await until(() => s.rows.length === 5, "offsets 3 and 4 stored");
+  f.stop();
+  await run;
+  expect(s.rows.map((r) => r.dlq_offset)).toEqual([0, 1, 2, 3, 4]);
+  expect(f.counts).toMatchObject({ skipped: 3, stored: 2 });
+  expect(c.commits.at(-1)).toEqual({ topic: TOPIC, partition: 0, offset: 5n });
+});
+
+test("a revocation waits for the insert in flight; the partition's rows still buffered are dropped for the next owner", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  const f = filler(c, s, 3);
+  let release!: () => void;
+  s.hold = new Promise<void>((r) => (release = r));
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  c.queue = [0, 1, 2, 3, 4].map((o) => envelope(o));
+  const run = f.run();
+  await until(() => s.sent.length === 1, "the first insert sent");
+  c.pendingRevoke = [{ topic: TOPIC, partition: 0 }];
+  await Bun.sleep(50);
+  expect(c.revokesCompleted).toBe(0); // the insert still runs: the partition is not given up
+  release();
+  await until(() => c.revokesCompleted === 1, "the revocation completed");
+  f.stop();
+  await run;
+  // The insert in flight was not retried after the abort, and the buffered rows 3, 4 never went.
+  expect(s.sent).toEqual([[0, 1, 2]]);
+  expect(f.positions.size).toBe(0);
+});
+
+test("an insert whose answer was lost after it stored is ended, and only the rows past the position go again", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  const f = filler(c, s, 4);
+  s.faults = ["stored-then-lost"];
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  c.queue = [0, 1, 2, 3, 4, 5, 6].map((o) => envelope(o));
+  const run = f.run();
+  await until(() => s.rows.length === 7, "all stored");
+  f.stop();
+  await run;
+  expect(s.rows.map((r) => r.dlq_offset)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+  expect(s.ended).toEqual(["cdr-dlq-fill:t:0:1"]);
+  expect(s.sent[0]).toEqual([0, 1, 2, 3]);
+  expect(s.sent).not.toContainEqual([0, 1, 2, 3, 4, 5, 6]);
+  expect(f.counts.lostAnswers).toBe(1);
+});
+
+test("refused inserts are tried again until one goes: nothing is dead-lettered or dropped", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  const f = filler(c, s, 10);
+  s.faults = ["refused", "refused", "refused"];
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  c.queue = [0, 1, 2].map((o) => envelope(o));
+  const run = f.run();
+  await until(() => s.rows.length === 3, "stored after three refusals");
+  f.stop();
+  await run;
+  expect(f.counts).toMatchObject({ failedInserts: 3, stored: 3 });
+  expect(s.sent).toEqual([[0, 1, 2], [0, 1, 2], [0, 1, 2], [0, 1, 2]]);
+});
