@@ -11,7 +11,7 @@ import { committedThrough, consumeN, props, readCommitted, text } from "../suppo
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, uniqueName, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { startWorker, workerEnv, type Names } from "../support/worker.ts";
+import { explainedBy, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -57,7 +57,7 @@ async function tableOffsets(n: Names, where = "1"): Promise<string[]> {
   return (await (await ch.query({ query: q, format: "TabSeparated" })).text()).split("\n").filter(Boolean);
 }
 
-test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse cut and lost answers; no aborted envelope", async () => {
+test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse outage and lost answers; no aborted envelope", async () => {
   const n = await names("dlq-fill");
   const proxy = TcpProxy.inFrontOf(n.clickhouseUrl);
   const env = workerEnv(n, { BATCH_SIZE: "40", BATCH_FLUSH_INTERVAL_SECONDS: "0.05" });
@@ -74,35 +74,47 @@ test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse cu
   txp.close();
   const plain = new Producer(props);
   await plain.produceBatch(n.dlq, ["not json", "{}"]);
-  plain.close();
-  const committed = await readCommitted(n.dlq);
-  expect(committed.length).toBe(2 * (RECORDS / 3) + 2);
-  const want = committed.map((m) => `${m.partition}\t${m.offset}`).sort();
 
   // A killed member holds its partition until its session ends: a short one keeps the rounds short.
   const fillEnv = { ...env, CLICKHOUSE_URL: proxy.url, KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" };
   // Every third insert's answer is lost after ClickHouse stored it.
   proxy.loseAnswers((i) => (i % 3 === 1 ? "reset" : null));
+  const OUTAGE_RECORDS = 300;
   let kills = 0;
   const runs: Array<ReturnType<typeof fill>> = [];
   for (let round = 0; round < 5; round++) {
     const f = fill(fillEnv);
     runs.push(f);
+    if (round === 2) {
+      // ClickHouse gone for the worker and the filler alike: the worker's batches of valid records
+      // exhaust their retries into the DLQ (clickhouse-failed); the filler's inserts fail and wait.
+      const w = await startWorker({ ...env, CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000", CH_RETRY_MAX_ATTEMPTS: "2", CH_RETRY_INITIAL_DELAY_MS: "100", DLQ_STORAGE_FAILURE_REASON: "ch_insert_failed" });
+      // Ready: its partitions assigned and their replay checks done, before ClickHouse goes.
+      await statsWhen(w, (s) => s.assigned_partitions.length === 3 && s.replay_checks_pending === 0, 30_000, "replay checks done");
+      proxy.down();
+      await plain.produceBatch(n.raw, Array.from({ length: OUTAGE_RECORDS }, (_, i) => toJson(withFields({ raw_id: `${n.table}-down-${i}` }))));
+      await explainedBy(w, () => committedThrough(n.group, n.raw, 3, RECORDS + OUTAGE_RECORDS));
+      expect(await w.stop()).toBe(0);
+      await Bun.sleep(500);
+      f.kill("SIGKILL"); // killed while it waits for ClickHouse
+      await f.exited;
+      kills++;
+      proxy.up();
+      continue;
+    }
     // Killed once it has made a few inserts (a lost answer among them, checked and resent), at a
     // moment of its own each round.
     const before = (await tableCounts(n)).rows;
     await waitFor(async () => ((await tableCounts(n)).rows >= before + 120 ? true : undefined), 30_000, `rows past ${before + 120}`);
     await Bun.sleep((round * 97) % 250);
-    if (round === 2) {
-      proxy.down(); // ClickHouse cut off: inserts fail and are tried again, nothing is dead-lettered
-      await Bun.sleep(1_500);
-      proxy.up();
-    }
     f.kill("SIGKILL");
     await f.exited;
     kills++;
-    if ((await tableCounts(n)).rows >= want.length) break;
   }
+  plain.close();
+  const committed = await readCommitted(n.dlq);
+  expect(committed.length).toBe(2 * (RECORDS / 3) + 2 + OUTAGE_RECORDS);
+  const want = committed.map((m) => `${m.partition}\t${m.offset}`).sort();
   proxy.loseAnswers(() => null);
   const last = fill(fillEnv);
   runs.push(last);
@@ -112,7 +124,7 @@ test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse cu
   // Every insert that failed was tried again: nothing logged at error level by any run.
   const logs = await Promise.all(runs.map((f) => Bun.file(f.logFile).text()));
   expect(logs.join("").split("\n").filter((l) => l.includes('"level":"error"'))).toEqual([]);
-  expect(kills).toBeGreaterThan(0);
+  expect(kills).toBe(5);
   expect(proxy.lost.reset).toBeGreaterThan(0);
   // As billing counts: count() without FINAL beside the distinct (partition, offset), and exactly the topic's.
   expect(await tableCounts(n)).toEqual({ rows: want.length, offsets: want.length });
@@ -120,6 +132,7 @@ test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse cu
   const q = `SELECT failure_reason, stage, count() AS c, countIf(payload_sha256 != '') AS digests FROM ${n.database}.${n.table}_dlq GROUP BY failure_reason, stage ORDER BY failure_reason`;
   expect(await (await ch.query({ query: q, format: "JSONEachRow" })).json()).toEqual([
     { failure_reason: "", stage: "", c: "2", digests: "2" },
+    { failure_reason: "ch_insert_failed", stage: "clickhouse-failed", c: String(OUTAGE_RECORDS), digests: String(OUTAGE_RECORDS) },
     { failure_reason: "invalid_rat_value", stage: "decode", c: String(RECORDS / 3), digests: String(RECORDS / 3) },
     { failure_reason: "malformed_json", stage: "decode", c: String(RECORDS / 3), digests: String(RECORDS / 3) },
   ]);
