@@ -9,6 +9,10 @@ import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
 import { ddlStatements, dlqStatements } from "../../src/clickhouse/migrate.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
+import { encodeEnvelope } from "../../src/dlq/envelope.ts";
+import { dlqRow } from "../../src/dlq/table/row.ts";
+import { ClickHouseDlqStore } from "../../src/dlq/table/store.ts";
+import type { Message } from "../../src/kafka/message.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { chdb } from "../support/chdb.ts";
@@ -152,5 +156,32 @@ test("a lost insert through the Distributed table: ending it ends its sub-insert
     expect(running).toEqual([0, 0]);
   } finally {
     for (const e of endpoints) await e.client.close();
+  }
+}, 60_000);
+
+test("the DLQ table on a cluster: what the filler's node took through its Distributed table, it reads as the position at once", async () => {
+  // The tables of the migrate --cluster test above, made anew if it did not run first.
+  const ch0 = replica(REPLICAS[0]!);
+  try {
+    for (const q of [...ddlStatements(DB, "cdr", "cdr_cluster"), ...dlqStatements(DB, "cdr", "cdr_cluster")].filter((q) => !q.includes("MATERIALIZED VIEW")))
+      await ch0.command({ query: q });
+  } finally {
+    await ch0.close();
+  }
+  const [a, b] = REPLICAS.map((url) => replica(url));
+  // The filler talks to one node (the first endpoint): there it inserts and reads its position.
+  const store = new ClickHouseDlqStore(b!, DB, "cdr");
+  const value = new TextEncoder().encode(encodeEnvelope({ reason: "malformed_json", field: null, payload: "x", payloadIsObject: false }, new Date(), "w"));
+  const at = (offset: number): Message => ({ topic: "dlq", partition: 3, offset, timestamp: -1, value, key: null, headers: [] });
+  try {
+    // Each insert's rows read back at once, 20 times: never a replica behind.
+    for (let i = 0; i < 20; i++) {
+      await store.insert([dlqRow(at(2 * i), { storedAt: Date.now() / 1000 }), dlqRow(at(2 * i + 1), { storedAt: Date.now() / 1000 })], `cdr-dlq-fill:cluster:${DB}:${i}`, 10_000);
+      expect(await store.positions([3])).toEqual(new Map([[3, 2 * i + 1]]));
+    }
+    expect(await count(REPLICAS[1]!, `SELECT count() AS c, uniqExact(dlq_offset) AS u FROM ${DB}.cdr_dlq`)).toBe(40);
+  } finally {
+    await a!.close();
+    await b!.close();
   }
 }, 60_000);

@@ -1,14 +1,25 @@
 /**
  * The DLQ table on ClickHouse, as the filler uses it: an insert that is one DLQ partition's rows, the
  * position each partition has reached (its largest stored offset), and the end of an insert whose
- * answer was lost. One endpoint at a time: an insert whose answer was lost is ended on the endpoint
- * that took it before anything else is read or sent, so the position read after it is final.
+ * answer was lost. One endpoint, the first of CLICKHOUSE_URL: an insert whose answer was lost is
+ * ended there before anything else is read or sent, so the position read after it is final; while
+ * it does not answer, the filler waits.
  */
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import { LIST_ANSWER_BYTES, queryText, SMALL_ANSWER_BYTES, versionOf, withDeadline } from "../../clickhouse/answer.ts";
 import { insertSettings } from "../../clickhouse/server-version.ts";
 import { dlqTable, plainIdentifiers } from "../../clickhouse/migrate.ts";
 import type { DlqRow } from "./row.ts";
+
+/**
+ * Through a Distributed table, an insert and a later read of the position must go to the same
+ * replica of the shard: a replica that has not yet fetched the last part gives a stale position, and
+ * the rows past it would be stored twice. Every filler talks to one node (the first endpoint), and
+ * that node sends both to its own replica where it has one, else to the first of the shard's in the
+ * cluster's order. Which replica a node counts as failing is its own view, so two nodes may choose
+ * apart: hence the one node. (A single server ignores both settings.)
+ */
+const SAME_REPLICA = { prefer_localhost_replica: 1, load_balancing: "in_order" } as const;
 
 /** How long an ended insert may still show in system.processes before the end is tried again. */
 const END_WAIT_MS = 30_000;
@@ -40,7 +51,7 @@ export class ClickHouseDlqStore implements DlqStore {
   async #insertSettings(): Promise<ClickHouseSettings> {
     if (this.#settings) return this.#settings;
     const version = versionOf(await queryText(this.#ch, "SELECT version()", SMALL_ANSWER_BYTES));
-    this.#settings = { ...insertSettings(version), insert_distributed_sync: 1 };
+    this.#settings = { ...insertSettings(version), insert_distributed_sync: 1, ...SAME_REPLICA };
     return this.#settings;
   }
 
@@ -77,7 +88,8 @@ export class ClickHouseDlqStore implements DlqStore {
     const query =
       `SELECT dlq_partition, max(dlq_offset) FROM ${this.#target} ` +
       `WHERE dlq_partition IN (${list}) GROUP BY dlq_partition`;
-    for (const line of (await queryText(this.#ch, query, LIST_ANSWER_BYTES)).split("\n").filter(Boolean)) {
+    const answer = await queryText(this.#ch, query, LIST_ANSWER_BYTES, { settings: SAME_REPLICA });
+    for (const line of answer.split("\n").filter(Boolean)) {
       const [p, o] = line.split("\t").map(Number);
       if (!Number.isInteger(p) || !Number.isInteger(o))
         throw new Error(`positions of ${this.#target}: unreadable line ${line}`);
