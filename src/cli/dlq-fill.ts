@@ -12,6 +12,7 @@ import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
+import type { Message } from "../kafka/message.ts";
 import { memberSessionTerms } from "../kafka/group-session.ts";
 import { log } from "../log.ts";
 import { queryText, SMALL_ANSWER_BYTES } from "../clickhouse/answer.ts";
@@ -64,6 +65,7 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
     },
     row: { ...(key ? { key } : {}), ...(cfg.phone.defaultRegion ? { defaultRegion: cfg.phone.defaultRegion } : {}) },
     instance: cfg.workerInstance.replace(/[^\w.-]/g, "_"),
+    recordAt: (partition, offset) => committedRecordAt(cfg, partition, offset),
   });
   onShutdownSignals(() => filler.stop(), cfg.shutdownTimeoutMs);
   const server = serveFillerStats(cfg, filler);
@@ -84,6 +86,34 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
   } finally {
     void server.stop(true);
     await ch.close();
+  }
+}
+
+/** Longest wait for the one record the check reads. */
+const RECORD_AT_MS = 30_000;
+
+/**
+ * The DLQ topic's committed record at `offset` (read_committed, by a consumer of its own): "gone"
+ * below the low watermark, null when the topic has no committed record there.
+ */
+async function committedRecordAt(cfg: Config, partition: number, offset: number): Promise<Message | "gone" | null> {
+  const topic = cfg.kafka.topicDlq;
+  const c = new Consumer({ props: clientProps(cfg, "dlqFillerCheck"), topics: [], readHeaders: true });
+  try {
+    const { low, high } = c.queryWatermarks(topic, partition);
+    if (offset < low) return "gone";
+    if (offset >= high) return null;
+    c.assign([{ topic, partition, offset: BigInt(offset) }]);
+    const deadline = performance.now() + RECORD_AT_MS;
+    while (performance.now() < deadline) {
+      for (const m of c.poll(16)) if (m.partition === partition) return m.offset === offset ? m : null;
+      // A marker or an aborted record at the offset, and nothing committed after it.
+      if ((c.endReached(partition) ?? -1) >= high) return null;
+      await c.waitForMessages(50);
+    }
+    throw new Error(`reading ${topic} partition ${partition} offset ${offset}: no answer in ${RECORD_AT_MS / 1000} s`);
+  } finally {
+    await c.close();
   }
 }
 

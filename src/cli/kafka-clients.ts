@@ -117,6 +117,17 @@ export const KAFKA_CLIENTS = {
       ...(!usesConsumerProtocol(cfg.kafka.props) ? { "heartbeat.interval.ms": String(HEARTBEAT_INTERVAL_MS) } : {}),
     }),
   },
+  dlqFillerCheck: {
+    type: "consumer",
+    made: "`dlq fill`, at each assignment: reads the record at the DLQ table's position (the table is this topic's)",
+    sets: (cfg) => ({
+      "group.id": `${dlqFillerGroup(cfg)}-check`,
+      "client.id": `${cfg.workerInstance}-dlq-fill-check`,
+      "isolation.level": "read_committed",
+      "enable.partition.eof": "true",
+      "queued.max.messages.kbytes": "16384",
+    }),
+  },
   lagTimeReader: {
     type: "consumer",
     made: "`run`, every `LAG_TIME_INTERVAL_SECONDS`: reads the time of each partition's oldest uncommitted record",

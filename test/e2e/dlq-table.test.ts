@@ -7,7 +7,7 @@ import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { Transactions } from "../../src/kafka/transaction.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
-import { committedThrough, consumeN, props, readCommitted, text } from "../support/kafka.ts";
+import { committedThrough, consumeN, createTopic, deleteTopics, props, readCommitted, text } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, uniqueName, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
@@ -168,6 +168,16 @@ test("dlq replay --where replays exactly the offsets the DLQ table selects; a pr
   expect((await fetch(statsUrl.replace("/internal/stats", "/healthz"))).status).toBe(200);
   f.kill("SIGTERM");
   expect(await f.exited).toBe(0);
+  // The same table, a DLQ topic made anew (offsets from 0 again): the filler refuses, naming why.
+  const anew = await createTopic("dlq-anew");
+  const p = new Producer(props);
+  await p.produceBatch(anew, ["{}", "{}", "{}"]);
+  p.close();
+  const refused = fill({ ...env, KAFKA_TOPIC_DLQ: anew });
+  expect(await refused.exited).toBe(1);
+  expect(await Bun.file(refused.logFile).text()).toContain("was the topic made anew?");
+  expect((await tableCounts(n)).rows).toBe(total);
+  await deleteTopics(anew);
   const cli = async (...args: string[]) => {
     const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", ...args], { env, stdout: "pipe", stderr: "pipe" });
     const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);

@@ -18,6 +18,7 @@ import { MembershipLease, type LeaseTerms } from "../../delivery/membership.ts";
 import type { Consumer } from "../../kafka/consumer.ts";
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import type { Message } from "../../kafka/message.ts";
+import { CdrWorkerError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dateTimeText, dlqRow, type DlqRow, type RowContext } from "./row.ts";
 import type { DlqStore } from "./store.ts";
@@ -52,8 +53,26 @@ export interface FillerOptions {
   row: Omit<RowContext, "storedAt">;
   /** How long a stop may take to store what was read. */
   drainTimeoutMs: number;
+  /**
+   * The topic's committed record at an offset; "gone" below the low watermark (retention), null when
+   * it has none there. Checks, at each assignment, that the table was filled from this topic.
+   */
+  recordAt?: (partition: number, offset: number) => Promise<Message | "gone" | null>;
   /** A prefix that tells this process's inserts apart (query ids). */
   instance: string;
+}
+
+/** The DLQ table holds another record at a DLQ offset than the topic: it was filled from another topic. */
+export class TopicMismatchError extends CdrWorkerError {
+  constructor(topic: string, partition: number, offset: number) {
+    super(
+      "TOPOLOGY",
+      `the DLQ table holds a row at ${topic} partition ${partition} offset ${offset}, and the topic has no ` +
+        "committed record there or one of another payload: was the " +
+        "topic made anew? Its rows name offsets the new topic uses again; move them aside (rename the table, " +
+        "then `cdr-worker migrate`) before filling it from this topic",
+    );
+  }
 }
 
 const RETRY_FIRST_MS = 200;
@@ -146,12 +165,19 @@ export class DlqFiller {
     await this.#consumer.close();
   }
 
-  /** New partitions: paused until the table says where each stands. */
+  /**
+   * New partitions: paused until the table says where each stands, and that the record there is the
+   * one the table holds: a DLQ topic made anew starts its offsets again, and the rows at them would
+   * make the filler skip records it never stored.
+   */
   #assigned(partitions: readonly TopicPartition[]): void {
     const ps = partitions.map((t) => t.partition);
-    const read = this.#retrying(`reading the DLQ table's position of partitions ${ps.join(",")}`, undefined, () =>
-      this.#store.positions(ps),
-    ).then((positions) => {
+    const what = `reading the DLQ table's position of partitions ${ps.join(",")}`;
+    const read = this.#retrying(what, undefined, async () => {
+      const positions = await this.#store.positions(ps);
+      for (const [p, at] of positions) await this.#sameRecord(p, at);
+      return positions;
+    }).then((positions) => {
       if (positions === null) return;
       const resumed: TopicPartition[] = [];
       for (const p of ps) {
@@ -165,8 +191,24 @@ export class DlqFiller {
       });
       if (resumed.length && !this.#paused) this.#consumer.resume(resumed);
       this.#consumer.wake();
+    }, (e) => {
+      this.#fatal = e instanceof Error ? e : new Error(String(e));
+      this.#consumer.wake();
     });
     for (const p of ps) this.#reading.set(p, read);
+  }
+
+  /**
+   * Throws a TopicMismatchError (fatal: no retry helps) when the topic's record at `offset` is not
+   * the one the table stored there; passes when the topic no longer keeps it (retention).
+   */
+  async #sameRecord(partition: number, offset: number): Promise<void> {
+    const { recordAt } = this.#opts;
+    if (!recordAt) return;
+    const [m, stored] = await Promise.all([recordAt(partition, offset), this.#store.digestAt(partition, offset)]);
+    if (m === "gone" || stored === null) return;
+    const found = m === null ? null : dlqRow(m, { storedAt: 0 }).payload_sha256;
+    if (found !== stored) throw new TopicMismatchError(this.#opts.topic, partition, offset);
   }
 
   #take(m: Message): void {
@@ -361,6 +403,7 @@ export class DlqFiller {
       try {
         return await fn();
       } catch (e) {
+        if (e instanceof TopicMismatchError) throw e;
         log.warn(`DLQ table: ${what} failed; tried again`, { retry_in_ms: delay, err: e as Error });
         await abortableSleep(delay, signal);
         delay = Math.min(RETRY_MAX_MS, delay * 2);

@@ -31,6 +31,8 @@ export interface DlqStore {
   endInsert(queryId: string): Promise<void>;
   /** The largest stored DLQ offset of each partition asked that has a row. */
   positions(partitions: readonly number[]): Promise<Map<number, number>>;
+  /** The payload digest of the row at a DLQ offset; null when none is there. */
+  digestAt(partition: number, offset: number): Promise<string | null>;
 }
 
 export class ClickHouseDlqStore implements DlqStore {
@@ -79,6 +81,14 @@ export class ClickHouseDlqStore implements DlqStore {
         throw new Error(`insert ${queryId} still runs ${END_WAIT_MS / 1000} s after its KILL`);
       await Bun.sleep(100);
     }
+  }
+
+  async digestAt(partition: number, offset: number): Promise<string | null> {
+    const query =
+      `SELECT payload_sha256 FROM ${this.#target} ` +
+      `WHERE dlq_partition = ${Math.trunc(partition)} AND dlq_offset = ${Math.trunc(offset)} LIMIT 1`;
+    const answer = (await queryText(this.#ch, query, SMALL_ANSWER_BYTES, { settings: SAME_REPLICA })).trim();
+    return answer === "" ? null : answer;
   }
 
   async positions(partitions: readonly number[]): Promise<Map<number, number>> {

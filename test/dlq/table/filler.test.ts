@@ -87,6 +87,9 @@ class FakeStore implements DlqStore {
   async endInsert(queryId: string) {
     this.ended.push(queryId);
   }
+  async digestAt(partition: number, offset: number) {
+    return this.rows.find((r) => r.dlq_partition === partition && r.dlq_offset === offset)?.payload_sha256 ?? null;
+  }
   async positions(partitions: readonly number[]) {
     const out = new Map<number, number>();
     for (const r of this.rows) if (partitions.includes(r.dlq_partition)) out.set(r.dlq_partition, Math.max(out.get(r.dlq_partition) ?? -1, r.dlq_offset));
@@ -94,8 +97,8 @@ class FakeStore implements DlqStore {
   }
 }
 
-function filler(consumer: FakeConsumer, store: FakeStore, batchRows = 10) {
-  return new DlqFiller(consumer, store, {
+function options(batchRows = 10) {
+  return {
     topic: TOPIC,
     batchRows,
     batchBytes: 1 << 20,
@@ -106,7 +109,11 @@ function filler(consumer: FakeConsumer, store: FakeStore, batchRows = 10) {
     lease: { sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 300_000 },
     row: {},
     instance: "t",
-  });
+  };
+}
+
+function filler(consumer: FakeConsumer, store: FakeStore, batchRows = 10) {
+  return new DlqFiller(consumer, store, options(batchRows));
 }
 
 async function until(cond: () => boolean, what: string): Promise<void> {
@@ -182,4 +189,23 @@ test("refused inserts are tried again until one goes: nothing is dead-lettered o
   await run;
   expect(f.counts).toMatchObject({ failedInserts: 3, stored: 3 });
   expect(s.sent).toEqual([[0, 1, 2], [0, 1, 2], [0, 1, 2], [0, 1, 2]]);
+});
+
+test("a table filled from another topic (the topic made anew) stops the filler with a line naming the offset; a record retention removed passes", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  s.rows = [{ dlq_partition: 0, dlq_offset: 4, payload_sha256: "digest of the old topic's record" } as DlqRow];
+  const topicRecord = envelope(4);
+  const f = new DlqFiller(c, s, { ...options(), recordAt: async () => topicRecord });
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  expect(await f.run().then(() => "ran", (e: Error) => e.message)).toContain(
+    "the DLQ table holds a row at dlq partition 0 offset 4, and the topic has no committed record there or one of another payload",
+  );
+  expect(s.sent).toEqual([]);
+  const c2 = new FakeConsumer();
+  const g = new DlqFiller(c2, s, { ...options(), recordAt: async () => "gone" });
+  c2.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  const run = g.run();
+  await until(() => g.positions.get(0) === 5, "the position past the table's row");
+  g.stop();
+  await run;
 });
