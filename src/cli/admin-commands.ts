@@ -2,7 +2,7 @@
 import { createClickHouse } from "../clickhouse/client.ts";
 import { readerRoleStatements, roleStatements, userStatements } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
-import { dlqKeepDays, MIN_KEEP_DAYS, pruneDlq, pruneOffsets } from "../clickhouse/prune.ts";
+import { dlqKeepDays, MIN_KEEP_DAYS, prunedTable, pruneTable, type Pruned } from "../clickhouse/prune.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
@@ -54,31 +54,16 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
   const user = stringFlag(args, "user");
   const passwordFile = stringFlag(args, "password-file");
   const { database, table } = cfg.clickhouse;
-  if (args.flags.has("prune-offsets")) {
-    const keepDays = integerFlag(args, "keep-days", DEFAULT_KEEP_DAYS, MIN_KEEP_DAYS, 36_500);
+  const pruned: Pruned | null =
+    args.flags.has("prune-offsets") ? "offsets" : args.flags.has("prune-dlq") ? "dlq" : null;
+  if (pruned) {
+    const byDefault = pruned === "offsets" ? DEFAULT_KEEP_DAYS : await dlqRetentionDays(cfg);
+    const keepDays = integerFlag(args, "keep-days", byDefault, 1, 36_500);
     const ch = createClickHouse(cfg.clickhouse, "default");
     try {
-      const pruned = await pruneOffsets(ch, database, table, keepDays, { cluster });
-      console.log(JSON.stringify({ table: `${database}.${table}_offsets`, keep_days: keepDays, pruned }));
-      return "OK";
-    } finally {
-      await ch.close();
-    }
-  }
-  if (args.flags.has("prune-dlq")) {
-    const admin = new Admin(clientProps(cfg, "admin"));
-    let retention: string | undefined;
-    try {
-      retention = (await admin.describeConfigs(cfg.kafka.topicDlq))["retention.ms"]?.value ?? undefined;
-    } finally {
-      admin.close();
-    }
-    const topicDays = retention === undefined || Number(retention) < 0 ? 36_500 : dlqKeepDays(Number(retention));
-    const keepDays = integerFlag(args, "keep-days", topicDays, 1, 36_500);
-    const ch = createClickHouse(cfg.clickhouse, "default");
-    try {
-      const pruned = await pruneDlq(ch, database, table, keepDays, { cluster });
-      console.log(JSON.stringify({ table: `${database}.${table}_dlq`, keep_days: keepDays, pruned }));
+      const dropped = await pruneTable(ch, database, table, pruned, keepDays, { cluster });
+      const name = `${database}.${prunedTable(pruned, table)}`;
+      console.log(JSON.stringify({ table: name, keep_days: keepDays, pruned: dropped }));
       return "OK";
     } finally {
       await ch.close();
@@ -119,6 +104,17 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
     return "OK";
   } finally {
     await ch.close();
+  }
+}
+
+/** The DLQ topic's retention.ms in whole days: the DLQ table's window unless --keep-days says otherwise. */
+async function dlqRetentionDays(cfg: Config): Promise<number> {
+  const admin = new Admin(clientProps(cfg, "admin"));
+  try {
+    const retention = (await admin.describeConfigs(cfg.kafka.topicDlq))["retention.ms"]?.value;
+    return retention == null || Number(retention) < 0 ? 36_500 : dlqKeepDays(Number(retention));
+  } finally {
+    admin.close();
   }
 }
 

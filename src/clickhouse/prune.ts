@@ -37,36 +37,37 @@ export function expiredPartitions(partitions: readonly string[], keepDays: numbe
 export const expiredMonths = (partitions: readonly string[], keepDays: number, now: Date): string[] =>
   expiredPartitions(partitions.filter((p) => /^\d{6}$/.test(p)), keepDays, now);
 
-/** Drops the offsets table's expired monthly partitions (on every node with `cluster`); returns them. */
-export async function pruneOffsets(
+/** The tables pruned: each one's name, shortest window and why. */
+const PRUNED = {
+  offsets: { name: offsetsTable, minDays: MIN_KEEP_DAYS, why: "above the raw topic's retention" },
+  dlq: { name: dlqTable, minDays: 1, why: "one day" },
+} as const;
+export type Pruned = keyof typeof PRUNED;
+
+/** The table `which` names, as `migrate --prune-*` reports it. */
+export const prunedTable = (which: Pruned, table: string) => PRUNED[which].name(table);
+
+/**
+ * Drops the expired partitions of the offsets table (monthly) or the DLQ table (daily), on every
+ * node with `cluster`; returns them. A window shorter than the table's shortest is refused.
+ */
+export async function pruneTable(
   ch: ClickHouseClient,
   database: string,
   table: string,
+  which: Pruned,
   keepDays: number,
   opts: { cluster?: string; now?: Date } = {},
 ): Promise<string[]> {
-  if (!(keepDays >= MIN_KEEP_DAYS)) {
-    const why = `at least ${MIN_KEEP_DAYS}, above the raw topic's retention`;
-    throw new CdrWorkerError("CONFIG_INVALID", `--keep-days ${keepDays}: ${why}`);
-  }
-  return dropExpired(ch, database, offsetsTable(table), keepDays, opts);
+  const { name, minDays, why } = PRUNED[which];
+  if (!(keepDays >= minDays))
+    throw new CdrWorkerError("CONFIG_INVALID", `--keep-days ${keepDays}: at least ${minDays}, ${why}`);
+  return dropExpired(ch, database, name(table), keepDays, opts);
 }
 
 /** The DLQ table's window by default: the DLQ topic's retention, in whole days (at least one). */
 export function dlqKeepDays(retentionMs: number): number {
   return Math.max(1, Math.ceil(retentionMs / 86_400_000));
-}
-
-/** Drops the DLQ table's expired daily partitions (on every node with `cluster`); returns them. */
-export async function pruneDlq(
-  ch: ClickHouseClient,
-  database: string,
-  table: string,
-  keepDays: number,
-  opts: { cluster?: string; now?: Date } = {},
-): Promise<string[]> {
-  if (!(keepDays >= 1)) throw new CdrWorkerError("CONFIG_INVALID", `--keep-days ${keepDays}: at least 1`);
-  return dropExpired(ch, database, dlqTable(table), keepDays, opts);
 }
 
 async function dropExpired(

@@ -1,7 +1,7 @@
 // The offsets table's retention (src/clickhouse/prune.ts): which monthly partitions are whole past
 // the window, and `migrate --prune-offsets` dropping exactly those on 18.16 and the 26.9 engine.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { expiredMonths } from "../../src/clickhouse/prune.ts";
+import { expiredMonths, expiredPartitions } from "../../src/clickhouse/prune.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 import { workerEnv } from "../support/worker.ts";
@@ -14,6 +14,13 @@ test("a month goes only once its last day is past the window; the month in the w
   expect(expiredMonths(["202608", "202609", "202610", "202611", "202612"], 62, now)).toEqual(["202608", "202609"]);
   expect(expiredMonths(["202611", "202612"], 7, now)).toEqual([]);
   expect(expiredMonths(["all", "2026", "tuple()"], 7, now)).toEqual([]); // not YYYYMM: left alone
+});
+
+test("a day goes only once it ended before the window (the DLQ table's daily partitions); months alike", () => {
+  const now = new Date("2026-12-05T12:00:00Z");
+  // 7 days before: 2026-11-28T12:00. The 27th ended before it; the 28th has rows inside it.
+  expect(expiredPartitions(["20261126", "20261127", "20261128", "20261205"], 7, now)).toEqual(["20261126", "20261127"]);
+  expect(expiredPartitions(["20261231", "202609", "20261301x"], 7, now)).toEqual(["202609"]);
 });
 
 describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name, server) => {
