@@ -7,7 +7,7 @@ import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { Transactions } from "../../src/kafka/transaction.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
-import { committedThrough, consumeN, createTopic, deleteTopics, props, readCommitted, text } from "../support/kafka.ts";
+import { committedThrough, consumeN, createTopic, deleteTopics, props, readCommitted, text, topicLength } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, uniqueName, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
@@ -192,10 +192,17 @@ test("dlq replay --where replays exactly the offsets the DLQ table selects; a pr
   expect(dry.code).toBe(0);
   const listed = JSON.parse(dry.out).records.map((r: { dlq_partition: number; dlq_offset: number }) => `${r.dlq_partition}\t${r.dlq_offset}`);
   expect(listed).toEqual(selected);
-  const sent = await cli("--where", where);
+  // Stopped at a limit, then resumed from where it says: every selected envelope sent once.
+  const first = await cli("--where", where, "--limit", "7", "--chunk-size", "3");
+  expect(first.code).toBe(0);
+  const stopped = JSON.parse(first.out);
+  expect(stopped).toMatchObject({ sent: 7, stopped_by: "limit" });
+  expect(stopped.resume_command).toContain("--where");
+  const sent = await cli("--where", where, ...stopped.resume.split(" "));
   expect(sent.code).toBe(0);
-  expect(JSON.parse(sent.out).sent).toBe(selected.length);
+  expect(JSON.parse(sent.out).sent).toBe(selected.length - 7);
   const replayed = await consumeN(n.raw, RECORDS + selected.length);
+  expect([0, 1, 2].reduce((sum, p) => sum + topicLength(n.raw, p), 0)).toBe(RECORDS + selected.length);
   const payloads = new Set(replayed.slice(0).map(text));
   const q = `SELECT original_payload FROM ${n.database}.${n.table}_dlq WHERE ${sql}`;
   for (const r of await (await ch.query({ query: q, format: "JSONEachRow" })).json<{ original_payload: string }>())
