@@ -1,7 +1,7 @@
 // The DLQ table against the real broker and ClickHouse 18.16: `dlq fill` stores one row per
 // committed DLQ record across kill -9, a ClickHouse cut and lost answers, never an aborted
 // transaction's envelope; `dlq replay --where` replays exactly the offsets the table selects.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import type { Subprocess } from "bun";
 import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -39,10 +39,16 @@ async function deadLettered(n: Names, env: Record<string, string>): Promise<void
 }
 
 let fills = 0;
+const fillers: Subprocess[] = [];
+// A test that fails leaves no filler running behind it.
+afterAll(() => {
+  for (const f of fillers) f.kill("SIGKILL");
+});
 /** A filler, its log lines kept in a file of its own (read back when a test fails). */
 function fill(env: Record<string, string>): Subprocess<"ignore", number, number> & { logFile: string } {
   const logFile = `${ROOT}/.local/tmp/dlq-fill-${process.pid}-${++fills}.log`;
   const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env, stdout: Bun.file(logFile), stderr: Bun.file(logFile) });
+  fillers.push(proc);
   return Object.assign(proc, { logFile });
 }
 

@@ -114,7 +114,12 @@ test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ tab
       expect(audit.stdout).toContain('"audit":"clean"');
       // The filler under the same role: its inserts, its position and the end of its own inserts.
       const fill = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env: { ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
-      await waitFor(async () => ((await count(`${n.table}_dlq`)) === INVALID.size ? true : undefined), 30_000, "the DLQ table filled");
+      try {
+        await waitFor(async () => ((await count(`${n.table}_dlq`)) === INVALID.size ? true : undefined), 30_000, "the DLQ table filled");
+      } catch (e) {
+        fill.kill("SIGKILL");
+        throw e;
+      }
       fill.kill("SIGTERM");
       const [fillCode, fillErr] = await Promise.all([fill.exited, new Response(fill.stderr).text()]);
       expect({ code: fillCode, stderr: fillErr }).toEqual({ code: 0, stderr: "" });
