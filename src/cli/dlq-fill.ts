@@ -13,7 +13,12 @@ import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
-import { memberSessionTerms } from "../kafka/group-session.ts";
+import {
+  groupSessionTerms,
+  memberSessionTerms,
+  usesConsumerProtocol,
+  type SessionTerms,
+} from "../kafka/group-session.ts";
 import { log } from "../log.ts";
 import { queryText, SMALL_ANSWER_BYTES } from "../clickhouse/answer.ts";
 import { clientProps, dlqFillerGroup } from "./kafka-clients.ts";
@@ -33,9 +38,20 @@ const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 
 export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
   const { database, table } = cfg.clickhouse;
+  const props = clientProps(cfg, "dlqFiller");
   const admin = new Admin(clientProps(cfg, "admin"));
-  const partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
-  admin.close();
+  let partitions: number | null | undefined;
+  let terms: SessionTerms;
+  try {
+    partitions = admin.partitionCounts([cfg.kafka.topicDlq]).get(cfg.kafka.topicDlq);
+    // The lease is measured against the session the coordinator keeps: the group's own under
+    // group.protocol=consumer (a member cannot set it there), the member's otherwise.
+    terms = usesConsumerProtocol(props)
+      ? await groupSessionTerms(admin, dlqFillerGroup(cfg))
+      : memberSessionTerms(props);
+  } finally {
+    admin.close();
+  }
   if (partitions == null)
     throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing; run \`cdr-worker topics ensure\``);
   const ch = createClickHouse(cfg.clickhouse);
@@ -45,10 +61,8 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
       "CLICKHOUSE_SCHEMA",
       `table ${database}.${dlqTable(table)} does not exist; run \`cdr-worker migrate\``,
     );
-  const props = clientProps(cfg, "dlqFiller");
   const topics = [cfg.kafka.topicDlq];
   const consumer = new Consumer({ props, topics, readHeaders: true, assignPaused: true, maxBatch: 512 });
-  const terms = memberSessionTerms(props);
   const key = provenanceKeyOf(cfg);
   const filler = new DlqFiller(consumer, new ClickHouseDlqStore(ch, database, table), {
     topic: cfg.kafka.topicDlq,
@@ -74,6 +88,9 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
     partitions,
     table: `${database}.${dlqTable(table)}`,
     group: dlqFillerGroup(cfg),
+    // The session the membership lease is measured against, and whose it is (the group's under KIP-848).
+    session_timeout_ms: terms.sessionTimeoutMs,
+    session_from: terms.source,
     stats: `http://${server.hostname}:${server.port}/internal/stats`,
   });
   try {
