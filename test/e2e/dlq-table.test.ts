@@ -1,8 +1,9 @@
 // The DLQ table against the real broker and ClickHouse 18.16: `dlq fill` stores one row per
 // committed DLQ record across kill -9, a ClickHouse cut and lost answers, never an aborted
 // transaction's envelope; `dlq replay --where` replays exactly the offsets the table selects.
-import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Subprocess } from "bun";
+import { mkdirSync } from "node:fs";
 import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { Transactions } from "../../src/kafka/transaction.ts";
@@ -10,6 +11,7 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { committedThrough, consumeN, createTopic, deleteTopics, props, readCommitted, text, topicLength } from "../support/kafka.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { ROOT, uniqueName, waitFor } from "../support/services.ts";
+import { GROUP_PROTOCOLS } from "../support/protocols.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
 import { explainedBy, startWorker, statsWhen, workerEnv, type Names } from "../support/worker.ts";
 
@@ -46,6 +48,7 @@ afterAll(() => {
 });
 /** A filler, its log lines kept in a file of its own (read back when a test fails). */
 function fill(env: Record<string, string>): Subprocess<"ignore", number, number> & { logFile: string } {
+  mkdirSync(`${ROOT}/.local/tmp`, { recursive: true });
   const logFile = `${ROOT}/.local/tmp/dlq-fill-${process.pid}-${++fills}.log`;
   const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env, stdout: Bun.file(logFile), stderr: Bun.file(logFile) });
   fillers.push(proc);
@@ -220,3 +223,30 @@ test("dlq replay --where replays exactly the offsets the DLQ table selects; a pr
     expect(r.err).toContain("--where:");
   }
 }, 120_000);
+
+describe("dlq fill on every group protocol", () => {
+  for (const protocol of GROUP_PROTOCOLS) {
+    test(`${protocol.name}: two fillers, one killed with SIGKILL mid-way; the other stores the rest, each record once`, async () => {
+      const n = await names(`dlq-fill-${protocol.id}`);
+      // Under KIP-848 the session is the broker's (6 s on the test brokers); the classic one the client's.
+      const env = workerEnv(n, { ...protocol.env, ...(protocol.id === "consumer" ? {} : { KAFKA_PROP_SESSION_TIMEOUT_MS: "6000" }), BATCH_SIZE: "20", BATCH_FLUSH_INTERVAL_SECONDS: "0.05" });
+      const envelopes = (from: number, count: number) =>
+        Array.from({ length: count }, (_, i) => encodeEnvelope({ reason: "malformed_json", field: null, payload: `p-${from + i}`, payloadIsObject: false }, new Date(), "w"));
+      const p = new Producer(props);
+      await p.produceBatch(n.dlq, envelopes(0, 400));
+      const [a, b] = [fill(env), fill(env)];
+      await waitFor(async () => ((await tableCounts(n)).rows >= 100 ? true : undefined), 30_000, "100 rows");
+      a.kill("SIGKILL");
+      await a.exited;
+      await p.produceBatch(n.dlq, envelopes(400, 100));
+      p.close();
+      await waitFor(async () => ((await tableCounts(n)).rows >= 500 ? true : undefined), 60_000, "500 rows");
+      b.kill("SIGTERM");
+      expect(await b.exited).toBe(0);
+      expect(await tableCounts(n)).toEqual({ rows: 500, offsets: 500 });
+      // The lease is measured against the session the coordinator keeps: the group's under KIP-848.
+      const running = JSON.parse((await Bun.file(b.logFile).text()).split("\n").find((l) => l.includes("dlq fill running"))!);
+      expect(running.session_from).toBe(protocol.id === "consumer" ? "group" : "member");
+    }, 120_000);
+  }
+});
