@@ -112,6 +112,10 @@ export const KAFKA_CLIENTS = {
       "isolation.level": "read_committed",
       // Envelopes are up to 8 MiB: the prefetch is bounded in bytes, not the 64 MiB a partition.
       "queued.max.messages.kbytes": "32768",
+      // A batch decompresses to at most this, as the worker's consumer: a bomb written to the DLQ
+      // topic is refused by the fetcher instead of held in memory (an envelope is at most 8 MiB).
+      "receive.message.max.bytes": String(RECEIVE_MAX_BYTES),
+      "fetch.max.bytes": String(RECEIVE_MAX_BYTES - 512),
       // The membership lease reads the heartbeats' answers from the statistics.
       "statistics.interval.ms": String(STATISTICS_INTERVAL_MS),
       ...(!usesConsumerProtocol(cfg.kafka.props) ? { "heartbeat.interval.ms": String(HEARTBEAT_INTERVAL_MS) } : {}),
@@ -126,6 +130,8 @@ export const KAFKA_CLIENTS = {
       "isolation.level": "read_committed",
       "enable.partition.eof": "true",
       "queued.max.messages.kbytes": "16384",
+      "receive.message.max.bytes": String(RECEIVE_MAX_BYTES),
+      "fetch.max.bytes": String(RECEIVE_MAX_BYTES - 512),
     }),
   },
   lagTimeReader: {
