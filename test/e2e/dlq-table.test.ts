@@ -99,10 +99,12 @@ test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse ou
       // exhaust their retries into the DLQ (clickhouse-failed); the filler's inserts fail and wait.
       const w = await startWorker({ ...env, CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000", CH_RETRY_MAX_ATTEMPTS: "2", CH_RETRY_INITIAL_DELAY_MS: "100", DLQ_STORAGE_FAILURE_REASON: "ch_insert_failed" });
       // Ready: its partitions assigned and their replay checks done, before ClickHouse goes.
-      await statsWhen(w, (s) => s.assigned_partitions.length === 3 && s.replay_checks_pending === 0, 30_000, "replay checks done");
+      // Ready on every partition: one record each stored while ClickHouse answers (its replay check done).
+      for (let i = 0; i < 3; i++) await plain.produce(n.raw, toJson(withFields({ raw_id: `${n.table}-up-${i}` })), { partition: i });
+      await statsWhen(w, (s) => s.total_clickhouse === 3, 30_000, "a record stored on each partition");
       proxy.down();
       await plain.produceBatch(n.raw, Array.from({ length: OUTAGE_RECORDS }, (_, i) => toJson(withFields({ raw_id: `${n.table}-down-${i}` }))));
-      await explainedBy(w, () => committedThrough(n.group, n.raw, 3, RECORDS + OUTAGE_RECORDS));
+      await explainedBy(w, () => committedThrough(n.group, n.raw, 3, RECORDS + 3 + OUTAGE_RECORDS));
       expect(await w.stop()).toBe(0);
       await Bun.sleep(500);
       f.kill("SIGKILL"); // killed while it waits for ClickHouse
@@ -156,8 +158,10 @@ test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse ou
     return { code: p.exitCode, table: line ? JSON.parse(line) : null, summary: summary ? JSON.parse(summary) : null };
   };
   expect(audit()).toMatchObject({ code: 0, table: { envelopes: want.length, rows: want.length, missing: 0, stored_twice: 0, not_in_topic: 0 }, summary: { audit: "clean", dlq_table_findings: 0 } });
-  await ch.command({ query: `INSERT INTO ${n.database}.${n.table}_dlq SELECT * FROM ${n.database}.${n.table}_dlq WHERE dlq_offset = 7` });
-  expect(audit()).toMatchObject({ code: 1, table: { rows: want.length + 1, stored_twice: 1, first: { stored_twice: ["0:7"] } }, summary: { audit: "failed", dlq_table_findings: 1 } });
+  // A row the table holds (offsets of transaction markers hold none), copied once.
+  const copied = (await tableOffsets(n))[3]!.split("\t")[1]!;
+  await ch.command({ query: `INSERT INTO ${n.database}.${n.table}_dlq SELECT * FROM ${n.database}.${n.table}_dlq WHERE dlq_offset = ${copied}` });
+  expect(audit()).toMatchObject({ code: 1, table: { rows: want.length + 1, stored_twice: 1, first: { stored_twice: [`0:${copied}`] } }, summary: { audit: "failed", dlq_table_findings: 1 } });
 }, 180_000);
 
 test("dlq replay --where replays exactly the offsets the DLQ table selects; a predicate that is not one is refused before any SQL", async () => {
