@@ -78,6 +78,8 @@ export class TopicMismatchError extends CdrWorkerError {
 const RETRY_FIRST_MS = 200;
 export const RETRY_MAX_MS = 10_000;
 const IDLE_WAIT_MS = 50;
+/** How long a stop waits for the last commit of the filler's position (advisory: the table is the position). */
+const COMMIT_ON_STOP_MS = 5_000;
 const PROGRESS_EVERY_MS = 10_000;
 
 interface Buffer {
@@ -114,6 +116,8 @@ export class DlqFiller {
   #paused = false;
   #insert: Insert | null = null;
   #committed = new Map<number, number>();
+  /** The last commit sent: the consumer's commits settle in order, so this one settles after all. */
+  #lastCommit: Promise<unknown> = Promise.resolve();
   #stopRequested = false;
   #fatal: Error | null = null;
   #seq = 0;
@@ -162,6 +166,9 @@ export class DlqFiller {
     }
     if (!this.#fatal) await this.#drain();
     if (this.#fatal) throw this.#fatal;
+    // Closing abandons a commit in flight: the group would say the filler stands short of what it
+    // stored, and `audit`, which checks the table up to that offset, would check less than there is.
+    await settledWithin(this.#lastCommit, COMMIT_ON_STOP_MS);
     await this.#consumer.close();
   }
 
@@ -320,7 +327,8 @@ export class DlqFiller {
   #commit(partition: number, offset: number): void {
     if ((this.#committed.get(partition) ?? -1) >= offset) return;
     this.#committed.set(partition, offset);
-    this.#consumer.commit([{ topic: this.#opts.topic, partition, offset: BigInt(offset) }]).catch((e) => {
+    const sent = this.#consumer.commit([{ topic: this.#opts.topic, partition, offset: BigInt(offset) }]);
+    this.#lastCommit = sent.catch((e) => {
       this.#committed.delete(partition);
       log.warn("DLQ table: a commit of the filler's position failed; the next one carries it", { err: e as Error });
     });
@@ -410,6 +418,12 @@ export class DlqFiller {
       }
     }
   }
+}
+
+function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  const timer = new Promise<void>((resolve) => (t = setTimeout(resolve, ms)));
+  return Promise.race([p.then(() => {}, () => {}), timer]).finally(() => clearTimeout(t));
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {

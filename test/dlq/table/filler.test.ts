@@ -28,6 +28,9 @@ class FakeConsumer implements FillerConsumer {
   pendingRevoke: readonly TopicPartition[] | null = null;
   revokesCompleted = 0;
   commits: TopicPartition[] = [];
+  /** While set, commits wait for it: a broker slow to answer. */
+  commitHold: Promise<void> | null = null;
+  events: string[] = [];
   paused = new Set<number>();
   #standing: Array<(s: Standing) => void> = [];
   takeAssigned() {
@@ -53,7 +56,9 @@ class FakeConsumer implements FillerConsumer {
     for (const t of ps) this.paused.delete(t.partition);
   }
   async commit(offsets: readonly TopicPartition[]) {
+    if (this.commitHold) await this.commitHold;
     this.commits.push(...offsets);
+    this.events.push(`committed ${offsets.map((o) => `${o.partition}:${o.offset}`).join(",")}`);
     return [...offsets];
   }
   async waitForMessages(ms: number) {
@@ -64,6 +69,7 @@ class FakeConsumer implements FillerConsumer {
     this.#standing.push(fn);
   }
   async close() {
+    this.events.push("closed");
     return true;
   }
 }
@@ -137,6 +143,21 @@ test("a partition starts past the table's position; what is below it is skipped,
   expect(s.rows.map((r) => r.dlq_offset)).toEqual([0, 1, 2, 3, 4]);
   expect(f.counts).toMatchObject({ skipped: 3, stored: 2 });
   expect(c.commits.at(-1)).toEqual({ topic: TOPIC, partition: 0, offset: 5n });
+});
+
+test("a stop waits for the commit of what it stored before closing: the group's offset is the table's position", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  const f = filler(c, s);
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  c.queue = [0, 1, 2].map((o) => envelope(o));
+  let release!: () => void;
+  c.commitHold = new Promise((r) => (release = r));
+  const run = f.run();
+  await until(() => s.rows.length === 3, "offsets 0 to 2 stored");
+  f.stop();
+  setTimeout(release, 50);
+  await run;
+  expect(c.events).toEqual(["committed 0:3", "closed"]);
 });
 
 test("a revocation waits for the insert in flight; the partition's rows still buffered are dropped for the next owner", async () => {
