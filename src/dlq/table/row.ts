@@ -4,6 +4,7 @@
  * that is not an envelope with `unreadable` saying why and its text as the payload. Pure.
  */
 import type { CountryCode } from "libphonenumber-js/max";
+import { DATETIME_MAX } from "../../cdr/fields.ts";
 import type { Message } from "../../kafka/message.ts";
 import { envelopeSource, HEADERS } from "../envelope.ts";
 import { payloadDigest, type ProvenanceKey } from "../provenance-mac.ts";
@@ -43,7 +44,6 @@ export interface RowContext {
   defaultRegion?: CountryCode;
 }
 
-const DATETIME_MAX = 4_294_967_295;
 const text = new TextDecoder();
 
 /** ClickHouse DateTime text of `seconds`, clamped to what the type holds. */
