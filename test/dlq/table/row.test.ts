@@ -1,0 +1,55 @@
+// A DLQ record as a row: where its source was, and whether the worker's MAC proves the envelope
+// (1), disproves it (0) or was not there to check (null), as the table's `mac_verified` says.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { encodeEnvelope, provenanceHeaders } from "../../../src/dlq/envelope.ts";
+import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../../src/dlq/provenance-mac.ts";
+import { dlqRow } from "../../../src/dlq/table/row.ts";
+import type { Message } from "../../../src/kafka/message.ts";
+
+setDefaultTimeout(60_000);
+
+const enc = new TextEncoder();
+const scope = { group: "cdr-worker", dlqTopic: "cdr.raw.dlq", table: "cdr.cdr_records" };
+const key = new ProvenanceKey("a-secret-of-32-characters-length", scope);
+const other = new ProvenanceKey("another-secret-of-32-characters!", scope);
+const PAYLOAD = '{"raw_id":"r-1","caller_num":"+4915112345678", oops';
+
+/** The worker's envelope of PAYLOAD from cdr.raw[2]@41, signed by `signer` over `signedPayload`. */
+function record(opts: { signer?: ProvenanceKey; signedPayload?: string; value?: string } = {}): Message {
+  const digest = payloadDigest(opts.signedPayload ?? PAYLOAD);
+  const proof = opts.signer ? { digest, mac: opts.signer.sign("cdr.raw", 2, 41, digest), version: MAC_VERSION } : undefined;
+  const headers = provenanceHeaders({ topic: "cdr.raw", partition: 2, offset: 41, stage: "decode", detail: "d", ...(proof ? { proof } : {}) });
+  const value = opts.value ?? encodeEnvelope({ reason: "malformed_json", field: null, payload: PAYLOAD, payloadIsObject: false }, new Date(0), "w");
+  return { topic: "cdr.raw.dlq", partition: 0, offset: 7, timestamp: -1, key: null, value: enc.encode(value), headers: headers.map(([k, v]) => [k, enc.encode(v)]) };
+}
+
+const row = (m: Message, withKey = true) => dlqRow(m, { storedAt: 0, ...(withKey ? { key } : {}) });
+
+test("an envelope the worker signed: its source from the headers, its payload's digest, mac_verified 1", () => {
+  expect(row(record({ signer: key }))).toMatchObject({
+    source_topic: "cdr.raw",
+    source_partition: 2,
+    source_offset: 41,
+    payload_sha256: payloadDigest(PAYLOAD),
+    mac_verified: 1,
+    unreadable: "",
+  });
+});
+
+test("a MAC of another key, or one over another payload, is 0; no key or no MAC leaves it unchecked (null)", () => {
+  expect(row(record({ signer: other })).mac_verified).toBe(0);
+  expect(row(record({ signer: key, signedPayload: '{"raw_id":"r-2"}' })).mac_verified).toBe(0);
+  expect(row(record({ signer: key }), false).mac_verified).toBeNull();
+  expect(row(record()).mac_verified).toBeNull();
+});
+
+test("a record that is not an envelope keeps the source its headers name, unchecked", () => {
+  expect(row(record({ signer: key, value: "not json" }))).toMatchObject({
+    source_topic: "cdr.raw",
+    source_partition: 2,
+    source_offset: 41,
+    payload_sha256: payloadDigest("not json"),
+    mac_verified: null,
+    unreadable: "not JSON",
+  });
+});
