@@ -8,7 +8,7 @@
  */
 import type { Config } from "../config.ts";
 import { DLQ_STAGES, envelopeSource, type DlqStage } from "../dlq/envelope.ts";
-import { payloadDigest, provenanceKeyOf, type ProvenanceKey } from "../dlq/provenance-mac.ts";
+import { payloadDigest, provenanceKeyOf, provenBy } from "../dlq/provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { exitNow, type ExitKind } from "../exits.ts";
@@ -273,7 +273,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     ({ unreadable, next } = await scan(cfg, range, async (e) => {
       read.set(e.partition, e.offset + 1);
       if (!selects(sel, e)) return;
-      if (key && !proven(key, e)) {
+      if (key && !provenBy(key, envelopeSource(e.headers), payloadDigest(e.payloadText))) {
         unproven++;
         return;
       }
@@ -309,14 +309,6 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   }
   printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), unreadable, stopping);
   return "OK";
-}
-
-/** The envelope's MAC verifies for its source, and its payload is the one the MAC's digest names. */
-function proven(key: ProvenanceKey, e: StoredEnvelope): boolean {
-  const src = envelopeSource(e.headers);
-  if (!src?.digest || !src.mac) return false;
-  const { topic, partition, offset, digest, mac, macVersion } = src;
-  return key.verify(topic, partition, offset, digest, mac, macVersion) && payloadDigest(e.payloadText) === digest;
 }
 
 function printReplay(

@@ -46,6 +46,26 @@ export function payloadDigest(payload: string): string {
 
 const HEX64 = /^[0-9a-f]{64}$/;
 
+/** A source record as an envelope's headers name it (dlq/envelope.ts `envelopeSource`). */
+export interface SignedSource {
+  topic: string;
+  partition: number;
+  offset: number;
+  digest?: string;
+  mac?: string;
+  macVersion?: string;
+}
+
+/**
+ * Whether an envelope is the worker's: its MAC verifies for its source, and its payload, whose
+ * SHA-256 is `payloadSha256`, is the one the MAC's digest names.
+ */
+export function provenBy(key: ProvenanceKey, src: SignedSource | null, payloadSha256: string): boolean {
+  if (!src?.digest || !src.mac) return false;
+  const { topic, partition, offset, digest, mac, macVersion } = src;
+  return payloadSha256 === digest && key.verify(topic, partition, offset, digest, mac, macVersion);
+}
+
 export class ProvenanceKey {
   readonly #keys: Buffer[];
   readonly #scope: string;

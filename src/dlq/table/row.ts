@@ -7,7 +7,7 @@ import type { CountryCode } from "libphonenumber-js/max";
 import { DATETIME_MAX } from "../../cdr/fields.ts";
 import type { Message } from "../../kafka/message.ts";
 import { envelopeSource, HEADERS } from "../envelope.ts";
-import { payloadDigest, type ProvenanceKey } from "../provenance-mac.ts";
+import { payloadDigest, provenBy, type ProvenanceKey, type SignedSource } from "../provenance-mac.ts";
 import { readEnvelope } from "../reader.ts";
 import { lenientFields } from "./lenient.ts";
 
@@ -61,18 +61,20 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
     return {
       ...EMPTY,
       ...at,
-      ...sourceOf(m),
+      ...sourceFields(envelopeSource(m.headers)),
       payload_sha256: payloadDigest(raw),
       original_payload: raw,
       unreadable: read,
     };
   }
   const { envelope: e, headers: h, payloadText } = read;
+  const src = envelopeSource(h);
+  const digest = payloadDigest(payloadText);
   const lenient = lenientFields(e.original_payload, ctx.defaultRegion);
   const attempts = Number(h[HEADERS.attempts]);
   return {
     ...at,
-    ...sourceOf(m),
+    ...sourceFields(src),
     failed_at: dateTimeText(Date.parse(e.failed_at) / 1000),
     failure_reason: e.failure_reason,
     failed_field: e.failed_field,
@@ -80,8 +82,8 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
     error_detail: h[HEADERS.detail] ?? "",
     attempts: h[HEADERS.attempts] !== undefined && Number.isInteger(attempts) && attempts >= 0 ? attempts : null,
     worker_instance: e.worker_instance,
-    payload_sha256: payloadDigest(payloadText),
-    mac_verified: macVerified(m, payloadText, ctx.key),
+    payload_sha256: digest,
+    mac_verified: macVerified(src, digest, ctx.key),
     raw_id: lenient.raw_id,
     cdr_id: lenient.raw_id === null ? null : Bun.randomUUIDv5(lenient.raw_id, "dns"),
     device_id: lenient.device_id,
@@ -116,17 +118,14 @@ const EMPTY: Omit<DlqRow, "dlq_partition" | "dlq_offset" | "stored_at"> = {
   unreadable: "",
 };
 
-function sourceOf(m: Message): Pick<DlqRow, "source_topic" | "source_partition" | "source_offset"> {
-  const src = envelopeSource(m.headers);
+function sourceFields(src: SignedSource | null): Pick<DlqRow, "source_topic" | "source_partition" | "source_offset"> {
   return src
     ? { source_topic: src.topic, source_partition: src.partition, source_offset: src.offset }
     : { source_topic: "", source_partition: -1, source_offset: -1 };
 }
 
 /** 1 when the MAC verifies for its source and the payload is the one its digest names; null when unchecked. */
-function macVerified(m: Message, payloadText: string, key?: ProvenanceKey): 0 | 1 | null {
-  const src = envelopeSource(m.headers);
+function macVerified(src: SignedSource | null, payloadSha256: string, key?: ProvenanceKey): 0 | 1 | null {
   if (!key || !src?.mac || !src.digest) return null;
-  const { topic, partition, offset, digest, mac, macVersion } = src;
-  return key.verify(topic, partition, offset, digest, mac, macVersion) && payloadDigest(payloadText) === digest ? 1 : 0;
+  return provenBy(key, src, payloadSha256) ? 1 : 0;
 }
