@@ -179,8 +179,8 @@ test("the DLQ table on a cluster: what the filler's node took through its Distri
       await store.insert([dlqRow(at(2 * i), { storedAt: Date.now() / 1000 }), dlqRow(at(2 * i + 1), { storedAt: Date.now() / 1000 })], `cdr-dlq-fill:cluster:${DB}:${i}`, 10_000);
       expect(await store.positions([3])).toEqual(new Map([[3, 2 * i + 1]]));
     }
-    // As billing counts: count() without FINAL beside the distinct offsets.
-    const rs = await b!.query({ query: `SELECT count() AS c, uniqExact(dlq_offset) AS u FROM ${DB}.cdr_dlq`, format: "JSONEachRow" });
+    // As billing counts: count() without FINAL beside the distinct (DLQ partition, DLQ offset).
+    const rs = await b!.query({ query: `SELECT count() AS c, uniqExact(dlq_partition, dlq_offset) AS u FROM ${DB}.cdr_dlq`, format: "JSONEachRow" });
     expect((await rs.json<{ c: string; u: string }>()).map((r) => [Number(r.c), Number(r.u)])).toEqual([[40, 40]]);
   } finally {
     await a!.close();
