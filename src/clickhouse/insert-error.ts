@@ -14,9 +14,13 @@
  *   one insert block, current releases only; the memory limit of the query itself,
  *   MEMORY_LIMIT_EXCEEDED "(for query)"). Smaller inserts succeed: split, down to one row; a row the server
  *   refuses alone for its size goes to the DLQ whole (store.ts).
- * - permanent: configuration (unknown table or database, authentication, access, readonly). No
- *   resend to the same endpoint helps, but it belongs to that endpoint: the writer tries the next
- *   one, and only when every endpoint refused does the batch take the spec's exhausted path.
+ * - configuration: a refusal of the worker, not of its rows (unknown table, database or column,
+ *   authentication, access, a read-only user, a setting or syntax the server does not know). Every
+ *   row would be refused alike, and what helps is the operator undoing a change or the secret file
+ *   holding the new value (DECISIONS "Commits and rebalances"). It belongs to its endpoint: the
+ *   writer tries the next one at once. Refused by every endpoint, it is retried whole and never
+ *   split: under the default it spends the retry budget, then takes the spec's path; under
+ *   CH_UNREACHABLE_POLICY=wait it counts as ClickHouse not answering.
  * An error this table does not know counts as transient: a retry costs only time.
  *
  * Where the answer comes from: current servers end every exception with `(TYPE) (version …)`, and
@@ -28,7 +32,7 @@
 import { ClickHouseError } from "@clickhouse/client";
 import { CdrWorkerError } from "../errors.ts";
 
-export type InsertErrorKind = "transient" | "condition" | "data" | "shape" | "permanent";
+export type InsertErrorKind = "transient" | "condition" | "data" | "shape" | "configuration";
 
 /** An insert that failed after it may have stored its rows. */
 export interface UncertainAttempt {
@@ -61,7 +65,8 @@ const DATA_CODES = new Set([
   469, // VIOLATED_CONSTRAINT
   691, // UNKNOWN_ELEMENT_OF_ENUM
 ]);
-const PERMANENT_CODES = new Set([
+/** Refusals of the worker (the header above): the operator's changes, the same for every row. */
+const CONFIGURATION_CODES = new Set([
   16, // NO_SUCH_COLUMN_IN_TABLE
   47, // UNKNOWN_IDENTIFIER
   60, // UNKNOWN_TABLE
@@ -76,6 +81,8 @@ const PERMANENT_CODES = new Set([
   497, // ACCESS_DENIED
   516, // AUTHENTICATION_FAILED
 ]);
+/** Refusals of the worker's credentials: its password file may hold a newer secret (credentials.ts). */
+export const AUTHENTICATION_CODES = new Set([192, 193, 194, 516]);
 /** 18.16 reports an unknown Enum name as code 49 (LOGICAL_ERROR); the text is what says "data". */
 const DATA_TEXT = /Unknown element '.*' for (type )?enum/is;
 /** Refusals of an insert for its size: split until the parts fit, where QUERY_LIMIT_TEXT says so. */
@@ -156,7 +163,7 @@ export class ClickHouseInsertError extends CdrWorkerError {
     answer: ServerAnswer = { code: null },
     options?: { cause?: unknown; unreachable?: boolean; mayHaveStored?: boolean; held?: boolean },
   ) {
-    super("CLICKHOUSE_INSERT", message, kind === "transient" || kind === "condition", options);
+    super("CLICKHOUSE_INSERT", message, kind !== "data" && kind !== "shape", options);
     this.unreachable = options?.unreachable ?? false;
     this.mayHaveStored = options?.mayHaveStored ?? false;
     this.held = options?.held ?? false;
@@ -238,7 +245,15 @@ function kindOf(code: number | null, text: string): InsertErrorKind {
   if (SHAPE_TEXT.test(text) || (SIZE_CODES.has(code) && QUERY_LIMIT_TEXT.test(text))) return "shape";
   if (CONDITION_CODES.has(code)) return "condition";
   if (DATA_CODES.has(code) || DATA_TEXT.test(text)) return "data";
-  return PERMANENT_CODES.has(code) ? "permanent" : "transient";
+  return CONFIGURATION_CODES.has(code) ? "configuration" : "transient";
+}
+
+/**
+ * A failure that says nothing of the rows: no answer at all, a condition of the server's, or a
+ * refusal of the worker. While every endpoint fails so, CH_UNREACHABLE_POLICY=wait waits (DECISIONS).
+ */
+export function saysNothingOfRows(e: ClickHouseInsertError): boolean {
+  return e.serverCode === null || e.kind === "condition" || e.kind === "configuration";
 }
 
 /** Errors of a connection that was never made: the request never left, nothing can be stored. */

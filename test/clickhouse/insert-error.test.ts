@@ -11,7 +11,7 @@ import { CURRENT_CONDITIONS } from "../fixtures/clickhouse-conditions.ts";
 
 setDefaultTimeout(60_000);
 
-type Kind = "transient" | "condition" | "data" | "shape" | "permanent";
+type Kind = "transient" | "condition" | "data" | "shape" | "configuration";
 /** case → kind, and per server the row and column the writer reads from the whole answer. */
 const EXPECTED: Record<string, { kind: Kind; "18.16"?: [number | null, string | null]; "26.9"?: [number | null, string | null] }> = {
   "unknown Enum name": { kind: "data", "18.16": [null, null], "26.9": [3, "rat"] },
@@ -25,10 +25,10 @@ const EXPECTED: Record<string, { kind: Kind; "18.16"?: [number | null, string | 
   "insert while the server is short of memory (total)": { kind: "condition", "18.16": [null, null] },
   "insert while the user is short of memory": { kind: "condition", "18.16": [null, null] },
   "too many simultaneous queries": { kind: "condition", "18.16": [null, null] },
-  "unknown table": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
-  "unknown database": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
-  "wrong password": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
-  "readonly user": { kind: "permanent", "18.16": [null, null], "26.9": [null, null] },
+  "unknown table": { kind: "configuration", "18.16": [null, null], "26.9": [null, null] },
+  "unknown database": { kind: "configuration", "18.16": [null, null], "26.9": [null, null] },
+  "wrong password": { kind: "configuration", "18.16": [null, null], "26.9": [null, null] },
+  "readonly user": { kind: "configuration", "18.16": [null, null], "26.9": [null, null] },
 };
 
 test("the fixture holds every case from both servers, as captured", () => {

@@ -3,7 +3,7 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { parseError } from "@clickhouse/client";
 import { ClickHouseInsertError, classifyInsertError } from "../../src/clickhouse/insert-error.ts";
-import { MAX_ISOLATED, storeBatch, type InsertRange } from "../../src/clickhouse/store.ts";
+import { MAX_ISOLATED, storeBatch, SystematicRefusalError, type InsertRange } from "../../src/clickhouse/store.ts";
 
 setDefaultTimeout(60_000);
 
@@ -110,20 +110,45 @@ test("transient errors are retried with backoff, and exhausted retries send the 
   expect(out.inserted).toBe(0);
 });
 
-test("a permanent error is not retried: the batch goes the spec's way after one attempt", async () => {
-  let calls = 0;
-  const out = await storeBatch(10, async () => { calls++; throw new ClickHouseInsertError("Unknown table", "permanent", { code: 60 }); }, policy, noSleep);
-  expect(calls).toBe(1);
-  expect(out.failed).toEqual({ ranges: [[0, 10]], error: expect.any(ClickHouseInsertError), attempts: 1 });
+test("a refusal of the worker (the table gone) is retried whole, never split: the budget's 3 attempts, then the spec's way", async () => {
+  const sizes: number[] = [];
+  const out = await storeBatch(10, async (lo, hi) => { sizes.push(hi - lo); throw new ClickHouseInsertError("Unknown table", "configuration", { code: 60 }); }, policy, noSleep);
+  expect(sizes).toEqual([10, 10, 10]);
+  expect(out.failed).toEqual({ ranges: [[0, 10]], error: expect.any(ClickHouseInsertError), attempts: 3 });
+  expect(out.refused).toEqual([]);
 });
 
-test("isolation that does not converge within its bound falls back to the spec's path for the rest", async () => {
-  // Every row refused: a systematic fault. The bound stops the search long before 2n inserts.
+test("every row refused alike (a column retyped) is systematic: nothing refused alone, the budget spent on one row, then the whole batch the spec's way", async () => {
   let calls = 0;
   const out = await storeBatch(1024, async () => { calls++; throw dataError(null); }, policy, noSleep);
   expect(out.inserted).toBe(0);
-  const failedRows = (out.failed?.ranges ?? []).reduce((a, [lo, hi]) => a + hi - lo, 0);
-  expect(out.refused.length + failedRows).toBe(1024);
-  expect(out.failed).not.toBeNull();
-  expect(calls).toBeLessThanOrEqual(1 + MAX_ISOLATED * (2 * 10 + 2) + 3);
+  expect(out.refused).toEqual([]);
+  expect(out.failed?.ranges).toEqual([[0, 1024]]);
+  expect(out.failed?.attempts).toBe(3);
+  expect(out.failed?.error).toBeInstanceOf(SystematicRefusalError);
+  // The bound stops the search long before 2n inserts; then two more attempts of one row.
+  expect(calls).toBeLessThanOrEqual(1 + MAX_ISOLATED * (2 * 10 + 2) + 2);
+});
+
+test("under the wait policy a systematic refusal waits without spending the budget, and once undone the batch is stored, its one bad row refused alone", async () => {
+  let retyped = true;
+  let probes = 0;
+  const bad = 700;
+  const stored = new Set<number>();
+  const waits: boolean[] = [];
+  const insert: InsertRange = async (lo, hi) => {
+    if (retyped) {
+      // Row 0 is the first refused alone, then the probe: undone while its sixth try waits.
+      if (lo === 0 && hi === 1 && ++probes === 6) retyped = false;
+      throw dataError(null);
+    }
+    if (lo <= bad && bad < hi) throw dataError(bad - lo + 1);
+    for (let i = lo; i < hi; i++) stored.add(i);
+  };
+  const out = await storeBatch(1000, insert, { ...policy, whenUnreachable: "wait" }, { ...noSleep, onWaiting: (w) => waits.push(w) });
+  expect(out.failed).toBeNull();
+  expect(out.refused.map((r) => r.row)).toEqual([bad]);
+  expect(out.inserted).toBe(999);
+  expect(stored.size).toBe(999);
+  expect(waits).toEqual([true, false]);
 });

@@ -121,20 +121,20 @@ describe.each(CLICKHOUSE_SERVERS.map((server) => [server.name, server, e2eScope(
     expect((await committedCount(n.dlq))).toBe(0);
   }, 60_000);
 
-  test("a table dropped under a running worker: the refusal goes the spec's exhausted path at once, without retries", async () => {
+  test("a table dropped under a running worker is a refusal of the worker: at the spec's defaults it spends the retry budget, then the spec's path", async () => {
     const n = await names("gone");
-    const w = await startWorker(workerEnv(n, { CH_RETRY_INITIAL_DELAY_MS: "5000" }));
+    const w = await startWorker(workerEnv(n, { CH_RETRY_INITIAL_DELAY_MS: "300" }));
     await produce(n.raw, [toJson(withFields({ raw_id: "before" }))]);
     await statsWhen(w, (s) => s.total_clickhouse === 1, 20_000, "first row stored");
     await ch.command({ query: `DROP TABLE ${n.database}.${n.table}` });
     await produce(n.raw, [toJson(withFields({ raw_id: "after" }))]);
     const s = await statsWhen(w, (s) => s.total_dlq === 1 && s.partitions["0"]?.committed_offset === 2, 20_000, "record dead-lettered");
     expect(await w.stop()).toBe(0);
-    // With 5 s between attempts, a retry would have shown; a permanent refusal takes one attempt.
-    expect(s).toMatchObject({ clickhouse_retries: 0, clickhouse_exhausted_batches: 1 });
+    // Retried whole, never split: the budget's 3 attempts (DECISIONS "Commits and rebalances").
+    expect(s).toMatchObject({ clickhouse_retries: 2, clickhouse_exhausted_batches: 1, clickhouse_split_inserts: 0 });
     const [dlq] = await consumeN(n.dlq, 1);
     expect(JSON.parse(text(dlq!))).toMatchObject({ failure_reason: "normalization_error", failed_field: null, original_payload: { raw_id: "after" } });
-    expect(header(dlq!, HEADERS.attempts)).toBe("1");
+    expect(header(dlq!, HEADERS.attempts)).toBe("3");
     expect(header(dlq!, HEADERS.detail)).toMatch(/Code: 60\b/);
   }, 60_000);
 

@@ -466,7 +466,7 @@ const errorAnswerBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
   fc.string({ unit: "binary", maxLength: 2000 }).map((s) => enc.encode(s)),
 );
 
-const KINDS = new Set(["transient", "condition", "data", "shape", "permanent"]);
+const KINDS = new Set(["transient", "condition", "data", "shape", "configuration"]);
 
 function checkErrorAnswer(bytes: Uint8Array): void {
   const body = utf8.decode(bytes);

@@ -14,6 +14,7 @@
  */
 import type { Batch } from "../batch/batch.ts";
 import { ClickHouseInsertError, classifyInsertError, HeldCheckError } from "../../clickhouse/insert-error.ts";
+import { saysNothingOfRows } from "../../clickhouse/insert-error.ts";
 import type { InsertRange } from "../../clickhouse/store.ts";
 import { storedRowKey, type ClickHouseWriter, type RowLookup } from "../../clickhouse/writer.ts";
 import { log } from "../../log.ts";
@@ -89,8 +90,9 @@ export function insertOnce(
       const message = held ? `${what}: ${err.message}` : c.message;
       const failure = new ClickHouseInsertError(message, "transient", { code: c.serverCode }, {
         cause: err,
-        // A condition of the server's (insert-error.ts) answers nothing of the rows: waited out too.
-        unreachable: !held && (c.serverCode === null || c.kind === "condition"),
+        // A condition of the server's or a refusal of the worker (insert-error.ts) answers nothing of
+        // the rows: waited out too.
+        unreachable: !held && saysNothingOfRows(c),
         mayHaveStored: true,
         held,
       });
