@@ -11,6 +11,7 @@ import { MIN_KEY_CHARS, MIN_PREVIOUS_KEY_CHARS } from "./dlq/provenance-mac.ts";
 import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
 import { ANSWER_DEADLINE_MARGIN_MS } from "./clickhouse/answer.ts";
 import { retryBudgetMs, type RetryPolicy } from "./clickhouse/retry.ts";
+import { readSecretFile } from "./clickhouse/credentials.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -71,7 +72,9 @@ export const VARIABLES = {
   CLICKHOUSE_PASSWORD: {
     schema: v.string(),
     default: "",
-    help: "ClickHouse password (never logged; or CLICKHOUSE_PASSWORD_FILE: a file holding it)",
+    help:
+      "ClickHouse password (never logged; or CLICKHOUSE_PASSWORD_FILE: a file holding it, read again after the " +
+      "server refuses the password and every 10 s, so a rotation needs no restart)",
     secret: true,
   },
   CLICKHOUSE_CA_CERT: {
@@ -262,6 +265,8 @@ export interface Config {
     url: string;
     user: string;
     password: string;
+    /** CLICKHOUSE_PASSWORD_FILE: the password follows it while the worker runs (clickhouse/credentials.ts). */
+    passwordFile?: string;
     database: string;
     table: string;
     requestTimeoutMs: number;
@@ -361,10 +366,7 @@ export function backlogRows(size: number, setting: number, maxBytes: number): nu
   return Math.max(size, Math.min(10 * size, Math.floor((2 * maxBytes) / HEAP_BYTES_PER_ROW)));
 }
 
-/** A secret file's content with one trailing newline dropped, as editors and `echo` leave one. */
-export function readSecretFile(path: string): string {
-  return readFileSync(path, "utf8").replace(/\r?\n$/, "");
-}
+export { readSecretFile };
 
 /** Variables whose value may come from a file instead (`<NAME>_FILE`), as container platforms mount secrets. */
 export const FILE_FORMS = ["CLICKHOUSE_PASSWORD", "DLQ_PROVENANCE_KEY", "DLQ_PROVENANCE_KEYS_PREVIOUS"] as const;
@@ -473,6 +475,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       url: p.CLICKHOUSE_URL,
       user: p.CLICKHOUSE_USER,
       password: p.CLICKHOUSE_PASSWORD,
+      ...(rawEnv.CLICKHOUSE_PASSWORD_FILE ? { passwordFile: rawEnv.CLICKHOUSE_PASSWORD_FILE } : {}),
       database: p.CLICKHOUSE_DATABASE,
       table: p.CLICKHOUSE_TABLE,
       requestTimeoutMs: p.CLICKHOUSE_REQUEST_TIMEOUT_MS,

@@ -2,6 +2,8 @@
 import { createClient, type ClickHouseClient } from "@clickhouse/client";
 import type { Config } from "../config.ts";
 import { log } from "../log.ts";
+import { ANSWER_DEADLINE_MARGIN_MS } from "./answer.ts";
+import { rotatingClient, secretFile } from "./credentials.ts";
 
 type LogParams = { module: string; message: string; args?: Record<string, unknown>; err?: Error };
 
@@ -71,12 +73,22 @@ export function pingOf(url: string, caCert?: Buffer): Ping {
   };
 }
 
-/** A client for one endpoint: `url`, else the first of CLICKHOUSE_URL. */
+/**
+ * A client for one endpoint: `url`, else the first of CLICKHOUSE_URL. With CLICKHOUSE_PASSWORD_FILE
+ * it follows the file (credentials.ts): a rotated password is taken without a restart.
+ */
 export function createClickHouse(cfg: Config["clickhouse"], database?: string, url?: string): ClickHouseClient {
+  const make = (password: string) => clientFor(cfg, password, database, url);
+  if (cfg.passwordFile === undefined) return make(cfg.password);
+  const closeAfter = (cfg.requestTimeoutMs + ANSWER_DEADLINE_MARGIN_MS) * 2;
+  return rotatingClient(secretFile(cfg.passwordFile, cfg.password), make, closeAfter);
+}
+
+function clientFor(cfg: Config["clickhouse"], password: string, database?: string, url?: string): ClickHouseClient {
   return createClient({
     url: url ?? clickhouseUrls(cfg.url)[0]!,
     username: cfg.user,
-    password: cfg.password,
+    password,
     database: database ?? cfg.database,
     request_timeout: cfg.requestTimeoutMs,
     // ClickHouse closes idle keep-alive sockets after its keep_alive_timeout (3 s on 18.16, 10 s in
