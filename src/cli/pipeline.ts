@@ -87,6 +87,7 @@ export function buildPipeline(
     user: cfg.clickhouse.user,
     syncDistributed: exactlyOnce,
     requestTimeoutMs: cfg.clickhouse.requestTimeoutMs,
+    waitOnRefusal: cfg.retry.whenUnreachable === "wait",
   });
   // One key signs what this worker dead-letters and proves what its replay check reads.
   const key = provenanceKeyOf(cfg);

@@ -2,8 +2,8 @@
  * Inserts a batch of rows already encoded as RowBinary (row-binary.ts): one HTTP request,
  * acknowledged or thrown. With several endpoints (CLICKHOUSE_URL=a,b,…: replicas of one shard, or
  * load balancers in front of them) an insert that one endpoint cannot take goes to the next at
- * once: transient failures (it does not answer) and permanent refusals that belong to that endpoint
- * (authentication, readonly, a missing table or database). Only when every endpoint failed does it
+ * once: transient failures (it does not answer) and refusals of the worker that belong to that
+ * endpoint (authentication, readonly, a missing table or database). Only when every endpoint failed does it
  * count as one attempt against the retry budget. A data or shape error is the same on every
  * endpoint and is thrown at once. The endpoint that last took an insert is tried first, except by
  * a batch's retries, which try first the endpoints where its rows have not failed (#order).
@@ -34,6 +34,8 @@ import { systemClock, type Clock } from "../delivery/clock.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, HeldCheckError, refusal } from "./insert-error.ts";
+import { AUTHENTICATION_CODES, saysNothingOfRows } from "./insert-error.ts";
+import { renewCredentials } from "./credentials.ts";
 import type { UncertainAttempt } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
@@ -122,6 +124,19 @@ export interface WriterOptions {
   requestTimeoutMs?: number;
   /** Time and timers for the waits of the replay check (the delivery simulation's virtual clock). */
   clock?: Clock;
+  /**
+   * CH_UNREACHABLE_POLICY=wait: a refusal of the worker met by the replay check is tried again, as a
+   * ClickHouse that does not answer is, instead of stopping the worker (DECISIONS).
+   */
+  waitOnRefusal?: boolean;
+}
+
+/** A refusal of the worker (insert-error.ts "configuration"): where, and what the server said. */
+export interface WorkerRefusal {
+  /** host:port, never the credentials. */
+  endpoint: string;
+  code: number | null;
+  type: string | null;
 }
 
 /** One ClickHouse endpoint and what the worker saw of it (docs/stats.md). */
@@ -136,6 +151,8 @@ export interface Endpoint {
   failures: number;
   /** `SELECT version()` of the server behind it, once it answered. */
   version: string | null;
+  /** Its last refusal of the worker (insert-error.ts "configuration"), until it takes an insert again. */
+  refusing: { code: number | null; type: string | null } | null;
 }
 
 export class ClickHouseWriter {
@@ -160,6 +177,9 @@ export class ClickHouseWriter {
   #current = 0;
   #inserts = 0;
   #failing = false;
+  /** The last refusal of the worker while inserts fail; null once an endpoint takes one again. */
+  #refusal: WorkerRefusal | null = null;
+  readonly #waitOnRefusal: boolean;
   /** Attempts whose held check was said in the log: once an attempt, not at every retry. */
   readonly #heldSaid = new WeakSet<UncertainAttempt>();
 
@@ -177,6 +197,7 @@ export class ClickHouseWriter {
     this.#user = opts.user;
     this.#clock = opts.clock ?? systemClock;
     this.#syncDistributed = opts.syncDistributed ?? false;
+    this.#waitOnRefusal = opts.waitOnRefusal ?? false;
     this.#checkSeconds = Math.max(1, Math.floor((opts.requestTimeoutMs ?? 10_000) / 1000) - 1);
     this.#deadlineMs = (opts.requestTimeoutMs ?? 10_000) + ANSWER_DEADLINE_MARGIN_MS;
     const list = Array.isArray(ch) ? ch : [{ name: "clickhouse", client: ch as ClickHouseClient }];
@@ -188,6 +209,7 @@ export class ClickHouseWriter {
       inserts: 0,
       failures: 0,
       version: null,
+      refusing: null,
     }));
     this.#table = `${database}.${table}`;
     this.#offsetsTable = `${database}.${offsetsTable(table)}`;
@@ -203,10 +225,15 @@ export class ClickHouseWriter {
    * ClickHouse's health as the worker sees it, the one source readiness and stats read:
    * `reachable`, an endpoint took the last insert or ping sent to it; `inserting`, false from an
    * insert no endpoint took (it is being retried, or waited for) until one takes an insert again.
-   * A refused row or a split is the data's doing, not ClickHouse's: it changes neither.
+   * A refused row or a split is the data's doing, not ClickHouse's: it changes neither. `refusal`:
+   * the last refusal of the worker (its credentials, grants, table) while inserts fail, for /readyz.
    */
-  get health(): { reachable: boolean; inserting: boolean } {
-    return { reachable: this.#endpoints.some((e) => e.up), inserting: !this.#failing };
+  get health(): { reachable: boolean; inserting: boolean; refusal: WorkerRefusal | null } {
+    return {
+      reachable: this.#endpoints.some((e) => e.up),
+      inserting: !this.#failing,
+      refusal: this.#failing ? this.#refusal : null,
+    };
   }
 
   /**
@@ -225,7 +252,7 @@ export class ClickHouseWriter {
   ): Promise<void> {
     const n = this.#endpoints.length;
     let transient: ClickHouseInsertError | undefined;
-    let permanent: ClickHouseInsertError | undefined;
+    let refused: ClickHouseInsertError | undefined;
     let answered = false;
     // Every attempt that may have stored the rows, on whichever endpoint: the caller must know them all.
     const uncertain: UncertainAttempt[] = [];
@@ -248,15 +275,18 @@ export class ClickHouseWriter {
       try {
         await this.#insertInto(e, body, rows, queryId, sent, admit);
         e.up = true;
+        e.refusing = null;
         e.inserts++;
         this.#current = i;
         this.#failing = false;
+        this.#refusal = null;
         return;
       } catch (err) {
         // Not ClickHouse's answer (admit refused: the partitions were lost): nothing more is sent.
         if (!(err instanceof ClickHouseInsertError)) throw err;
         const failure = err;
         const version = sent.version;
+        if (failure.kind === "configuration") this.#refusedBy(e, failure);
         if (failure.kind === "data" || failure.kind === "shape") {
           if (failure.mayHaveStored) uncertain.push(attempt(i, queryId, version));
           throw withAttempts(failure);
@@ -283,14 +313,14 @@ export class ClickHouseWriter {
               { code: failure.serverCode, type: failure.serverType },
               {
                 cause: failure.cause,
-                unreachable: !answered && notAnswering(failure) && k === n - 1,
+                unreachable: !answered && saysNothingOfRows(failure) && k === n - 1,
                 mayHaveStored: true,
               },
             ),
           );
         }
         e.failures++;
-        if (!notAnswering(failure)) answered = true;
+        if (!saysNothingOfRows(failure)) answered = true;
         if (failure.kind === "condition") {
           transient = failure;
         } else if (failure.kind === "transient") {
@@ -298,13 +328,14 @@ export class ClickHouseWriter {
           e.version = null;
           transient = failure;
         } else {
-          permanent ??= failure;
+          refused ??= failure;
         }
       }
     }
-    // An endpoint that did not answer may take the batch later; one that refused will not.
+    // An endpoint that did not answer may take the batch later; one that refused the worker may too,
+    // once the operator's change is undone: both say nothing of the rows.
     this.#failing = true;
-    const last = (transient ?? permanent)!;
+    const last = (transient ?? refused)!;
     if (answered) throw withAttempts(last);
     throw withAttempts(
       new ClickHouseInsertError(last.message, last.kind, { code: last.serverCode, type: last.serverType }, {
@@ -603,7 +634,7 @@ export class ClickHouseWriter {
     const settings = { max_execution_time: this.#checkSeconds };
     const read = (c: ClickHouseClient) => queryText(c, query, ROWS_ANSWER_BYTES, this.#bounded(settings));
     const text = await this.#onAnyEndpoint(read).catch((err) => {
-      throw permanentOr(err, "replay check: reading what the last owner stored");
+      throw this.#refusalOr(err, "replay check: reading what the last owner stored");
     });
     const byPartition = new Map(owned.map((o) => [o.partition, o]));
     const out: DeliveredOffsets = new Map();
@@ -644,7 +675,7 @@ export class ClickHouseWriter {
         // An endpoint that does not answer may still run an insert that stores after the check:
         // its error fails the check, which is tried again (a missing grant stops the worker).
         let ids = await running(e.client).catch((err) => {
-          throw permanentOr(err, `replay check: asking ${e.name} which inserts still run`);
+          throw this.#refusalOr(err, `replay check: asking ${e.name} which inserts still run`, e);
         });
         const deadline = this.#clock.mono() + RUNNING_WAIT_MS;
         while (ids.length > 0) {
@@ -655,11 +686,36 @@ export class ClickHouseWriter {
             );
           await this.#clock.sleep(RUNNING_POLL_MS);
           ids = await running(e.client, ids).catch((err) => {
-            throw permanentOr(err, `replay check: asking ${e.name} which inserts still run`);
+            throw this.#refusalOr(err, `replay check: asking ${e.name} which inserts still run`, e);
           });
         }
       }),
     );
+  }
+
+  /** Records a refusal of the worker for /readyz; one of its credentials has the password file read again. */
+  #refusedBy(e: Endpoint, failure: ClickHouseInsertError): void {
+    this.#refusal = { endpoint: e.name, code: failure.serverCode, type: failure.serverType };
+    e.refusing = { code: failure.serverCode, type: failure.serverType };
+    if (AUTHENTICATION_CODES.has(failure.serverCode ?? -1)) renewCredentials(e.client);
+  }
+
+  /**
+   * A refusal of the worker met by the replay check (a grant missing, the table gone, its password
+   * rotated): under CH_UNREACHABLE_POLICY=wait it is tried again like a ClickHouse that does not
+   * answer, and /readyz names it; otherwise it stops the worker with a line naming it, as at start.
+   * Anything else as it came, to be tried again.
+   */
+  #refusalOr(err: unknown, what: string, at?: Endpoint): unknown {
+    const e = classifyInsertError(err, what);
+    if (e.kind !== "configuration") return err;
+    const endpoint = at ?? this.#endpoints[this.#current]!;
+    this.#refusedBy(endpoint, e);
+    if (this.#waitOnRefusal) {
+      this.#failing = true;
+      return e;
+    }
+    return new CdrWorkerError("CLICKHOUSE_SCHEMA", e.message, false, { cause: err });
   }
 
   async #onAnyEndpoint<T>(fn: (c: ClickHouseClient) => Promise<T>, first = this.#current): Promise<T> {
@@ -693,23 +749,6 @@ export class ClickHouseWriter {
   }
 }
 
-
-/**
- * A refusal no retry gets past (a grant missing, the table gone, authentication) as an error that
- * says so, so the worker stops with a line naming it; anything else as it came, to be tried again.
- */
-/**
- * A failure that says nothing of these rows or this configuration: no answer at all, or a condition
- * of the server's. While every endpoint fails so, CH_UNREACHABLE_POLICY=wait waits (DECISIONS).
- */
-function notAnswering(failure: ClickHouseInsertError): boolean {
-  return failure.serverCode === null || failure.kind === "condition";
-}
-
-function permanentOr(err: unknown, what: string): unknown {
-  const e = classifyInsertError(err, what);
-  return e.kind === "permanent" ? new CdrWorkerError("CLICKHOUSE_SCHEMA", e.message, false, { cause: err }) : err;
-}
 
 function quote(s: string): string {
   return `'${s.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;

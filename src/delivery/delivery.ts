@@ -624,7 +624,10 @@ export class Delivery {
     this.#waitingBatches += waiting ? 1 : -1;
     if (waiting && this.#waitingBatches === 1) {
       this.#gate.closeAll("clickhouse");
-      log.warn("no ClickHouse endpoint answers; consumption paused until one does (CH_UNREACHABLE_POLICY=wait)");
+      log.warn(
+        "no ClickHouse endpoint takes inserts (none answers, or each refuses the worker); " +
+          "consumption paused until one does (CH_UNREACHABLE_POLICY=wait)",
+      );
     } else if (!waiting && this.#waitingBatches === 0) {
       this.#gate.openAll("clickhouse");
       log.info("ClickHouse answers again; consumption resumed");

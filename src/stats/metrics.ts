@@ -109,6 +109,13 @@ const clickhouse: Section = (s, c, { metric }) => {
     endpoints.map((e) => [{ endpoint: e.name }, e.up ? 1 : 0]),
   );
   metric(
+    "cdr_worker_clickhouse_endpoint_refusing",
+    "gauge",
+    "1 while the ClickHouse endpoint refuses the worker itself (label code: its credentials, grants, table, a " +
+      "read-only user), until it takes an insert again; 0 without a code otherwise.",
+    endpoints.map((e) => [{ endpoint: e.name, code: e.refusing?.code ?? "" }, e.refusing ? 1 : 0]),
+  );
+  metric(
     "cdr_worker_clickhouse_endpoint_info",
     "gauge",
     "1 for each ClickHouse endpoint whose version the worker learned (label version, from SELECT version()).",

@@ -11,8 +11,15 @@ export const COMMIT_STALL_MS = 120_000;
 
 export interface ReadinessInput {
   assigned: boolean;
-  /** ClickHouseWriter.health: an endpoint answers; inserts are not failing. */
-  clickhouse: { reachable: boolean; inserting: boolean };
+  /**
+   * ClickHouseWriter.health: an endpoint answers; inserts are not failing; the refusal of the worker
+   * (its credentials, grants, table) that makes them fail, where one does.
+   */
+  clickhouse: {
+    reachable: boolean;
+    inserting: boolean;
+    refusal?: { endpoint: string; code: number | null; type: string | null } | null;
+  };
   state: string;
   /** Records consumed and not yet durable, plus known lag of the owned partitions. */
   waiting: number;
@@ -25,7 +32,11 @@ export function readiness(i: ReadinessInput): { ready: boolean; reasons: string[
   const reasons: string[] = [];
   if (!i.assigned) reasons.push("no Kafka partition assignment yet");
   if (!i.clickhouse.reachable) reasons.push("ClickHouse does not answer ping");
-  if (!i.clickhouse.inserting) reasons.push("ClickHouse inserts failing (retrying)");
+  const refusal = i.clickhouse.refusal;
+  if (refusal) {
+    const code = `code ${refusal.code ?? "?"}${refusal.type ? ` (${refusal.type})` : ""}`;
+    reasons.push(`ClickHouse at ${refusal.endpoint} refuses the worker: ${code}`);
+  } else if (!i.clickhouse.inserting) reasons.push("ClickHouse inserts failing (retrying)");
   if (i.state === "tripped") reasons.push("DLQ circuit breaker tripped");
   if (i.state !== "running" && i.state !== "tripped") reasons.push(`worker ${i.state}`);
   const stalled = i.now - i.lastProgressAt;

@@ -22,6 +22,8 @@ export interface StatsSource {
     inserts: number;
     failures: number;
     version: string | null;
+    /** The endpoint's last refusal of the worker, until it takes an insert again. */
+    refusing?: { code: number | null; type: string | null } | null;
   }>;
   phoneCache: () => { hits: number; misses: number; size: number };
   breakerRatio: () => number;
@@ -102,6 +104,7 @@ export function statsSnapshot(s: StatsSource) {
       version: e.version,
       inserts: e.inserts,
       failures: e.failures,
+      refusing: e.refusing?.code ?? null,
     })),
     clickhouse_retries: c.chRetries,
     clickhouse_answers_lost: c.chAnswersLost,

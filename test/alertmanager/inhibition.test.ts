@@ -49,6 +49,8 @@ const onEvery = (job: string, perWorker: string[], jobLevel: string[]): Fired[] 
 const FIRED: Fired[] = [
   // ClickHouse down under CH_UNREACHABLE_POLICY=wait: every worker paused.
   ...onEvery("ch-wait", ["CdrWorkerNotReady", "CdrWorkerNoCommitProgress", "CdrWorkerLagGrowing", "CdrWorkerReplayCheckStuck"], ["CdrWorkerClickHouseInsertsFailing"]),
+  // ClickHouse refusing the workers (an operator's change) under CH_UNREACHABLE_POLICY=wait.
+  ...onEvery("ch-refused", ["CdrWorkerNotReady", "CdrWorkerNoCommitProgress", "CdrWorkerLagGrowing", "CdrWorkerReplayCheckStuck"], ["CdrWorkerClickHouseRefusesWorker", "CdrWorkerClickHouseInsertsFailing"]),
   // ClickHouse down under CH_UNREACHABLE_POLICY=dlq: batches reach the DLQ, and inserts keep failing.
   ...onEvery("ch-dlq", ["CdrWorkerNotReady", "CdrWorkerLagGrowing"], ["CdrWorkerClickHouseRetriesExhausted", "CdrWorkerClickHouseInsertsFailing"]),
   // Nothing consumes: every worker down, so no partition is owned.
@@ -81,6 +83,7 @@ test("each cause pages once, across three workers: its symptoms are inhibited, a
   const expected = {
     "ch-wait": ["CdrWorkerClickHouseInsertsFailing"],
     "ch-dlq": ["CdrWorkerClickHouseRetriesExhausted"],
+    "ch-refused": ["CdrWorkerClickHouseRefusesWorker"],
     none: ["CdrWorkerNoneConsuming"],
     "cdr-worker/w-breaker": ["CdrWorkerDlqBreakerTripped"],
     "cdr-worker/w-down": ["CdrWorkerDown"],

@@ -102,13 +102,13 @@ test.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s: health
   const client = createClickHouse(cfg(proxy.url), "default");
   try {
     const w = new ClickHouseWriter(client, "e2e", table);
-    expect(w.health).toEqual({ reachable: true, inserting: true });
+    expect(w.health).toEqual({ reachable: true, inserting: true, refusal: null });
     proxy.down();
     await expect(w.insert(body("voice"), 1)).rejects.toBeInstanceOf(ClickHouseInsertError);
-    expect(w.health).toEqual({ reachable: false, inserting: false });
+    expect(w.health).toEqual({ reachable: false, inserting: false, refusal: null });
     proxy.up();
     await w.insert(body("voice"), 1);
-    expect(w.health).toEqual({ reachable: true, inserting: true });
+    expect(w.health).toEqual({ reachable: true, inserting: true, refusal: null });
   } finally {
     proxy.down();
     await client.close();

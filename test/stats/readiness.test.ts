@@ -11,6 +11,8 @@ test.each([
   ["no assignment yet", { assigned: false }, ["no Kafka partition assignment yet"]],
   ["ClickHouse does not answer ping", { clickhouse: { reachable: false, inserting: true } }, ["ClickHouse does not answer ping"]],
   ["inserts failing", { clickhouse: { reachable: true, inserting: false } }, ["ClickHouse inserts failing (retrying)"]],
+  ["ClickHouse refuses the worker: the endpoint and the code, no secret", { clickhouse: { reachable: true, inserting: false, refusal: { endpoint: "ch-a:8123", code: 193, type: null } } }, ["ClickHouse at ch-a:8123 refuses the worker: code 193"]],
+  ["a current server names the code's type", { clickhouse: { reachable: true, inserting: false, refusal: { endpoint: "ch-b:8123", code: 60, type: "UNKNOWN_TABLE" } } }, ["ClickHouse at ch-b:8123 refuses the worker: code 60 (UNKNOWN_TABLE)"]],
   ["breaker tripped", { state: "tripped" }, ["DLQ circuit breaker tripped"]],
   ["draining", { state: "draining" }, ["worker draining"]],
   ["records wait, last commit recent", { waiting: 500, lastProgressAt: NOW - COMMIT_STALL_MS + 1 }, []],
