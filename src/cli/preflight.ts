@@ -5,6 +5,7 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { checkGrants } from "../clickhouse/grants.ts";
 import { checkSchema } from "../clickhouse/migrate.ts";
+import { renewCredentials } from "../clickhouse/credentials.ts";
 import { kafkaProps, type Config } from "../config.ts";
 import { clientProps } from "./kafka-clients.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
@@ -106,6 +107,37 @@ export async function onAny(checks: ReadonlyArray<() => Promise<void>>): Promise
     }
   }
   throw decisive(failures);
+}
+
+/** Longest pause between two start-up checks that wait (CH_UNREACHABLE_POLICY=wait). */
+export const START_CHECK_MAX_DELAY_MS = 30_000;
+
+/**
+ * Runs `check` until it passes, 1 s doubling to START_CHECK_MAX_DELAY_MS between tries, with one
+ * line a try naming what failed: under CH_UNREACHABLE_POLICY=wait, ClickHouse that refuses the
+ * worker at start (its password, grants, table, schema) is waited for, as it is while running.
+ * A refusal of the credentials has each endpoint's password file read again (credentials.ts).
+ */
+export async function untilPasses(
+  check: () => Promise<void>,
+  endpoints: ReadonlyArray<{ client: ClickHouseClient }>,
+  sleep: (ms: number) => Promise<void> = Bun.sleep,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await check();
+    } catch (e) {
+      if (!(e instanceof CdrWorkerError)) throw e;
+      const delay = Math.min(START_CHECK_MAX_DELAY_MS, 1000 * 2 ** (attempt - 1));
+      log.warn("ClickHouse does not pass the start-up check; waiting (CH_UNREACHABLE_POLICY=wait)", {
+        attempt,
+        delay_ms: delay,
+        err: e,
+      });
+      for (const { client } of endpoints) renewCredentials(client);
+      await sleep(delay);
+    }
+  }
 }
 
 /** Of the failures of every endpoint, the one `run` stops on. */

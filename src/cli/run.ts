@@ -17,7 +17,7 @@ import { RecordTimes } from "../kafka/record-times.ts";
 import { LagTime } from "../stats/lag-time.ts";
 import { clientProps } from "./kafka-clients.ts";
 import { buildPipeline, type Pipeline } from "./pipeline.ts";
-import { clickhousePreflight, kafkaPreflight, onAny } from "./preflight.ts";
+import { clickhousePreflight, kafkaPreflight, onAny, untilPasses } from "./preflight.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { serveStats } from "./stats-server.ts";
 
@@ -38,7 +38,11 @@ async function preflight(cfg: Config) {
       heartbeat_interval_ms: session.heartbeatIntervalMs,
     });
   const endpoints = createClickHouseEndpoints(cfg.clickhouse);
-  await onAny(endpoints.map((e) => () => clickhousePreflight(cfg, e.client)));
+  const check = () => onAny(endpoints.map((e) => () => clickhousePreflight(cfg, e.client)));
+  // Under the wait policy a refusal at start (a password rotated, a table detached) is waited out
+  // as one met while running is: a worker started during an operator's change starts after it.
+  if (cfg.retry.whenUnreachable === "wait") await untilPasses(check, endpoints);
+  else await check();
   return { endpoints, session, rawRetentionMs, rawPartitions };
 }
 
