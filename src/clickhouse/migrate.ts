@@ -184,6 +184,16 @@ export async function checkSchema(ch: ClickHouseClient, database: string, table:
 }
 
 /** What keeps the worker from writing exactly into a table of these columns; empty when nothing. */
+/**
+ * What makes the table unfit for the worker's binary rows now, as `checkSchema` reads it: empty when
+ * it fits. The writer asks after a refused insert, so a table changed under a running worker (a
+ * column retyped or dropped) is told from a refusal of the rows.
+ */
+export async function tableProblems(ch: ClickHouseClient, database: string, table: string): Promise<string[]> {
+  const columns = await readColumns(ch, database, table);
+  return columns.length === 0 ? [`table ${database}.${table} does not exist`] : schemaProblems(columns);
+}
+
 export function schemaProblems(
   columns: ReadonlyArray<{ name: string; type: string; default_kind?: string }>,
 ): string[] {

@@ -39,7 +39,7 @@ import { renewCredentials } from "./credentials.ts";
 import type { UncertainAttempt } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
-import { offsetsTable } from "./migrate.ts";
+import { offsetsTable, tableProblems } from "./migrate.ts";
 import { boundsInsertLife, insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 import { ANSWER_DEADLINE_MARGIN_MS, queryText, readCapped, versionOf, withDeadline } from "./answer.ts";
 import type { AnswerOptions } from "./answer.ts";
@@ -74,6 +74,8 @@ export const INSERT_END_MARGIN_MS = 2_000;
  * manager (up to 30 s to stop, then its tables to load) is back well within it.
  */
 export const SILENT_ENDPOINT_HOLD_MS = 120_000;
+/** Longest the writer trusts its last look at the table's schema after a refused insert. */
+const SCHEMA_LOOK_MS = 2_000;
 
 /**
  * Where a batch's rows are looked up: their provenance, at the sorting key's own points. A row is
@@ -158,6 +160,10 @@ export interface Endpoint {
 export class ClickHouseWriter {
   readonly #endpoints: Endpoint[];
   readonly #table: string;
+  readonly #database: string;
+  readonly #tableName: string;
+  /** Each endpoint's last schema look after a refused insert: when (monotonic ms), and what it found. */
+  readonly #schemaSeen = new Map<Endpoint, { at: number; problems: Promise<string[]> }>();
   readonly #offsetsTable: string;
   readonly #insertQuery: string;
   readonly #queryIdPrefix: string;
@@ -212,6 +218,8 @@ export class ClickHouseWriter {
       refusing: null,
     }));
     this.#table = `${database}.${table}`;
+    this.#database = database;
+    this.#tableName = table;
     this.#offsetsTable = `${database}.${offsetsTable(table)}`;
     this.#insertQuery = `INSERT INTO ${this.#table} (${COLUMNS.join(", ")}) FORMAT RowBinary`;
   }
@@ -378,8 +386,34 @@ export class ClickHouseWriter {
     try {
       await this.#send(e.client, body, version, queryId, endBy);
     } catch (cause) {
-      throw classifyInsertError(cause, what);
+      throw await this.#orTableChanged(e, classifyInsertError(cause, what));
     }
+  }
+
+  /**
+   * A refusal the server gave as the rows' (data, shape, or a code this worker does not know) is a
+   * refusal of the worker when the table no longer fits its binary rows: a column retyped, renamed or
+   * dropped under it reads the body another way (18.16 answers CANNOT_READ_ALL_DATA, or a value it
+   * cannot parse). The table is looked at, at most once every SCHEMA_LOOK_MS an endpoint; a look
+   * that fails leaves the refusal as it came.
+   */
+  async #orTableChanged(e: Endpoint, failure: ClickHouseInsertError): Promise<ClickHouseInsertError> {
+    if (failure.serverCode === null || failure.kind === "configuration" || failure.kind === "condition") return failure;
+    const now = this.#clock.mono();
+    let seen = this.#schemaSeen.get(e);
+    if (!seen || now - seen.at >= SCHEMA_LOOK_MS) {
+      const problems = tableProblems(e.client, this.#database, this.#tableName).catch(() => []);
+      this.#schemaSeen.set(e, (seen = { at: now, problems }));
+    }
+    const problems = await seen.problems;
+    if (problems.length === 0) return failure;
+    const changed = new ClickHouseInsertError(
+      `${failure.message} (the table changed under the worker: ${problems.join("; ")})`,
+      "configuration",
+      { code: failure.serverCode, type: failure.serverType },
+      { cause: failure.cause },
+    );
+    return changed;
   }
 
   /**
