@@ -76,6 +76,11 @@ export const EXITS = {
       "or holding one the topic has not committed",
     says: 'its JSON summary on stdout, `"audit":"failed"` with the counts, and the `"dlq_table"` line',
   },
+  TRACE_MISSING: {
+    code: 1,
+    when: "`trace --partition P --offset O`: the record was committed, yet is neither stored nor dead-lettered",
+    says: 'its JSON line on stdout, `"verdict":"missing"`',
+  },
   REPLAY_SECOND_SIGNAL: {
     code: 1,
     when: "`dlq replay`: a second signal while it sends its last chunk",

@@ -18,6 +18,7 @@ import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { commit, VERSION } from "./version.ts";
 import { probeCommand } from "./cli/probe.ts";
+import { traceCommand } from "./cli/trace.ts";
 
 /** Properties whose values never reach a log or an error line. */
 const SECRET_PROP = /pass(word)?|secret|token|key/i;
@@ -83,6 +84,8 @@ async function main(argv: string[]): Promise<ExitKind> {
       return dlqCommand(cfg, args.positionals[1], args);
     case "audit":
       return auditCommand(cfg, args);
+    case "trace":
+      return traceCommand(cfg, args);
   }
   return "USAGE";
 }

@@ -67,6 +67,7 @@ export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
     "dry-run": toggle,
     where: value,
   },
+  trace: { partition: value, offset: value },
   audit: { partitions: value, "from-offset": value, "to-offset": value, since: value, until: value },
   version: {},
   probe: {},

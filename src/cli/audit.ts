@@ -10,7 +10,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import type { Message } from "../kafka/message.ts";
 import { ascending, deadLetteredOffsets, recordOffsets, storedOffsets, type Range } from "../audit/sources.ts";
 import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
-import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
+import { answeringClient } from "../clickhouse/client.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
 import { auditDlqTable, tableExists } from "../audit/dlq-table.ts";
 import type { Config } from "../config.ts";
@@ -65,7 +65,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
   const group = new Consumer({ props: clientProps(cfg, "auditGroup"), topics: [] });
   const records = reader("raw");
   const dlq = reader("dlq");
-  const ch = await answeringEndpoint(cfg);
+  const ch = await answeringClient(cfg.clickhouse);
   const table = `${cfg.clickhouse.database}.${cfg.clickhouse.table}`;
   const tty = process.stderr.isTTY;
   try {
@@ -198,25 +198,6 @@ async function auditFilledDlq(cfg: Config, ch: ClickHouseClient, partitions: num
   } finally {
     await Promise.all([group.close(), reader.close()]);
   }
-}
-
-/**
- * The first of CLICKHOUSE_URL's endpoints that answers, in order: each holds every row (a server, or
- * a replica whose Distributed table reads every shard), so any one will do, but not only the first.
- */
-async function answeringEndpoint(cfg: Config): Promise<ClickHouseClient> {
-  const failures: string[] = [];
-  for (const url of clickhouseUrls(cfg.clickhouse.url)) {
-    const ch = createClickHouse(cfg.clickhouse, undefined, url);
-    const answer = await ch.query({ query: "SELECT 1", format: "TabSeparated" }).then(
-      (r) => r.text(),
-      (e: Error) => e,
-    );
-    if (typeof answer === "string") return ch;
-    failures.push(`${new URL(url).host}: ${answer.message}`);
-    await ch.close();
-  }
-  throw new CdrWorkerError("CLICKHOUSE_UNREACHABLE", `no ClickHouse endpoint answers: ${failures.join("; ")}`, true);
 }
 
 /** Missing offsets of one partition looked up by cdr_id; past this many, the rest stay missing. */

@@ -3,6 +3,7 @@
  * docs/commands.md (scripts/docs/commands.ts), which is written from them and COMMAND_FLAGS.
  */
 import { AUDIT_HELP } from "./audit.ts";
+import { TRACE_HELP } from "./trace.ts";
 import { CHECK_HELP } from "./check.ts";
 import { DLQ_HELP } from "./dlq.ts";
 import { GENERATE_HELP } from "./generate.ts";
@@ -35,6 +36,10 @@ export const SUMMARIES: Readonly<Record<string, { usage: string; summary: string
     usage: "audit",
     summary: "reconcile Kafka's records with ClickHouse's rows and the DLQ: missing, twice, both",
   },
+  trace: {
+    usage: "trace <raw_id>",
+    summary: "where a record is: stored, dead-lettered, not yet consumed, gone (or --partition P --offset O)",
+  },
   probe: {
     usage: "probe [URL]",
     summary: "print what URL (default: the local /readyz) answers; exit 0 on 200: health checks",
@@ -62,6 +67,7 @@ export const HELP: Record<string, string> = {
   generate: GENERATE_HELP,
   dlq: DLQ_HELP,
   audit: AUDIT_HELP,
+  trace: TRACE_HELP,
   version: "cdr-worker version: print the version, the commit it was built from and the librdkafka version it loads.",
   probe: `cdr-worker probe [URL]: GET URL (default ${PROBE_DEFAULT_URL}), print the status and the first 4 KiB of
   the body (/readyz's reasons); exit 0 on HTTP 200, 1 otherwise (2 s timeout). For container health checks

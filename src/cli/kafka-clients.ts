@@ -148,7 +148,7 @@ export const KAFKA_CLIENTS = {
   },
   auditReader: {
     type: "consumer",
-    made: "`audit`: its readers of the raw topic and of the DLQ",
+    made: "`audit`: its readers of the raw topic and of the DLQ; `trace`: its reader of one offset",
     sets: (_cfg, unique) => ({
       "group.id": `cdr-worker-audit-${unique}`,
       "isolation.level": "read_committed",
@@ -158,7 +158,7 @@ export const KAFKA_CLIENTS = {
   },
   auditGroup: {
     type: "consumer",
-    made: "`audit`: reads the group's committed offsets (it joins nothing)",
+    made: "`audit`, `trace`: read the group's committed offsets (they join nothing)",
     sets: (cfg) => ({ "group.id": cfg.kafka.groupId }),
   },
   dlqReader: {

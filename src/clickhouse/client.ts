@@ -1,6 +1,7 @@
 /** The ClickHouse HTTP client of the worker, built from configuration. */
 import { createClient, type ClickHouseClient } from "@clickhouse/client";
 import type { Config } from "../config.ts";
+import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ANSWER_DEADLINE_MARGIN_MS } from "./answer.ts";
 import { rotatingClient, secretFile } from "./credentials.ts";
@@ -103,4 +104,23 @@ function clientFor(cfg: Config["clickhouse"], password: string, database?: strin
     ...(cfg.caCert ? { tls: { ca_cert: cfg.caCert } } : {}),
     log: { LoggerClass: ClientLogger },
   });
+}
+
+/**
+ * The first of CLICKHOUSE_URL's endpoints that answers, in order: each holds every row (a server, or
+ * a replica whose Distributed table reads every shard), so any one will do, but not only the first.
+ */
+export async function answeringClient(cfg: Config["clickhouse"]): Promise<ClickHouseClient> {
+  const failures: string[] = [];
+  for (const url of clickhouseUrls(cfg.url)) {
+    const ch = createClickHouse(cfg, undefined, url);
+    const answer = await ch.query({ query: "SELECT 1", format: "TabSeparated" }).then(
+      (r) => r.text(),
+      (e: Error) => e,
+    );
+    if (typeof answer === "string") return ch;
+    failures.push(`${new URL(url).host}: ${answer.message}`);
+    await ch.close();
+  }
+  throw new CdrWorkerError("CLICKHOUSE_UNREACHABLE", `no ClickHouse endpoint answers: ${failures.join("; ")}`, true);
 }

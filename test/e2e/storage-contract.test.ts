@@ -2,7 +2,7 @@
 // and on the test endpoint around ClickHouse 26.9's engine, with the same assertions: every valid
 // record at the edges of the rules lands exactly; a row ClickHouse refuses costs one DLQ envelope
 // and no valid row; a batch a server refuses for its shape is split, never dead-lettered; a
-// refusal no resend can help (a missing table) is not retried.
+// refusal of the worker (a table dropped) spends the retry budget, never split.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { HEADERS } from "../../src/dlq/envelope.ts";
 import { ddlStatements } from "../../src/clickhouse/migrate.ts";
