@@ -4,6 +4,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, normalize } from "node:path";
 import { ROOT } from "../support/services.ts";
+import { workerNeeds } from "../../src/clickhouse/grants.ts";
 
 setDefaultTimeout(60_000);
 
@@ -39,4 +40,11 @@ test("every relative link and anchor in the README and docs/ resolves", () => {
     }
   }
   expect(broken).toEqual([]);
+});
+
+test("the README and docs/security.md count the worker's privileges as the code lists them", () => {
+  const words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+  const count = words[workerNeeds("telecom", "cdr").length]!;
+  expect(readFileSync(`${ROOT}/README.md`, "utf8")).toContain(`**Its own ClickHouse user**: ${count} privileges`);
+  expect(readFileSync(`${ROOT}/docs/security.md`, "utf8")).toContain(`The worker needs ${count} privileges`);
 });
