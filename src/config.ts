@@ -153,8 +153,8 @@ export const VARIABLES = {
     schema: num(0, 1),
     default: "1",
     help:
-      "circuit breaker: stop consuming when the DLQ share of the last DLQ_RATIO_WINDOW records exceeds this " +
-      "(1 = off)",
+      "circuit breaker: pause consuming when the DLQ share of the last DLQ_RATIO_WINDOW records (decoder " +
+      "rejections and ClickHouse's refusals alike) exceeds this, until reset or restart (1 = off)",
   },
   DLQ_PROVENANCE: {
     schema: oneOf(["signed", "unsigned"] as const),

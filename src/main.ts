@@ -54,7 +54,7 @@ async function main(argv: string[]): Promise<ExitKind> {
     console.log(`${VERSION} (commit ${commit()}) ${engine}`);
     return "OK";
   }
-  if (command === "probe") return probeCommand(args.positionals[1] ?? PROBE_DEFAULT_URL);
+  if (command === "probe") return probeCommand(args.positionals[1] ?? PROBE_DEFAULT_URL, args.flags.has("post"));
   const cfg = loadConfig();
   setLogLevel(cfg.logLevel);
   if (cfg.coreDumps && !coreDumps.restore()) log.warn("CORE_DUMPS=on: could not restore the core file size limit");

@@ -70,7 +70,7 @@ export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
   trace: { partition: value, offset: value },
   audit: { partitions: value, "from-offset": value, "to-offset": value, since: value, until: value },
   version: {},
-  probe: {},
+  probe: { post: toggle },
   help: {},
 };
 

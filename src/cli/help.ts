@@ -69,8 +69,9 @@ export const HELP: Record<string, string> = {
   audit: AUDIT_HELP,
   trace: TRACE_HELP,
   version: "cdr-worker version: print the version, the commit it was built from and the librdkafka version it loads.",
-  probe: `cdr-worker probe [URL]: GET URL (default ${PROBE_DEFAULT_URL}), print the status and the first 4 KiB of
-  the body (/readyz's reasons); exit 0 on HTTP 200, 1 otherwise (2 s timeout). For container health checks
-  and runbooks: the distroless image has no curl.`,
+  probe: `cdr-worker probe [--post] [URL]: GET URL (default ${PROBE_DEFAULT_URL}), print the status and the first
+  4 KiB of the body (/readyz's reasons); exit 0 on HTTP 200, 1 otherwise (2 s timeout). For container health
+  checks and runbooks: the distroless image has no curl. --post sends a POST: the operator's word to a worker
+  on this host, such as http://127.0.0.1:8081/internal/breaker/reset (a tripped DLQ breaker).`,
 };
 

@@ -3,16 +3,17 @@
  * runs there to see a worker's answer. It asks URL (the local /readyz by default) and prints the
  * status and the first 4 KiB of the body, so `/readyz`'s reasons show; exit 0 on 200. The whole
  * exchange is bounded in time (2 s) and in bytes: a health check must not hang on what answers.
+ * `--post` sends a POST instead: the operator's word to the worker (its breaker's reset).
  */
 import type { ExitKind } from "../exits.ts";
 
 const PROBE_MS = 2_000;
 const BODY_SHOWN_BYTES = 4_096;
 
-export async function probeCommand(url: string): Promise<ExitKind> {
+export async function probeCommand(url: string, post = false): Promise<ExitKind> {
   const signal = AbortSignal.timeout(PROBE_MS);
   try {
-    const res = await fetch(url, { signal });
+    const res = await fetch(url, { signal, method: post ? "POST" : "GET" });
     const body = await firstBytes(res, BODY_SHOWN_BYTES);
     console.log(`${res.status} ${body.trimEnd()}`);
     return res.status === 200 ? "OK" : "PROBE_FAILED";

@@ -71,6 +71,7 @@ export async function serveStats(cfg: Config, p: Pipeline, extras: StatsExtras =
     highWatermark: (partition) => consumer.watermarks(topic, partition)?.high ?? null,
     phoneCache: () => ({ hits: phone.hits, misses: phone.misses, size: phone.size }),
     breakerRatio: () => delivery.breakerRatio,
+    resetBreaker: () => delivery.resetBreaker(),
     eventLoopLagMs: () => loopLag.worstMs,
     memoryBoundBytes: memoryBoundBytes(cfg.batch, cfg.phone.cacheSize),
     delivery: cfg.delivery,

@@ -1,7 +1,10 @@
 /**
- * DLQ-rate circuit breaker: the share of dead-lettered records over the last `window` records.
- * When a bad upstream deploy turns most records invalid, stopping beats pouring the stream into
- * the DLQ. A ratio of 1 (the default) never trips.
+ * DLQ-rate circuit breaker: the share of dead-lettered records over the last `window` records, each
+ * counted once by where it ended: the decoder's rejections when they are refused, a valid record
+ * when its batch settles (stored, or refused by ClickHouse and dead-lettered). When a bad upstream
+ * deploy turns most records invalid, or the table refuses most rows, pausing beats pouring the
+ * stream into the DLQ. Tripped, it stays so until `reset` (the operator's word) or a restart. A
+ * ratio of 1 (the binary's default) never trips.
  */
 export class DlqBreaker {
   readonly #window: Uint8Array;
@@ -16,7 +19,7 @@ export class DlqBreaker {
     this.#window = new Uint8Array(maxRatio < 1 ? window : 1);
   }
 
-  /** Whether the DLQ share went over the ratio; once tripped it stays so until restart. */
+  /** Whether the DLQ share went over the ratio; once tripped it stays so until reset. */
   get tripped(): boolean {
     return this.#tripped;
   }
@@ -32,6 +35,22 @@ export class DlqBreaker {
     if (this.#filled < w.length) this.#filled++;
     if (this.#filled === w.length && this.#dlq / w.length > this.#maxRatio) this.#tripped = true;
     return this.#tripped;
+  }
+
+  /** Records `n` outcomes alike; true when one of them tripped the breaker. */
+  recordMany(n: number, dead: boolean): boolean {
+    let tripped = false;
+    for (let i = 0; i < n && !this.#tripped; i++) tripped = this.record(dead) || tripped;
+    return tripped;
+  }
+
+  /** The operator's word: the window starts empty and the breaker closed. */
+  reset(): void {
+    this.#window.fill(0);
+    this.#index = 0;
+    this.#filled = 0;
+    this.#dlq = 0;
+    this.#tripped = false;
   }
 
   get ratio(): number {

@@ -173,6 +173,10 @@ export class Delivery {
     const onWaiting = (waiting: boolean) => this.#onWaiting(waiting);
     const admit = (signal: AbortSignal) => this.#admit(signal);
     this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting, admit, clock };
+    // Every record counts once, where it ended: a valid one when its batch settles.
+    this.#flushDeps.onSettled = (stored, dead) => {
+      if (this.#breaker.recordMany(stored, false) || this.#breaker.recordMany(dead, true)) this.#trip();
+    };
     if (deps.transactions) {
       this.#flushDeps.envelopesReady = (batch, signal) => this.#batchReached(batch, signal);
       this.#flushDeps.admitEnvelopes = (signal) => this.#admitEnvelopes(signal);
@@ -343,16 +347,31 @@ export class Delivery {
       if (this.#replays?.unsure(m.partition, m.offset)) batch.unsure[batch.count - 1] = 1;
     } else {
       this.#deadLetter(m, result.rejection);
+      if (this.#breaker.record(true)) this.#trip();
     }
-    if (this.#breaker.record(!result.ok)) {
-      // Paused, not stopped: the loop goes on polling (the group keeps the member), flushing and
-      // committing what was consumed before the trip.
-      this.#gate.closeAll("breaker");
-      log.error(
-        "DLQ circuit breaker tripped: consumption paused; fix the producer or raise DLQ_MAX_RATIO, then restart",
-        { ratio: this.#breaker.ratio, max_ratio: this.#opts.dlqMaxRatio },
-      );
-    }
+  }
+
+  /**
+   * Paused, not stopped: the loop goes on polling (the group keeps the member), flushing and
+   * committing what was consumed before the trip. Records wait in Kafka until the operator's word
+   * (resetBreaker) or a restart.
+   */
+  #trip(): void {
+    this.#gate.closeAll("breaker");
+    log.error(
+      "DLQ circuit breaker tripped: consumption paused; fix the producer or the table, then reset it " +
+        "(cdr-worker probe --post http://127.0.0.1:<STATS_PORT>/internal/breaker/reset) or restart",
+      { ratio: this.#breaker.ratio, max_ratio: this.#opts.dlqMaxRatio },
+    );
+  }
+
+  /** The operator's word: the breaker's window starts anew and consumption resumes. False if it was not tripped. */
+  resetBreaker(): boolean {
+    if (!this.#breaker.tripped) return false;
+    this.#breaker.reset();
+    this.#gate.openAll("breaker");
+    log.info("DLQ circuit breaker reset by the operator; consumption resumed");
+    return true;
   }
 
   /**

@@ -1,10 +1,14 @@
 /**
  * The HTTP surface: /internal/stats (JSON), /metrics (Prometheus), /healthz, /readyz, /runningz.
- * Read-only; every answer comes from in-memory state, never from a Kafka or ClickHouse call.
+ * Read-only but for one word of the operator's, POST /internal/breaker/reset, taken from loopback
+ * alone (inside the pod: `cdr-worker probe --post …`), since the port has no authentication. Every
+ * answer comes from in-memory state, never from a Kafka or ClickHouse call.
  */
 import { Hono } from "hono";
 import { metricsText } from "./metrics.ts";
 import { statsSnapshot, type StatsSource } from "./snapshot.ts";
+
+const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
 
 export function createStatsApp(source: StatsSource): Hono {
   const app = new Hono();
@@ -29,7 +33,14 @@ export function createStatsApp(source: StatsSource): Hono {
     const running = state === "running" || state === "tripped";
     return c.json({ status: running ? "running" : "not_running", state }, running ? 200 : 503);
   });
-  const known = new Set(["/internal/stats", "/metrics", "/healthz", "/readyz", "/runningz"]);
+  app.post("/internal/breaker/reset", function resetBreaker(c) {
+    const ip = (c.env as { requestIP?: (r: Request) => { address: string } | null } | undefined)?.requestIP?.(
+      c.req.raw,
+    )?.address;
+    if (ip === undefined || !LOOPBACK.has(ip)) return c.json({ error: "only from loopback" }, 403);
+    return c.json({ reset: source.resetBreaker?.() ?? false });
+  });
+  const known = new Set(["/internal/stats", "/metrics", "/healthz", "/readyz", "/runningz", "/internal/breaker/reset"]);
   app.all("*", function fallback(c) {
     if (known.has(c.req.path)) return c.json({ error: "method not allowed" }, 405, { allow: "GET, HEAD" });
     return c.json({ error: "not found" }, 404);

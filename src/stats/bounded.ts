@@ -10,11 +10,11 @@ export interface Bounds {
   timeoutMs: number;
 }
 
-export function bounded(fetch: (req: Request) => Response | Promise<Response>, b: Bounds) {
+export function bounded<S>(fetch: (req: Request, server?: S) => Response | Promise<Response>, b: Bounds) {
   let inFlight = 0;
   const busy = () =>
     new Response("busy: too many requests at once\n", { status: 503, headers: { "retry-after": "1" } });
-  return async function boundedFetch(req: Request): Promise<Response> {
+  return async function boundedFetch(req: Request, server?: S): Promise<Response> {
     if (inFlight >= b.maxInFlight) return busy();
     inFlight++;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -22,7 +22,7 @@ export function bounded(fetch: (req: Request) => Response | Promise<Response>, b
       const late = new Promise<Response>((resolve) => {
         timer = setTimeout(() => resolve(new Response("timed out\n", { status: 503 })), b.timeoutMs);
       });
-      return await Promise.race([Promise.resolve(fetch(req)), late]);
+      return await Promise.race([Promise.resolve(fetch(req, server)), late]);
     } finally {
       clearTimeout(timer);
       inFlight--;

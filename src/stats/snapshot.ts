@@ -27,6 +27,8 @@ export interface StatsSource {
   }>;
   phoneCache: () => { hits: number; misses: number; size: number };
   breakerRatio: () => number;
+  /** The operator's word to a tripped breaker: true when it was tripped and is reset. */
+  resetBreaker?: () => boolean;
   /** Worst event-loop lag of the last ~10 s, ms. */
   eventLoopLagMs: () => number;
   ready: () => { ready: boolean; reasons: string[] };

@@ -19,3 +19,20 @@ test("a share at the ratio does not trip; a ratio of 1 never does", () => {
   const never = new DlqBreaker(1, 10);
   for (let i = 0; i < 100; i++) expect(never.record(true)).toBe(false);
 });
+
+test("the storage path counts too: a batch's rows, stored or dead-lettered, fill the same window", () => {
+  const b = new DlqBreaker(0.5, 10);
+  expect(b.recordMany(4, false)).toBe(false);
+  expect(b.recordMany(6, true)).toBe(true);
+  expect(b.ratio).toBe(0.6);
+});
+
+test("reset, the operator's word: the window starts empty and the breaker closed, and it can trip again", () => {
+  const b = new DlqBreaker(0.5, 4);
+  b.recordMany(4, true);
+  expect(b.tripped).toBe(true);
+  b.reset();
+  expect([b.tripped, b.ratio]).toEqual([false, 0]);
+  expect(b.recordMany(3, true)).toBe(false); // the window fills anew before it judges
+  expect(b.record(true)).toBe(true);
+});

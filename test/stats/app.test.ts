@@ -62,11 +62,28 @@ test("/healthz is 200; /readyz is 503 with reasons when not ready", async () => 
   expect(await res.json()).toEqual({ status: "not_ready", reasons: ["ClickHouse does not answer ping"] });
 });
 
-test("unknown paths are 404, wrong methods 405, and there are no write endpoints", async () => {
+test("unknown paths are 404, wrong methods 405, and the one write endpoint takes only a POST", async () => {
   const app = createStatsApp(source());
   expect((await app.request("/nope")).status).toBe(404);
   expect((await app.request("/internal/stats", { method: "POST" })).status).toBe(405);
   expect((await app.request("/metrics", { method: "DELETE" })).status).toBe(405);
+  expect((await app.request("/internal/breaker/reset")).status).toBe(405);
+});
+
+test("the breaker's reset is the operator's word from loopback alone: another address gets 403 and resets nothing", async () => {
+  let resets = 0;
+  const app = createStatsApp({ ...source(), resetBreaker: () => (resets++, true) });
+  const from = (address: string) => ({ requestIP: () => ({ address, family: "IPv4", port: 40000 }) });
+  const post = (address?: string) =>
+    app.request("/internal/breaker/reset", { method: "POST" }, address === undefined ? undefined : from(address));
+  for (const address of ["10.1.2.3", "192.168.0.9", "::ffff:10.0.0.1"]) expect((await post(address)).status).toBe(403);
+  expect((await post()).status).toBe(403); // no address known: refused too
+  expect(resets).toBe(0);
+  for (const address of ["127.0.0.1", "::1"]) {
+    const res = await post(address);
+    expect([res.status, await res.json()]).toEqual([200, { reset: true }]);
+  }
+  expect(resets).toBe(2);
 });
 
 test("/runningz is 503 only while the worker starts or stops: a standby, or one waiting for ClickHouse, runs", async () => {

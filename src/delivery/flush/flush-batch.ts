@@ -36,6 +36,8 @@ export interface FlushDeps {
   /** Awaited before the batch's rows go to the DLQ, if not `admit`: exactly-once's transactions need no lease. */
   admitEnvelopes?: (signal: AbortSignal) => Promise<void>;
   clock?: Clock;
+  /** Hears how many of the batch's rows were stored and how many went to the DLQ (the breaker). */
+  onSettled?: (stored: number, dead: number) => void;
 }
 
 export async function flushBatch(
@@ -112,6 +114,7 @@ export async function flushBatch(
   d.counters.recordFlush(batch, outcome, notInserted, (clock.mono() - started) / 1000);
   await Promise.all(sends);
   d.counters.recordStoredInDlq(batch, notInserted, outcome.refused.length, d.dlq.storageFailureReason);
+  d.onSettled?.(batch.count - notInserted.length, notInserted.length);
 }
 
 /** A retry's pause, cut short when the partitions are lost: the next attempt then ends the batch. */
