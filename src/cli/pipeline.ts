@@ -151,6 +151,7 @@ function replayCheck(
           highWatermarks: (ps) => lookup.listOffsets(topic, ps, "latest"),
           insertsEnded: () => writer.insertsEnded(),
           stored: (owned) => writer.storedOffsets(owned),
+          anyStored: (ranges) => writer.anyStored(ranges),
           deadLettered: (owned) => dlqOffsets(cfg, lookup, owned, counters, key),
         });
       } finally {

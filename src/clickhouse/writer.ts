@@ -689,6 +689,27 @@ export class ClickHouseWriter {
   }
 
   /**
+   * The partitions whose offsets table holds an offset in [from, to), with no time bound: one point
+   * read each, which stops at the first row (LIMIT 1). For partitions with no commit to start from
+   * (offsets/replay-check.ts).
+   */
+  async anyStored(ranges: ReadonlyArray<{ partition: number; from: number; to: number }>): Promise<Set<number>> {
+    const out = new Set<number>();
+    const settings = { max_execution_time: this.#checkSeconds };
+    for (const r of ranges) {
+      const query =
+        `SELECT 1 FROM ${this.#offsetsTable} WHERE kafka_partition = ${r.partition} ` +
+        `AND kafka_offset >= ${r.from} AND kafka_offset < ${r.to} LIMIT 1`;
+      const read = (c: ClickHouseClient) => queryText(c, query, SMALL_ANSWER_BYTES, this.#bounded(settings));
+      const text = await this.#onAnyEndpoint(read).catch((err) => {
+        throw this.#refusalOr(err, "replay check: reading whether a partition's records are stored");
+      });
+      if (text.trim() === "1") out.add(r.partition);
+    }
+    return out;
+  }
+
+  /**
    * Resolves once every worker insert that runs now on any endpoint that answers has ended: an
    * insert whose worker was killed goes on on the server, and must be seen before it is counted.
    */

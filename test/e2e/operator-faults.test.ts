@@ -14,8 +14,8 @@ import { join } from "node:path";
 import { e2eScope } from "../support/e2e.ts";
 import { readCommitted } from "../support/kafka.ts";
 import { productionProfile } from "../support/profile.ts";
-import { CLICKHOUSE_CURRENT_URL, CLICKHOUSE_URL, ROOT, uniqueName, waitFor } from "../support/services.ts";
-import { steadyStream } from "../support/synthetic.ts";
+import { CLICKHOUSE_CURRENT_URL, CLICKHOUSE_URL, KAFKA_BROKERS, ROOT, uniqueName, waitFor } from "../support/services.ts";
+import { produceSynthetic, steadyStream } from "../support/synthetic.ts";
 import { explainedBy, startWorker, statsWhen, workerEnv, type RunningWorker } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
@@ -208,3 +208,32 @@ test("26.9 engine, the production profile: a column renamed away for 10 s and ba
     w.proc.kill("SIGKILL");
   }
 }, 120_000);
+
+test("18.16: the group's committed offsets deleted while no worker runs: the offsets table stands in, none stored twice", async () => {
+  const n = await scope.names("operator-offsets");
+  const env = workerEnv(n, productionProfile());
+  const first = await produceSynthetic(n.raw, 3000, 0, 950);
+  let w = await startWorker(env);
+  await statsWhen(w, (s) => s.total_clickhouse === first.valid && s.in_flight_buffer === 0, 60_000, "the first records stored");
+  expect(await w.stop()).toBe(0);
+  // As an operator would: kafka-consumer-groups --delete, with no member in the group.
+  const tool = Bun.spawn(
+    ["java", "-Xmx256m", "-cp", `${ROOT}/.local/kafka/libs/*`, `-Dlog4j2.configurationFile=${ROOT}/scripts/kafka/log4j2.yaml`,
+      "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", KAFKA_BROKERS, "--delete", "--group", n.group],
+    { stdout: "pipe", stderr: "pipe" },
+  );
+  const [code, err] = await Promise.all([tool.exited, new Response(tool.stderr).text()]);
+  expect({ code, err: code === 0 ? "" : err }).toEqual({ code: 0, err: "" });
+  const second = await produceSynthetic(n.raw, 5000, 0, 951);
+  const total = first.valid + second.valid;
+  w = await startWorker(env);
+  try {
+    // From the log start again: the first records are read twice and skipped, the rest stored.
+    const s = await statsWhen(w, (s) => s.total_clickhouse + s.replays_skipped >= total && s.in_flight_buffer === 0, 90_000, "every record read again or stored");
+    expect(s.total_dlq).toBe(0);
+    expect(await w.stop()).toBe(0);
+    expect(await scope.storedCounts(n)).toEqual({ rows: total, ids: total, offsetRows: total, offsets: total });
+  } finally {
+    w.proc.kill("SIGKILL");
+  }
+}, 180_000);

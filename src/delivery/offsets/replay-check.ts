@@ -10,9 +10,13 @@
  *   - the DLQ: the envelopes produced since T whose source is that partition at ≥ C, unless the
  *     commit was made in a transaction with the envelopes it passes (exactly-once's commits,
  *     transactional-commits.ts): then none past C is visible to the check's read_committed reader.
- * A partition whose commit carries no metadata (its first owner, or one of a release without it)
- * gets a commit with metadata at its current position first: from then on every owner leaves
- * what the next one needs, before it delivers anything.
+ * A partition whose commit carries no metadata (its first owner, one of a release without it, or a
+ * group whose offsets an operator deleted) gets a commit with metadata at its current position
+ * first: from then on every owner leaves what the next one needs, before it delivers anything. Where
+ * the offsets table holds a row of such a partition at or past that position (the group's offsets
+ * were deleted, or the group renamed, after records were stored), every record below the partition's
+ * end is looked up in the table before it is sent (`unsureBelow`): the table has no time to bound
+ * the read by, so a row counts only where its record matches (Replays.unsure), never by offset alone.
  *
  * The answer is a set of facts ("offset o was delivered"), so skipping it is never wrong; what it
  * cannot see is an insert that a worker cut off from Kafka, but not from ClickHouse, makes after
@@ -82,6 +86,8 @@ export interface ReplayCheckDeps {
   /** Resolves once the inserts running on the server when it was called have ended. */
   insertsEnded(): Promise<void>;
   stored(owned: readonly Owned[]): Promise<DeliveredOffsets>;
+  /** The partitions whose stored offsets include one in [from, to) (a point read each); absent: none asked. */
+  anyStored?(ranges: ReadonlyArray<{ partition: number; from: number; to: number }>): Promise<Set<number>>;
   deadLettered(owned: readonly Owned[]): Promise<DeadLettered>;
   now?: () => number;
 }
@@ -140,6 +146,7 @@ export async function findDelivered(
       return [p, d];
     }),
   );
+  if (unmarked.length && d.anyStored) await unsureWithoutCommit(unmarked, delivered, d, d.anyStored);
   if (owned.length === 0) return delivered;
   const ends = await d.highWatermarks(owned.map((o) => o.partition));
   for (const o of owned) {
@@ -172,4 +179,24 @@ export async function findDelivered(
     for (const [o, digest] of digests) if (!storedHere.has(o)) (f.digests ??= new Map()).set(o, digest);
   }
   return delivered;
+}
+
+/**
+ * Partitions with no commit to read from whose positions the offsets table already holds rows past:
+ * every record below the end is looked up before it is sent (the header).
+ */
+async function unsureWithoutCommit(
+  unmarked: readonly TopicPartition[],
+  delivered: Map<number, Delivered>,
+  d: ReplayCheckDeps,
+  anyStored: NonNullable<ReplayCheckDeps["anyStored"]>,
+): Promise<void> {
+  const ends = await d.highWatermarks(unmarked.map((u) => u.partition));
+  const ranges = unmarked
+    .map((u) => ({ partition: u.partition, from: Number(u.offset), to: ends.get(u.partition) ?? Number(u.offset) }))
+    .filter((r) => r.to > r.from);
+  if (ranges.length === 0) return;
+  await d.insertsEnded();
+  const holding = await anyStored(ranges);
+  for (const r of ranges) if (holding.has(r.partition)) delivered.get(r.partition)!.unsureBelow = r.to;
 }

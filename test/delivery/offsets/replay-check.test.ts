@@ -99,3 +99,27 @@ test("a transactional commit's partition is not read in the DLQ: below it every 
   expect(asked.sort()).toEqual(["dead-lettered 1", "stored 0,1"]);
   expect([...found].map(([p, f]) => [p, [...f.offsets], f.transactional])).toEqual([[0, [11], true], [1, [21], undefined]]);
 });
+
+// The group's offsets deleted (or the group renamed) after records were stored: no commit to read
+// from, so the table is asked whether it holds anything past the position, and where it does every
+// record below the end is looked up before it is sent (never skipped by offset alone).
+test("a partition with no commit whose offsets the table already holds: looked up below its end; one it holds nothing of is not", async () => {
+  const calls: string[] = [];
+  const found = await findDelivered([0, 1], {
+    topic: "cdr.raw",
+    now: () => 5000,
+    committed: async () => [
+      { topic: "cdr.raw", partition: 0, offset: -1001n },
+      { topic: "cdr.raw", partition: 1, offset: -1001n },
+    ],
+    lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
+    highWatermarks: async (ps) => new Map(ps.map((p) => [p, 300])),
+    commit: async () => void calls.push("commit"),
+    insertsEnded: async () => void calls.push("inserts ended"),
+    anyStored: async (ranges) => (calls.push(`any ${JSON.stringify(ranges)}`), new Set([0])),
+    stored: async () => (calls.push("stored"), new Map()),
+    deadLettered: async () => (calls.push("dead-lettered"), { offsets: new Map(), digests: new Map() }),
+  });
+  expect(calls).toEqual(["commit", "inserts ended", `any ${JSON.stringify([{ partition: 0, from: 0, to: 300 }, { partition: 1, from: 0, to: 300 }])}`]);
+  expect([...found].map(([p, s]) => [p, s.unsureBelow, s.offsets.size])).toEqual([[0, 300, 0], [1, undefined, 0]]);
+});
