@@ -567,7 +567,10 @@ const HEARTBEAT_GAP_MS = 2 * HEARTBEAT_INTERVAL_MS;
  * A zombie insert's cause: `lease-without-heartbeats` when its sender's membership lease was renewed
  * by a transactional commit the coordinator accepted well after the last heartbeat it had from that
  * member, and the member was then removed for silence (the producer's connection got through while
- * the consumer's heartbeats did not, and a TxnOffsetCommit keeps no session); else `zombie-insert`.
+ * the consumer's heartbeats did not, and a TxnOffsetCommit keeps no session); `sent-after-removal`
+ * when the group had removed its sender for silence before the row was stored (a member frozen, then
+ * cut from the brokers through the freeze's verdict window, that sends its old rows once it is back);
+ * else `zombie-insert`.
  */
 function zombieCause(stored: StoredRow[], kafka: SimKafka): string {
   for (const r of stored.filter((x) => x.zombie)) {
@@ -576,6 +579,7 @@ function zombieCause(stored: StoredRow[], kafka: SimKafka): string {
     const unproven = (c: { member: string; at: number; lastHeartbeat: number }) =>
       c.member === removed?.member && c.at > c.lastHeartbeat + HEARTBEAT_GAP_MS && c.at < removed.at;
     if (removed && kafka.txnOffsetsAccepted.some(unproven)) return "lease-without-heartbeats";
+    if (removed) return "sent-after-removal";
   }
   return "zombie-insert";
 }
