@@ -41,8 +41,9 @@ export const TOPICS_HELP = `cdr-worker topics ensure [--replication-factor N] [-
   [--dry-run]:
   create missing topics with the spec's settings, repair drifted configs (retention.ms included: an
   operator's retention goes back to the spec's unless --keep-configs), report (never change) a partition
-  count that differs. Idempotent; deletes nothing. --replication-factor (default 1) also sets
-  min.insync.replicas (2 from 3 replicas); --partitions is the raw topic's count (default 3), the most workers
+  count or replication factor that differs. Idempotent; deletes nothing. --replication-factor (default 1)
+  is what a topic is created with; min.insync.replicas follows each topic's own factor (2 from 3
+  replicas, 1 from 2, none from 1); --partitions is the raw topic's count (default 3), the most workers
   one group can use; --keep-configs leaves an existing topic's configs as they are and reports where they
   differ from the spec ("action":"kept"); --dry-run changes nothing and reports what a run would do
   ("would-create", "would-repair" with each config's current value).

@@ -21,7 +21,7 @@ import {
 } from "./handle.ts";
 import { cstr, rdk, rdkLookups } from "./native.ts";
 import { fromNativeList, toNativeList, type TopicPartition } from "./partition-list.ts";
-import { METADATA, METADATA_TOPIC, RD, TOPIC_PARTITION } from "./structs.ts";
+import { METADATA, METADATA_PARTITION, METADATA_TOPIC, RD, TOPIC_PARTITION } from "./structs.ts";
 
 export interface TopicSpec {
   name: string;
@@ -229,6 +229,14 @@ export class Admin {
   }
 
   partitionCounts(topics: readonly string[], timeoutMs = 10_000): Map<string, number | null> {
+    return new Map([...this.topicShapes(topics, timeoutMs)].map(([t, s]) => [t, s?.partitions ?? null]));
+  }
+
+  /**
+   * Each topic's partition count and replication factor (the most replicas any partition has), null
+   * for a topic that does not exist.
+   */
+  topicShapes(topics: readonly string[], timeoutMs = 10_000): Map<string, { partitions: number; replicas: number } | null> {
     if (this.#closed) throw closedError("metadata");
     const lib = rdk();
     const out = new BigUint64Array(1);
@@ -252,14 +260,19 @@ export class Admin {
     }
     const md = Number(out[0]) as Pointer;
     try {
-      const found = new Map<string, number | null>(topics.map((t) => [t, null]));
+      const found = new Map<string, { partitions: number; replicas: number } | null>(topics.map((t) => [t, null]));
       const cnt = read.i32(md, METADATA.topic_cnt);
       const arr = read.ptr(md, METADATA.topics) as Pointer;
       for (let i = 0; i < cnt; i++) {
         const base = i * METADATA_TOPIC.size;
         const name = String(new CString(read.ptr(arr, base + METADATA_TOPIC.topic) as Pointer));
-        if (found.has(name) && read.i32(arr, base + METADATA_TOPIC.err) === 0)
-          found.set(name, read.i32(arr, base + METADATA_TOPIC.partition_cnt));
+        if (!found.has(name) || read.i32(arr, base + METADATA_TOPIC.err) !== 0) continue;
+        const partitions = read.i32(arr, base + METADATA_TOPIC.partition_cnt);
+        const parts = read.ptr(arr, base + METADATA_TOPIC.partitions) as Pointer;
+        let replicas = 0;
+        for (let p = 0; p < partitions; p++)
+          replicas = Math.max(replicas, read.i32(parts, p * METADATA_PARTITION.size + METADATA_PARTITION.replica_cnt));
+        found.set(name, { partitions, replicas });
       }
       return found;
     } finally {

@@ -54,7 +54,10 @@ export const VU = { size: 72, vtype: 0, u: 8 } as const;
 /* struct rd_kafka_metadata { int broker_cnt; brokers*; int topic_cnt; rd_kafka_metadata_topic *topics; ... } */
 export const METADATA = { topic_cnt: 16, topics: 24 } as const;
 /* typedef struct rd_kafka_metadata_topic { char *topic; int partition_cnt; partitions*; rd_kafka_resp_err_t err; } */
-export const METADATA_TOPIC = { size: 32, topic: 0, partition_cnt: 8, err: 24 } as const;
+export const METADATA_TOPIC = { size: 32, topic: 0, partition_cnt: 8, partitions: 16, err: 24 } as const;
+/* typedef struct rd_kafka_metadata_partition { int32_t id; rd_kafka_resp_err_t err; int32_t leader;
+ *   int replica_cnt; int32_t *replicas; int isr_cnt; int32_t *isrs; } */
+export const METADATA_PARTITION = { size: 40, replica_cnt: 12 } as const;
 
 /** rd_kafka_vtype_t */
 export const VTYPE = {

@@ -62,6 +62,11 @@ export interface TopicReport {
   differs?: Record<string, { spec: string; actual: string | null }>;
   /** Set when the partition count differs from the spec (left alone: shrinking loses data). */
   partitionMismatch?: { expected: number; actual: number };
+  /**
+   * Set when the topic's replication factor differs from the one asked for (left alone: a
+   * reassignment is the operator's). min.insync.replicas follows the topic's own factor.
+   */
+  replicationMismatch?: { expected: number; actual: number };
 }
 
 /**
@@ -75,9 +80,9 @@ export async function ensureTopics(
   specs: readonly TopicSpec[],
   opts: { keepConfigs?: boolean; dryRun?: boolean } = {},
 ): Promise<TopicReport[]> {
-  const counts = admin.partitionCounts(specs.map((s) => s.name));
+  const shapes = admin.topicShapes(specs.map((s) => s.name));
   const reports: TopicReport[] = [];
-  const missing = specs.filter((s) => counts.get(s.name) == null);
+  const missing = specs.filter((s) => shapes.get(s.name) == null);
   if (missing.length && !opts.dryRun) {
     for (const r of await admin.createTopics(missing)) {
       // Another instance may have created it between our look and our create.
@@ -94,14 +99,21 @@ export async function ensureTopics(
       continue;
     }
     const current = await admin.describeConfigs(spec.name);
+    const shape = shapes.get(spec.name)!;
+    const configs = ownDurability(spec.configs, shape.replicas, current["min.insync.replicas"]?.value ?? null);
     const repaired: Record<string, string | null> = {};
-    for (const [k, want] of Object.entries(spec.configs))
+    for (const [k, want] of Object.entries(configs))
       if (current[k]?.value !== want) repaired[k] = current[k]?.value ?? null;
-    const actual = counts.get(spec.name)!;
-    const mismatch = actual !== spec.partitions ? { partitionMismatch: { expected: spec.partitions, actual } } : {};
+    const actual = shape.partitions;
+    const mismatch = {
+      ...(actual !== spec.partitions ? { partitionMismatch: { expected: spec.partitions, actual } } : {}),
+      ...(shape.replicas !== spec.replicationFactor
+        ? { replicationMismatch: { expected: spec.replicationFactor, actual: shape.replicas } }
+        : {}),
+    };
     if (opts.keepConfigs && Object.keys(repaired).length) {
       const differs = Object.fromEntries(
-        Object.entries(repaired).map(([k, was]) => [k, { spec: spec.configs[k]!, actual: was }]),
+        Object.entries(repaired).map(([k, was]) => [k, { spec: configs[k]!, actual: was }]),
       );
       reports.push({ topic: spec.name, action: "kept", repaired: {}, differs, ...mismatch });
       continue;
@@ -116,7 +128,7 @@ export async function ensureTopics(
       const keep: Record<string, string> = {};
       for (const [k, val] of Object.entries(current))
         if (val.isTopicOverride && val.value !== null) keep[k] = val.value;
-      await admin.alterConfigs(spec.name, { ...keep, ...spec.configs });
+      await admin.alterConfigs(spec.name, { ...keep, ...configs });
     }
     reports.push({
       topic: spec.name,
@@ -126,6 +138,24 @@ export async function ensureTopics(
     });
   }
   return reports;
+}
+
+/**
+ * An existing topic's configs with min.insync.replicas from its own replication factor, not the one
+ * asked for: asked for 3 over topics made with 1, the spec's 2 would refuse every acks=all write. A
+ * value the topic cannot meet (above its replicas) is brought down to what the factor allows.
+ */
+function ownDurability(
+  configs: Readonly<Record<string, string>>,
+  replicas: number,
+  current: string | null,
+): Record<string, string> {
+  const out: Record<string, string> = { ...configs };
+  delete out["min.insync.replicas"];
+  const own = minInsyncReplicas(replicas);
+  if (own !== undefined) out["min.insync.replicas"] = String(own);
+  else if (current !== null && Number(current) > replicas) out["min.insync.replicas"] = "1";
+  return out;
 }
 
 /** Throws TOPOLOGY naming each missing topic; `run` refuses to start without them. Their partition counts. */

@@ -1,7 +1,7 @@
 // The struct offsets the binding reads must match the headers of the librdkafka it loads: a library
 // upgrade that moves a field fails here instead of corrupting memory.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { MESSAGE, METADATA, METADATA_TOPIC, RD, TOPIC_PARTITION, TOPIC_PARTITION_LIST, VU } from "../../src/kafka/structs.ts";
+import { MESSAGE, METADATA, METADATA_PARTITION, METADATA_TOPIC, RD, TOPIC_PARTITION, TOPIC_PARTITION_LIST, VU } from "../../src/kafka/structs.ts";
 import { run, ROOT } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -24,6 +24,7 @@ int main(void) {
   S(rd_kafka_vu_t); F(rd_kafka_vu_t, vtype); F(rd_kafka_vu_t, u);
   F(struct rd_kafka_metadata, topic_cnt); F(struct rd_kafka_metadata, topics);
   S(rd_kafka_metadata_topic_t); F(rd_kafka_metadata_topic_t, topic); F(rd_kafka_metadata_topic_t, partition_cnt); F(rd_kafka_metadata_topic_t, err);
+  F(rd_kafka_metadata_topic_t, partitions); S(rd_kafka_metadata_partition_t); F(rd_kafka_metadata_partition_t, replica_cnt);
   printf("\\"end\\":0}");
   return 0;
 }`;
@@ -46,6 +47,8 @@ int main(void) {
     "struct rd_kafka_metadata.topic_cnt": METADATA.topic_cnt, "struct rd_kafka_metadata.topics": METADATA.topics,
     "rd_kafka_metadata_topic_t.size": METADATA_TOPIC.size, "rd_kafka_metadata_topic_t.topic": METADATA_TOPIC.topic,
     "rd_kafka_metadata_topic_t.partition_cnt": METADATA_TOPIC.partition_cnt, "rd_kafka_metadata_topic_t.err": METADATA_TOPIC.err,
+    "rd_kafka_metadata_topic_t.partitions": METADATA_TOPIC.partitions,
+    "rd_kafka_metadata_partition_t.size": METADATA_PARTITION.size, "rd_kafka_metadata_partition_t.replica_cnt": METADATA_PARTITION.replica_cnt,
   });
 });
 

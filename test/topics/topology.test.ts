@@ -3,6 +3,7 @@ import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Admin } from "../../src/kafka/admin.ts";
 import { ensureTopics, minInsyncReplicas, topologySpec } from "../../src/topics/topology.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
+import { Producer } from "../../src/kafka/producer.ts";
 import { createTopic, deleteTopics, props, withAdmin } from "../support/kafka.ts";
 import { uniqueName, waitFor } from "../support/services.ts";
 
@@ -55,6 +56,36 @@ describe("admin and topology", () => {
       expect(wouldRepair).toMatchObject({ topic: raw, action: "would-repair", repaired: { "retention.ms": "3600000" } });
       expect((await admin.describeConfigs(raw))["retention.ms"]!.value).toBe("3600000");
     });
+  });
+
+  test("topics ensure asked for 3 replicas over topics made with 1: min.insync.replicas follows the topics' own factor, the mismatch is reported, writes go on", async () => {
+    const raw = uniqueName("cdr.raw.rf");
+    const dlq = uniqueName("cdr.raw.rf.dlq");
+    cleanup.push(raw, dlq);
+    await withAdmin(async (admin: Admin) => {
+      await ensureTopics(admin, topologySpec(raw, dlq));
+      expect(admin.topicShapes([raw])).toEqual(new Map([[raw, { partitions: 3, replicas: 1 }]]));
+      const asked = topologySpec(raw, dlq, { replicationFactor: 3 });
+      const reports = await ensureTopics(admin, asked);
+      expect(reports.map((r) => [r.action, r.replicationMismatch])).toEqual([
+        ["ok", { expected: 3, actual: 1 }],
+        ["ok", { expected: 3, actual: 1 }],
+      ]);
+      expect((await admin.describeConfigs(dlq))["min.insync.replicas"]?.value).not.toBe("2");
+      // What the command without this reading left behind: 2 on a one-replica topic, repaired to 1.
+      await admin.alterConfigs(dlq, { "retention.ms": "604800000", "max.message.bytes": String(8 << 20), "min.insync.replicas": "2" });
+      await describedAs(admin, dlq, "min.insync.replicas", "2");
+      const [, repaired] = await ensureTopics(admin, asked);
+      expect(repaired).toMatchObject({ topic: dlq, action: "repaired", repaired: { "min.insync.replicas": "2" } });
+      await describedAs(admin, dlq, "min.insync.replicas", "1");
+    });
+    // An acks=all write (the DLQ producer's, through idempotence) goes through.
+    const p = new Producer(props);
+    try {
+      await p.produce(dlq, "x", { partition: 0 });
+    } finally {
+      p.close();
+    }
   });
 
   test("topics ensure --dry-run on missing topics: what it would create, and nothing created", async () => {
