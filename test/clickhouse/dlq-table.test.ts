@@ -12,6 +12,7 @@ import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 import { workerEnv } from "../support/worker.ts";
+import { HOSTILE_DLQ } from "../fixtures/hostile-dlq.ts";
 
 setDefaultTimeout(60_000);
 
@@ -129,5 +130,17 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name,
     expect(JSON.parse(pruned.out)).toEqual({ table: `${n.database}.${n.table}_dlq`, keep_days: 7, pruned: [oldRow.stored_at.slice(0, 10).replaceAll("-", "")] });
     expect(await store.positions([0])).toEqual(new Map([[0, 1]]));
     expect(JSON.parse(cli("--prune-dlq", "--keep-days", "1").out).pruned).toEqual([]);
+  });
+
+  test("every hostile DLQ record becomes one row the server takes, the mended fields named (count() beside distinct offsets)", async () => {
+    const n = await scope.names("dlqhostile");
+    const store = new ClickHouseDlqStore(scope.ch, n.database, n.table);
+    const rows = HOSTILE_DLQ.map((h) => dlqRow(h.message, { storedAt: Date.now() / 1000 }));
+    await store.insert(rows, "cdr-dlq-fill:test:hostile", 10_000);
+    const q = `SELECT count() AS rows, uniqExact(dlq_partition, dlq_offset) AS offsets FROM ${n.database}.${n.table}_dlq`;
+    const [c] = await (await scope.ch.query({ query: q, format: "JSONEachRow" })).json<{ rows: string; offsets: string }>();
+    expect([Number(c!.rows), Number(c!.offsets)]).toEqual([HOSTILE_DLQ.length, HOSTILE_DLQ.length]);
+    const read = await (await scope.ch.query({ query: `SELECT dlq_offset, unreadable FROM ${n.database}.${n.table}_dlq ORDER BY dlq_offset`, format: "JSONEachRow" })).json<{ dlq_offset: string; unreadable: string }>();
+    HOSTILE_DLQ.forEach((h, i) => expect(read[i]!.unreadable).toMatch(h.mended));
   });
 });

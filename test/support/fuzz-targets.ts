@@ -500,12 +500,19 @@ function checkDlqRow(bytes: Uint8Array): void {
   const row = dlqRow(m, { storedAt: 1_700_000_000 });
   const envelope = readEnvelope(m);
   if (row.dlq_offset !== m.offset || row.dlq_partition !== m.partition) throw new Error("the row lost its DLQ position");
-  if ((typeof envelope === "string") !== (row.unreadable !== "")) throw new Error("unreadable does not say whether it is an envelope");
+  // An envelope's `unreadable` names only the fields the row mended (row.ts fitRow); a record that is
+  // no envelope's says why first.
+  const mendedOnly = /^(?:\w+: (?:a lone surrogate replaced by U\+FFFD|out of [^;]+))(?:; \w+: (?:a lone surrogate replaced by U\+FFFD|out of [^;]+))*$/;
+  if (typeof envelope === "string" ? row.unreadable === "" : row.unreadable !== "" && !mendedOnly.test(row.unreadable))
+    throw new Error(`unreadable does not say whether it is an envelope: ${row.unreadable.slice(0, 200)}`);
+  for (const [k, v] of Object.entries(row))
+    if (typeof v === "string" && !v.isWellFormed()) throw new Error(`${k} is not well-formed: the server refuses the row`);
+  if (!Number.isSafeInteger(row.source_offset) || Math.abs(row.source_partition) > 2 ** 31) throw new Error("a source out of its column");
   if (!/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(row.failed_at)) throw new Error(`failed_at ${row.failed_at} is not a DateTime`);
   if (row.attempts !== null && !(Number.isInteger(row.attempts) && row.attempts >= 0 && row.attempts < 2 ** 32)) throw new Error("attempts out of UInt32");
   for (const f of [row.raw_id, row.device_id, row.caller_prefix])
     if (f !== null && (typeof f !== "string" || f.length > 256)) throw new Error("a lenient field is not a short string");
-  if (typeof envelope !== "string" && row.original_payload !== envelope.payloadText) throw new Error("the payload is not the envelope's");
+  if (typeof envelope !== "string" && row.original_payload !== envelope.payloadText.toWellFormed()) throw new Error("the payload is not the envelope's");
   JSON.stringify(row); // the insert's body
 }
 

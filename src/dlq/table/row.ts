@@ -1,7 +1,10 @@
 /**
  * A DLQ record as a row of the DLQ table (sql/002_dlq.sql). Every record of the topic becomes one
  * row: an envelope with its headers' provenance and what its payload leniently says, and a record
- * that is not an envelope with `unreadable` saying why and its text as the payload. Pure.
+ * that is not an envelope with `unreadable` saying why and its text as the payload. Whatever its
+ * bytes, the row is one ClickHouse takes (fitRow): anyone who may write to the DLQ topic, and any
+ * producer of the raw topic whose record the worker dead-letters, chooses them, and one row the
+ * server refuses would hold every row behind it. Pure.
  */
 import type { CountryCode } from "libphonenumber-js/max";
 import { DATETIME_MAX } from "../../cdr/fields.ts";
@@ -58,21 +61,21 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
   const at = { dlq_partition: m.partition, dlq_offset: m.offset, stored_at };
   if (typeof read === "string") {
     const raw = m.value ? text.decode(m.value) : "";
-    return {
+    return fitRow({
       ...EMPTY,
       ...at,
       ...sourceFields(envelopeSource(m.headers)),
       payload_sha256: payloadDigest(raw),
       original_payload: raw,
       unreadable: read,
-    };
+    });
   }
   const { envelope: e, headers: h, payloadText } = read;
   const src = envelopeSource(h);
   const digest = payloadDigest(payloadText);
   const lenient = lenientFields(e.original_payload, ctx.defaultRegion);
   const attempts = Number(h[HEADERS.attempts]);
-  return {
+  return fitRow({
     ...at,
     ...sourceFields(src),
     failed_at: dateTimeText(Date.parse(e.failed_at) / 1000),
@@ -92,7 +95,57 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
     payload_truncated: h[HEADERS.truncated] === "true" ? 1 : 0,
     payload_as_text: h[HEADERS.asText] ?? "",
     unreadable: "",
-  };
+  });
+}
+
+/** The row's text columns: each must be well-formed Unicode, or the server refuses the JSON row. */
+const TEXT_FIELDS = [
+  "failure_reason",
+  "failed_field",
+  "stage",
+  "error_detail",
+  "source_topic",
+  "worker_instance",
+  "raw_id",
+  "device_id",
+  "caller_prefix",
+  "original_payload",
+  "payload_as_text",
+] as const satisfies ReadonlyArray<keyof DlqRow>;
+
+const INT32 = 2 ** 31;
+const UINT32_MAX = 2 ** 32 - 1;
+
+/**
+ * The row as ClickHouse takes it, whatever the record held: a lone UTF-16 surrogate (a vendor's
+ * `"\ud83d"`, or a character cut at a cap) becomes U+FFFD, and a number a header gives outside its
+ * column (Int32 partition, Int64 offset read exactly only up to 2^53, UInt32 attempts) becomes the
+ * column's "none" (-1 or NULL). `unreadable` names each field so mended.
+ */
+export function fitRow(row: DlqRow): DlqRow {
+  const mended: string[] = [];
+  const out = { ...row };
+  for (const f of TEXT_FIELDS) {
+    const v = out[f];
+    if (typeof v === "string" && !v.isWellFormed()) {
+      (out as Record<string, unknown>)[f] = v.toWellFormed();
+      mended.push(`${f}: a lone surrogate replaced by U+FFFD`);
+    }
+  }
+  if (!Number.isInteger(out.source_partition) || out.source_partition < -INT32 || out.source_partition >= INT32) {
+    out.source_partition = -1;
+    mended.push("source_partition: out of Int32");
+  }
+  if (!Number.isSafeInteger(out.source_offset)) {
+    out.source_offset = -1;
+    mended.push("source_offset: out of the exact integers");
+  }
+  if (out.attempts !== null && (!Number.isInteger(out.attempts) || out.attempts < 0 || out.attempts > UINT32_MAX)) {
+    out.attempts = null;
+    mended.push("attempts: out of UInt32");
+  }
+  out.unreadable = [out.unreadable, ...mended].filter(Boolean).join("; ").toWellFormed();
+  return out;
 }
 
 const EMPTY: Omit<DlqRow, "dlq_partition" | "dlq_offset" | "stored_at"> = {

@@ -4,6 +4,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelope, provenanceHeaders } from "../../../src/dlq/envelope.ts";
 import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../../src/dlq/provenance-mac.ts";
 import { dlqRow } from "../../../src/dlq/table/row.ts";
+import { HOSTILE_DLQ } from "../../fixtures/hostile-dlq.ts";
 import type { Message } from "../../../src/kafka/message.ts";
 
 setDefaultTimeout(60_000);
@@ -52,4 +53,12 @@ test("a record that is not an envelope keeps the source its headers name, unchec
     mac_verified: null,
     unreadable: "not JSON",
   });
+});
+
+test.each(HOSTILE_DLQ.map((h) => [h.what, h] as const))("every record becomes a row ClickHouse takes: %s", (_what, h) => {
+  const r = row(h.message, false);
+  for (const [k, v] of Object.entries(r)) if (typeof v === "string") expect({ [k]: v.isWellFormed() }).toEqual({ [k]: true });
+  expect(Number.isSafeInteger(r.source_offset) && r.source_partition >= -(2 ** 31) && r.source_partition < 2 ** 31).toBe(true);
+  expect(r.attempts === null || (r.attempts >= 0 && r.attempts <= 2 ** 32 - 1)).toBe(true);
+  expect(r.unreadable).toMatch(h.mended);
 });
