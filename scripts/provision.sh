@@ -15,10 +15,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # compose network cannot resolve each other's service names (kafka, clickhouse).
 # iptables: test/support/cut.ts cuts one worker off from the broker (test/e2e/kafka-cut.test.ts).
 # prometheus-alertmanager: test/alertmanager/ fires the rules' alerts at a real Alertmanager to test its inhibit rules.
+# iproute2: test/e2e/sasl-rotation.test.ts ends one worker's broker connections (ss -K) so that it authenticates anew.
 # gdb: a failed cluster fault scenario writes each worker's thread stacks beside its log (scripts/cluster/faults.ts).
 APT_PACKAGES=(kcat librdkafka1 clickhouse-server clickhouse-client prometheus zookeeper gcc g++ make patch pkg-config libssl-dev libsasl2-dev liblz4-dev libzstd-dev zlib1g-dev
   podman runc mmdebstrap golang-github-containernetworking-plugin-dnsname git maven openjdk-17-jre-headless python3 python3-venv curl openssl
-  iptables prometheus-alertmanager gdb catatonit)
+  iptables iproute2 prometheus-alertmanager gdb catatonit)
 # The jar set is keyed by the pom's hash, so editing the pom re-resolves it.
 KAFKA_POM_SHA="$(sha256sum "$ROOT/scripts/kafka/pom.xml" | cut -c1-16)"
 

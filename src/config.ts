@@ -11,7 +11,7 @@ import { MIN_KEY_CHARS, MIN_PREVIOUS_KEY_CHARS } from "./dlq/provenance-mac.ts";
 import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
 import { ANSWER_DEADLINE_MARGIN_MS } from "./clickhouse/answer.ts";
 import { retryBudgetMs, type RetryPolicy } from "./clickhouse/retry.ts";
-import { readSecretFile } from "./clickhouse/credentials.ts";
+import { readSecretFile } from "./secrets/secret-file.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -260,7 +260,15 @@ type Vars = typeof VARIABLES;
 type Parsed = { [K in keyof Vars]: v.InferOutput<Vars[K]["schema"]> };
 
 export interface Config {
-  kafka: { brokers: string; groupId: string; topicRaw: string; topicDlq: string; props: Record<string, string> };
+  kafka: {
+    brokers: string;
+    groupId: string;
+    topicRaw: string;
+    topicDlq: string;
+    props: Record<string, string>;
+    /** librdkafka properties read from a file (KAFKA_PROP_<NAME>_FILE), by property: the file's path. */
+    propFiles: Record<string, string>;
+  };
   clickhouse: {
     url: string;
     user: string;
@@ -470,6 +478,11 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       topicRaw: p.KAFKA_TOPIC_RAW,
       topicDlq: p.KAFKA_TOPIC_DLQ,
       props,
+      propFiles: Object.fromEntries(
+        Object.entries(rawEnv)
+          .filter(([k, v]) => k.startsWith("KAFKA_PROP_") && k.endsWith("_FILE") && v !== undefined)
+          .map(([k, v]) => [kafkaPropName(k.slice("KAFKA_PROP_".length, -"_FILE".length)), v!]),
+      ),
     },
     clickhouse: {
       url: p.CLICKHOUSE_URL,

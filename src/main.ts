@@ -19,6 +19,7 @@ import { log, setLogLevel } from "./log.ts";
 import { commit, VERSION } from "./version.ts";
 import { probeCommand } from "./cli/probe.ts";
 import { traceCommand } from "./cli/trace.ts";
+import { followSaslPassword } from "./kafka/sasl-credentials.ts";
 
 /** Properties whose values never reach a log or an error line. */
 const SECRET_PROP = /pass(word)?|secret|token|key/i;
@@ -59,6 +60,8 @@ async function main(argv: string[]): Promise<ExitKind> {
   setLogLevel(cfg.logLevel);
   if (cfg.coreDumps && !coreDumps.restore()) log.warn("CORE_DUMPS=on: could not restore the core file size limit");
   setLibrdkafkaPath(cfg.librdkafkaPath);
+  const saslFile = cfg.kafka.propFiles["sasl.password"];
+  if (saslFile !== undefined) followSaslPassword(saslFile, cfg.kafka.props["sasl.password"] ?? "");
   // Every KAFKA_PROP_* through librdkafka's own setter, before any connection: a typo is exit 2.
   const refused = refusedProps(cfg.kafka.props);
   if (refused.length)

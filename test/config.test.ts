@@ -9,7 +9,7 @@ setDefaultTimeout(60_000);
 
 test("defaults follow DECISIONS.md, but for the stats server's address: loopback, as it has no authentication", () => {
   const c = loadConfig({});
-  expect(c.kafka).toEqual({ brokers: "127.0.0.1:9092", groupId: "cdr-worker", topicRaw: "cdr.raw", topicDlq: "cdr.raw.dlq", props: {} });
+  expect(c.kafka).toEqual({ brokers: "127.0.0.1:9092", groupId: "cdr-worker", topicRaw: "cdr.raw", topicDlq: "cdr.raw.dlq", props: {}, propFiles: {} });
   expect(c.clickhouse.url).toBe("http://127.0.0.1:8123");
   expect([c.clickhouse.database, c.clickhouse.table]).toEqual(["telecom", "cdr"]);
   // Under a backlog a batch grows to 8192 rows: 10 × BATCH_SIZE, held to what the memory bound allows.
@@ -80,6 +80,9 @@ describe("secrets from files (CLICKHOUSE_PASSWORD_FILE, KAFKA_PROP_<NAME>_FILE)"
     expect(cfg.kafka.props["sasl.password"]).toBe("s3cret-kafka");
     expect(cfg.kafka.props["sasl.username"]).toBe("cdr");
     expect(Object.keys(cfg.kafka.props).some((k) => k.endsWith(".file"))).toBe(false);
+    // The files are kept by property and by variable: the secrets follow them while the worker runs.
+    expect(cfg.kafka.propFiles).toEqual({ "sasl.password": `${dir}/k` });
+    expect(cfg.clickhouse.passwordFile).toBe(`${dir}/ch`);
   });
 
   test("both forms of one variable, or an unreadable file, are configuration errors that never show the secret", () => {

@@ -4,7 +4,8 @@ import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ANSWER_DEADLINE_MARGIN_MS } from "./answer.ts";
-import { rotatingClient, secretFile } from "./credentials.ts";
+import { rotatingClient } from "./credentials.ts";
+import { secretFile } from "../secrets/secret-file.ts";
 
 type LogParams = { module: string; message: string; args?: Record<string, unknown>; err?: Error };
 

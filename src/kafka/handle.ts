@@ -11,6 +11,7 @@ import { KafkaError, type ErrorCode } from "../errors.ts";
 import { log } from "../log.ts";
 import { cstr, rdk } from "./native.ts";
 import { RD } from "./structs.ts";
+import { followClient, saslRefused, unfollowClient } from "./sasl-credentials.ts";
 
 export type KafkaProps = Record<string, string>;
 
@@ -209,6 +210,7 @@ export function createHandle(
     (_rk: Pointer, err: number, reason: Pointer) => {
       const text = String(new CString(reason));
       if (refusesClient(err, text)) refused = { code: err, reason: text, at: performance.now() };
+      if (err === AUTHENTICATION) saslRefused();
       log.warn("kafka client error", { component: "librdkafka", code: errName(err), reason: text });
     },
     { args: ["ptr", "i32", "ptr", "ptr"], returns: "void" },
@@ -225,6 +227,7 @@ export function createHandle(
     throw new KafkaError("KAFKA_CONFIG", `cannot create Kafka client: ${errstr.toString()}`);
   }
   lib.rd_kafka_set_log_queue(rk, null);
+  followClient(rk, props);
   return {
     rk,
     callbacks,
@@ -236,6 +239,7 @@ export function createHandle(
 
 /** `flags` for rd_kafka_destroy_flags (DESTROY_F_NO_CONSUMER_CLOSE: a consumer that was closed already). */
 export function destroyHandle(h: Handle, flags = 0): void {
+  unfollowClient(h.rk);
   rdk().rd_kafka_destroy_flags(h.rk, flags);
   for (const cb of h.callbacks) cb.close();
   h.callbacks.length = 0;

@@ -110,6 +110,7 @@ const symbols = {
   rd_kafka_error_code: { args: ["ptr"], returns: "i32" },
   rd_kafka_error_string: { args: ["ptr"], returns: "cstring" },
   rd_kafka_error_destroy: { args: ["ptr"], returns: "void" },
+  rd_kafka_sasl_set_credentials: { args: ["ptr", "ptr", "ptr"], returns: "ptr" },
   rd_kafka_error_is_fatal: { args: ["ptr"], returns: "i32" },
   rd_kafka_error_txn_requires_abort: { args: ["ptr"], returns: "i32" },
 

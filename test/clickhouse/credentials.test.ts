@@ -1,12 +1,13 @@
-// The ClickHouse password follows its file (src/clickhouse/credentials.ts): read again on demand
-// and at most every REREAD_INTERVAL_MS on use; a client made anew only when the content changed.
+// The ClickHouse password follows its file (src/clickhouse/credentials.ts): a client made anew only
+// when the secret file's content changed.
 // The e2e proof against 18.16's users file is test/e2e/operator-faults.test.ts.
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { REREAD_INTERVAL_MS, renewCredentials, rotatingClient, SecretFile } from "../../src/clickhouse/credentials.ts";
+import { renewCredentials, rotatingClient } from "../../src/clickhouse/credentials.ts";
+import { SecretFile } from "../../src/secrets/secret-file.ts";
 
 setDefaultTimeout(60_000);
 
@@ -18,28 +19,6 @@ function fileWith(name: string, content: string): string {
   writeFileSync(path, content);
   return path;
 }
-
-test("a secret file is read again at the interval on use, its trailing newline dropped; unchanged content is no change", () => {
-  let now = 0;
-  const path = fileWith("interval", "one\n");
-  const s = new SecretFile(path, "one", () => now);
-  writeFileSync(path, "two\n");
-  now = REREAD_INTERVAL_MS - 1;
-  expect(s.value).toBe("one");
-  now = REREAD_INTERVAL_MS;
-  expect(s.value).toBe("two");
-  expect(s.generation).toBe(1);
-  expect(s.reread()).toBe(false);
-  expect(s.generation).toBe(1);
-});
-
-test("a file that cannot be read keeps the last password", () => {
-  const path = fileWith("gone", "kept\n");
-  const s = new SecretFile(path, "kept");
-  rmSync(path);
-  expect(s.reread()).toBe(false);
-  expect(s.value).toBe("kept");
-});
 
 test("a rotating client is made anew with the new password after a refusal, and only then", () => {
   const path = fileWith("client", "old\n");
