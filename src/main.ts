@@ -5,7 +5,7 @@ import { checkCommand } from "./cli/check.ts";
 import { dlqCommand } from "./cli/dlq.ts";
 import { generateCommand } from "./cli/generate.ts";
 import { migrateCommand, topicsCommand } from "./cli/admin-commands.ts";
-import { parseArgs, UsageError } from "./cli/args.ts";
+import { numberFlag, parseArgs, UsageError } from "./cli/args.ts";
 import { runCommand } from "./cli/run.ts";
 import { HELP, PROBE_DEFAULT_URL, USAGE } from "./cli/help.ts";
 import { configHelp, kafkaPropVariable, loadConfig } from "./config.ts";
@@ -76,7 +76,10 @@ async function main(argv: string[]): Promise<ExitKind> {
     case "run":
       return runCommand(cfg);
     case "check":
-      return checkCommand(cfg, { offline: args.flags.has("offline") });
+      return checkCommand(cfg, {
+        offline: args.flags.has("offline"),
+        waitSeconds: numberFlag(args, "wait", 0, 0, 3600),
+      });
     case "migrate":
       return migrateCommand(cfg, args);
     case "topics":

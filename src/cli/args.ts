@@ -31,7 +31,7 @@ export type FlagSpecs = Readonly<Record<string, typeof value | typeof toggle>>;
 /** Every command's flags beside --help; values are checked by numberFlag, stringFlag, integerFlag. */
 export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
   run: {},
-  check: { offline: toggle },
+  check: { offline: toggle, wait: value },
   migrate: {
     cluster: value,
     "print-grants": toggle,

@@ -16,8 +16,8 @@ import { clientProps } from "./kafka-clients.ts";
 import { missingKafkaGrants, transactionalWrite } from "./kafka-grants.ts";
 import { clickhousePreflight, decisive, kafkaPreflight } from "./preflight.ts";
 
-export const CHECK_HELP = `cdr-worker check [--offline]: read the configuration, connect, and check what run needs:
-both topics, the group's session (exactly-once with group.protocol=consumer), each ClickHouse
+export const CHECK_HELP = `cdr-worker check [--offline] [--wait SECONDS]: read the configuration, connect, and check
+what run needs: both topics, the group's session (exactly-once with group.protocol=consumer), each ClickHouse
 endpoint's table schema and the worker's grants, the Kafka ACLs run needs (group Read, topic Read and
 Write, DescribeConfigs, a TransactionalId Write under exactly-once: docs/security.md), the DLQ key,
 and each server's version; and refuses a SHUTDOWN_TIMEOUT_SECONDS below one insert's retry budget,
@@ -26,7 +26,9 @@ TransactionalId <KAFKA_GROUP_ID>-<WORKER_INSTANCE>-check to try the grant). One 
 stderr (a warning for an endpoint that fails beside one that passes, as run would start), then a
 JSON summary on stdout; exits with the code run would
 (2 for that deadline). --offline checks the configuration alone (every variable, KAFKA_PROP_* through
-librdkafka's own setter, the files it names, the DLQ key and the deadline) and connects to nothing.`;
+librdkafka's own setter, the files it names, the DLQ key and the deadline) and connects to nothing.
+--wait SECONDS checks again every 5 s while a problem remains, up to SECONDS, with one line a try: a
+set-up Job started beside topics and migrate passes once they have made what run needs.`;
 
 interface EndpointReport {
   endpoint: string;
@@ -34,7 +36,31 @@ interface EndpointReport {
   passed: boolean;
 }
 
-export async function checkCommand(cfg: Config, opts: { offline?: boolean } = {}): Promise<ExitKind> {
+/** Between two checks under --wait. */
+const WAIT_STEP_MS = 5_000;
+
+export async function checkCommand(
+  cfg: Config,
+  opts: { offline?: boolean; waitSeconds?: number } = {},
+): Promise<ExitKind> {
+  const deadline = performance.now() + (opts.waitSeconds ?? 0) * 1000;
+  for (;;) {
+    const found = await checkOnce(cfg, opts.offline ?? false);
+    const left = deadline - performance.now();
+    if (found.problems.length === 0 || left <= 0 || opts.offline)
+      return report(cfg, found.problems, found.warnings, found.services);
+    // --wait: what an earlier set-up step makes (the topics, the table, the grants) may still come.
+    const first = found.problems[0]!.line.split("\n")[0];
+    const when = `again in ${WAIT_STEP_MS / 1000} s, ${Math.ceil(left / 1000)} s left`;
+    console.error(`check: ${found.problems.length} problems (${first}); ${when}`);
+    await Bun.sleep(Math.min(WAIT_STEP_MS, left));
+  }
+}
+
+async function checkOnce(
+  cfg: Config,
+  offline: boolean,
+): Promise<{ problems: Failure[]; warnings: string[]; services?: object }> {
   // In the order run meets them: the first decides the exit, every one is printed.
   const problems: Failure[] = [];
   const warnings: string[] = [];
@@ -43,7 +69,7 @@ export async function checkCommand(cfg: Config, opts: { offline?: boolean } = {}
   // run only warns of it; a deploy step that checks refuses it before a stop gives up an insert.
   const short = shutdownBelowBudget(cfg);
   if (short) problems.push(classifyFailure(new ConfigError([short])));
-  if (opts.offline) return report(cfg, problems, warnings);
+  if (offline) return { problems, warnings };
   let session: Awaited<ReturnType<typeof kafkaPreflight>>["session"];
   let kafkaPassed = false;
   try {
@@ -98,14 +124,18 @@ export async function checkCommand(cfg: Config, opts: { offline?: boolean } = {}
     for (const f of failed) problems.push({ kind, line: named(f.endpoint, classifyFailure(f.error).line) });
   } else for (const f of failed) warnings.push(named(f.endpoint, classifyFailure(f.error).line));
 
-  return report(cfg, problems, warnings, {
-    kafka: {
-      passed: kafkaPassed,
-      topics: [cfg.kafka.topicRaw, cfg.kafka.topicDlq],
-      ...(session ? { session_timeout_ms: session.sessionTimeoutMs } : {}),
+  return {
+    problems,
+    warnings,
+    services: {
+      kafka: {
+        passed: kafkaPassed,
+        topics: [cfg.kafka.topicRaw, cfg.kafka.topicDlq],
+        ...(session ? { session_timeout_ms: session.sessionTimeoutMs } : {}),
+      },
+      clickhouse: reports,
     },
-    clickhouse: reports,
-  });
+  };
 }
 
 /** Every problem and warning on a line of its own (stderr), then the JSON summary (stdout); the exit. */

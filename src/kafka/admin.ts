@@ -236,7 +236,10 @@ export class Admin {
    * Each topic's partition count and replication factor (the most replicas any partition has), null
    * for a topic that does not exist.
    */
-  topicShapes(topics: readonly string[], timeoutMs = 10_000): Map<string, { partitions: number; replicas: number } | null> {
+  topicShapes(
+    topics: readonly string[],
+    timeoutMs = 10_000,
+  ): Map<string, { partitions: number; replicas: number } | null> {
     if (this.#closed) throw closedError("metadata");
     const lib = rdk();
     const out = new BigUint64Array(1);

@@ -158,7 +158,8 @@ test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets
     if (admin) expect(pod.volumes).toContainEqual({ name: "admin", secret: { secretName: "cdr-worker-admin", defaultMode: 0o440 } });
   }
   expect(args["cdr-worker-topics"]).toEqual(["topics", "ensure", "--keep-configs", "--replication-factor", "3"]);
-  expect(args["cdr-worker-check"]).toEqual(["check"]);
+  // Started beside topics and migrate, it checks again until what they make is there (10 minutes at most).
+  expect(args["cdr-worker-check"]).toEqual(["check", "--wait", "600"]);
   expect(args["cdr-worker-prune-offsets"]).toEqual(["migrate", "--prune-offsets"]);
   expect(args["cdr-worker-prune-dlq"]).toEqual(["migrate", "--prune-dlq"]);
   expect(args["cdr-worker-dlq-replay"]!.slice(0, 2)).toEqual(["dlq", "replay"]);

@@ -22,6 +22,21 @@ async function cli(env: Record<string, string>, ...args: string[]) {
 describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name, server) => {
   const scope = e2eScope(server.url);
 
+  test("check --wait, started beside migrate as the set-up Jobs are: waits while the table is missing, passes once it is made", async () => {
+    const n = await scope.names("checkwait");
+    const table = `${n.database}.${n.table}`;
+    await scope.ch.command({ query: `RENAME TABLE ${table} TO ${table}_aside` });
+    const checking = cli(workerEnv(n, { DLQ_PROVENANCE_KEY: KEY }), "check", "--wait", "60");
+    await Bun.sleep(7_000);
+    await scope.ch.command({ query: `RENAME TABLE ${table}_aside TO ${table}` });
+    const { code, stdout, stderr } = await checking;
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ check: "passed", problems: 0 });
+    const waits = stderr.split("\n").filter((l) => l.startsWith("check: "));
+    expect(waits.length).toBeGreaterThanOrEqual(1);
+    expect(waits[0]).toMatch(/does not exist; run `cdr-worker migrate`.*again in 5 s/);
+  });
+
   test("a good configuration passes, names the server's version, and consumes nothing", async () => {
     const n = await scope.names("check");
     const p = new Producer(props);
