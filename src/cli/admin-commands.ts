@@ -1,5 +1,6 @@
 /** `migrate`, `topics ensure`, `topics describe`: idempotent set-up commands for operators. */
-import { createClickHouse } from "../clickhouse/client.ts";
+import type { ClickHouseClient } from "@clickhouse/client";
+import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
 import { readerRoleStatements, roleStatements, userStatements } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
 import { dlqKeepDays, MIN_KEEP_DAYS, prunedTable, pruneTable, type Pruned } from "../clickhouse/prune.ts";
@@ -20,12 +21,14 @@ export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the dat
   (idempotent), and add the columns a table made by an older release lacks (the Kafka provenance
   kafka_partition, kafka_offset; -1 in rows written before). With --cluster, ON CLUSTER NAME:
   <table>_local as ReplicatedReplacingMergeTree on every node and
-  <table> as the Distributed table the worker writes to (sql/cluster.sql).
+  <table> as the Distributed table the worker writes to (sql/cluster.sql); over a single server's
+  table it stops with one line and changes nothing (docs/upgrade.md, "From one server to a cluster").
 cdr-worker migrate --print-grants [--role NAME] [--user NAME]: print, and change nothing, the statements that
   make role NAME (default cdr_worker) hold exactly the privileges the worker needs, and make it USER's default.
 cdr-worker migrate --role NAME [--user NAME --password-file F]: migrate, then run those statements (run as an
   admin; ClickHouse 20.4 or later, which has SQL roles); with --user, create that user (or set its password)
-  from the file's content first. The worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.
+  from the file's content first, on every endpoint of CLICKHOUSE_URL (a server keeps its own users). The
+  worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.
 cdr-worker migrate --prune-offsets [--keep-days N] [--cluster NAME]: drop the monthly partitions of
   <table>_offsets whose every row is older than N days (default ${DEFAULT_KEEP_DAYS}, at least
   ${MIN_KEEP_DAYS}): what the replay check and audit read lies within the raw topic's retention, and
@@ -88,24 +91,44 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
     console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}), columns_added: added }));
     const readerRoles = args.flags.has("reader-roles");
     if (role === undefined && !readerRoles) return "OK";
-    const version = versionOf(await queryText(ch, "SELECT version()", SMALL_ANSWER_BYTES));
-    const v = parseVersion(version);
-    if (v !== null && (v[0] < 20 || (v[0] === 20 && v[1] < 4)))
-      throw new CdrWorkerError(
-        "CONFIG_INVALID",
-        `ClickHouse ${version.trim()} has no SQL roles or users (20.4 added them): define the worker's user in ` +
-          "users.xml instead (docs/security.md), and run migrate without --role",
-      );
-    if (user !== undefined && password !== undefined)
-      for (const query of userStatements(user, password)) await ch.command({ query });
-    if (readerRoles) for (const query of readerRoleStatements(database, table)) await ch.command({ query });
-    if (role !== undefined)
-      for (const query of roleStatements(role, database, table, user)) await ch.command({ query });
-    console.log(JSON.stringify({ role, ...(user ? { user } : {}), ...(readerRoles ? { reader_roles: true } : {}) }));
+    // A server keeps its own users and roles: each endpoint the workers may insert through gets them,
+    // or the one left without refuses the worker while the others are down.
+    const endpoints: string[] = [];
+    for (const url of clickhouseUrls(cfg.clickhouse.url)) {
+      const each = createClickHouse(cfg.clickhouse, "default", url);
+      try {
+        await accessOn(each, { role, user, password, readerRoles, database, table });
+      } finally {
+        await each.close();
+      }
+      endpoints.push(new URL(url).host);
+    }
+    const made = { role, ...(user ? { user } : {}), ...(readerRoles ? { reader_roles: true } : {}) };
+    console.log(JSON.stringify({ ...made, endpoints }));
     return "OK";
   } finally {
     await ch.close();
   }
+}
+
+/** The worker's user, role and the readers' roles on one server (20.4 or later: SQL users). */
+async function accessOn(
+  ch: ClickHouseClient,
+  a: { role?: string; user?: string; password?: string; readerRoles: boolean; database: string; table: string },
+): Promise<void> {
+  const version = versionOf(await queryText(ch, "SELECT version()", SMALL_ANSWER_BYTES));
+  const v = parseVersion(version);
+  if (v !== null && (v[0] < 20 || (v[0] === 20 && v[1] < 4)))
+    throw new CdrWorkerError(
+      "CONFIG_INVALID",
+      `ClickHouse ${version.trim()} has no SQL roles or users (20.4 added them): define the worker's user in ` +
+        "users.xml instead (docs/security.md), and run migrate without --role",
+    );
+  if (a.user !== undefined && a.password !== undefined)
+    for (const query of userStatements(a.user, a.password)) await ch.command({ query });
+  if (a.readerRoles) for (const query of readerRoleStatements(a.database, a.table)) await ch.command({ query });
+  if (a.role !== undefined)
+    for (const query of roleStatements(a.role, a.database, a.table, a.user)) await ch.command({ query });
 }
 
 /** The DLQ topic's retention.ms in whole days: the DLQ table's window unless --keep-days says otherwise. */

@@ -98,6 +98,7 @@ export async function migrate(
   table: string,
   cluster?: string,
 ): Promise<string[]> {
+  if (cluster) await refuseSingleServerTable(ch, database, table, cluster);
   const statements = ddlStatements(database, table, cluster);
   const isView = (s: string) => s.startsWith("CREATE MATERIALIZED VIEW");
   const rows = cluster ? `${table}_local` : table;
@@ -184,6 +185,22 @@ export async function checkSchema(ch: ClickHouseClient, database: string, table:
 }
 
 /** What keeps the worker from writing exactly into a table of these columns; empty when nothing. */
+/**
+ * `migrate --cluster` over a table one server made (not the Distributed table the cluster DDL makes)
+ * would half-convert it: empty `_local` and offsets tables beside the old table, which keeps every
+ * row. It stops first, with the procedure (docs/upgrade.md).
+ */
+async function refuseSingleServerTable(ch: ClickHouseClient, database: string, table: string, cluster: string) {
+  const query = `SELECT engine FROM system.tables WHERE database = '${database}' AND name = '${table}'`;
+  const engine = (await queryText(ch, query, LIST_ANSWER_BYTES)).trim();
+  if (engine === "" || engine === "Distributed") return;
+  throw new CdrWorkerError(
+    "CLICKHOUSE_SCHEMA",
+    `${database}.${table} is a single server's table (${engine}), not the Distributed table of a cluster: ` +
+      `migrate --cluster ${cluster} changes nothing; move it as docs/upgrade.md#from-one-server-to-a-cluster says`,
+  );
+}
+
 /**
  * What makes the table unfit for the worker's binary rows now, as `checkSchema` reads it: empty when
  * it fits. The writer asks after a refused insert, so a table changed under a running worker (a

@@ -728,10 +728,23 @@ export class ClickHouseWriter {
     await Promise.all(
       this.#endpoints.map(async (e) => {
         // An endpoint that does not answer may still run an insert that stores after the check:
-        // its error fails the check, which is tried again (a missing grant stops the worker).
+        // its error fails the check, which is tried again (a missing grant stops the worker). One
+        // that refuses the worker's credentials (its user missing there, or another password) runs
+        // none of this user's inserts: it is passed over, as the inserts can go elsewhere.
+        let refusedCredentials = false;
         let ids = await running(e.client).catch((err) => {
+          const c = classifyInsertError(err, `replay check: asking ${e.name} which inserts still run`);
+          if (c.kind === "configuration" && AUTHENTICATION_CODES.has(c.serverCode ?? -1)) {
+            refusedCredentials = true;
+            this.#refusedBy(e, c);
+            return [] as string[];
+          }
           throw this.#refusalOr(err, `replay check: asking ${e.name} which inserts still run`, e);
         });
+        if (refusedCredentials)
+          log.warn("replay check: an endpoint refuses the worker's credentials, so runs none of its inserts", {
+            endpoint: e.name,
+          });
         const deadline = this.#clock.mono() + RUNNING_WAIT_MS;
         while (ids.length > 0) {
           if (this.#clock.mono() > deadline)

@@ -6,7 +6,10 @@ import { createClient } from "@clickhouse/client";
 import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
-import { ddlStatements, dlqStatements } from "../../src/clickhouse/migrate.ts";
+import { ddlStatements, dlqStatements, migrate } from "../../src/clickhouse/migrate.ts";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { productionProfile } from "../support/profile.ts";
+import { produceSynthetic } from "../support/synthetic.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { encodeEnvelope } from "../../src/dlq/envelope.ts";
@@ -40,9 +43,12 @@ const count = async (url: string, q: string) => {
 beforeAll(async () => {
   await run(["bash", SCRIPT, "start"]);
 }, 240_000); // above the start script's own bounds (60 s for ZooKeeper and for each replica), so its error names the log
+const cleanupDatabases: string[] = [];
+const cleanupFiles: string[] = [];
 afterAll(async () => {
+  for (const f of cleanupFiles) rmSync(f, { force: true });
   const ch = replica(REPLICAS[1]!);
-  await ch.command({ query: `DROP DATABASE IF EXISTS ${DB} ON CLUSTER cdr_cluster` }).catch(() => {});
+  for (const db of [DB, ...cleanupDatabases]) await ch.command({ query: `DROP DATABASE IF EXISTS ${db} ON CLUSTER cdr_cluster` }).catch(() => {});
   await ch.close();
   await run(["bash", SCRIPT, "stop"]);
 });
@@ -187,3 +193,119 @@ test("the DLQ table on a cluster: what the filler's node took through its Distri
     await b!.close();
   }
 }, 60_000);
+
+/** The SQL blocks of docs/upgrade.md's "From one server to a cluster", for `database`. */
+function upgradeSteps(database: string): string[][] {
+  const doc = readFileSync(`${ROOT}/docs/upgrade.md`, "utf8");
+  const section = doc.slice(doc.indexOf("## From one server to a cluster"));
+  return [...section.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) =>
+    m[1]!.replaceAll("telecom.", `${database}.`).split(";").map((q) => q.trim()).filter(Boolean),
+  );
+}
+
+const migrateCli = (database: string, ...args: string[]) => {
+  const env = { ...process.env, CLICKHOUSE_URL: REPLICAS[0]!, CLICKHOUSE_DATABASE: database, CLICKHOUSE_TABLE: "cdr" };
+  const p = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "migrate", ...args], { env, stdout: "pipe", stderr: "pipe" });
+  return { exit: p.exitCode, stderr: p.stderr.toString() };
+};
+
+test("from one server to a cluster: migrate --cluster over a server's table stops with one line; docs/upgrade.md's steps move every row, and the workers go on, each record once", async () => {
+  const db = uniqueName("single").replace(/\W/g, "_");
+  cleanupDatabases.push(db);
+  const ch0 = replica(REPLICAS[0]!);
+  try {
+    await migrate(ch0, db, "cdr");
+  } finally {
+    await ch0.close();
+  }
+  const n = await names("single");
+  const env = (url: string) => workerEnv(n, { CLICKHOUSE_URL: url, CLICKHOUSE_DATABASE: db, CLICKHOUSE_TABLE: "cdr" });
+  const first = await produceSynthetic(n.raw, 300, 0, 501);
+  let w = await startWorker(env(REPLICAS[0]!));
+  await statsWhen(w, (s) => s.total_clickhouse === first.valid && s.in_flight_buffer === 0, 30_000, "stored on the one server");
+  expect(await w.stop()).toBe(0);
+
+  const refused = migrateCli(db, "--cluster", "cdr_cluster");
+  expect(refused.exit).toBe(1);
+  expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+  expect(refused.stderr).toContain(`${db}.cdr is a single server's table (ReplacingMergeTree)`);
+  expect(refused.stderr).toContain("docs/upgrade.md#from-one-server-to-a-cluster");
+  expect(await count(REPLICAS[0]!, `SELECT count() AS c FROM system.tables WHERE database = '${db}' AND name LIKE '%_local'`)).toBe(0);
+
+  const [aside, copy] = upgradeSteps(db);
+  const run0 = async (queries: string[]) => {
+    const ch = replica(REPLICAS[0]!);
+    try {
+      for (const query of queries) await ch.command({ query });
+    } finally {
+      await ch.close();
+    }
+  };
+  await run0(aside!);
+  expect(migrateCli(db, "--cluster", "cdr_cluster")).toEqual({ exit: 0, stderr: "" });
+  await run0(copy!);
+  for (const url of REPLICAS) {
+    const ch = replica(url);
+    await ch.command({ query: `SYSTEM SYNC REPLICA ${db}.cdr_local` }).catch(() => {});
+    await ch.close();
+    expect(await count(url, `SELECT count() AS c FROM ${db}.cdr_local`)).toBe(first.valid);
+  }
+  expect(await count(REPLICAS[1]!, `SELECT count() AS c FROM ${db}.cdr_offsets`)).toBe(first.valid);
+
+  // The workers go on from their group's commits through both nodes: the moved records are not read again.
+  const second = await produceSynthetic(n.raw, 300, 0, 502);
+  w = await startWorker(env(REPLICAS.join(",")));
+  try {
+    await statsWhen(w, (s) => s.total_clickhouse === second.valid && s.in_flight_buffer === 0, 30_000, "the new records stored on the cluster");
+    expect(await w.stop()).toBe(0);
+  } finally {
+    w.proc.kill("SIGKILL");
+  }
+  const total = first.valid + second.valid;
+  expect(await count(REPLICAS[1]!, `SELECT count() AS c FROM ${db}.cdr`)).toBe(total);
+  expect(await count(REPLICAS[1]!, `SELECT uniqExact(cdr_id) AS c FROM ${db}.cdr`)).toBe(total);
+  expect(await count(REPLICAS[1]!, `SELECT uniqExact(kafka_partition, kafka_offset) AS c FROM ${db}.cdr_offsets`)).toBe(total);
+}, 180_000);
+
+test("the first of two endpoints down while the second lacks the worker's user: under the production profile the worker waits, naming code 192, and goes on; nothing dead-lettered, each record once", async () => {
+  const db = uniqueName("cluser").replace(/\W/g, "_");
+  cleanupDatabases.push(db);
+  const ch0 = replica(REPLICAS[0]!);
+  try {
+    await migrate(ch0, db, "cdr", "cdr_cluster");
+  } finally {
+    await ch0.close();
+  }
+  // The worker's user on r1 alone, as a migrate Job that reached the first endpoint only left it.
+  const user = uniqueName("ops").replace(/\W/g, "_");
+  const usersD = `${ROOT}/.local/cluster/r1/users.d`;
+  mkdirSync(usersD, { recursive: true });
+  writeFileSync(`${usersD}/${user}.xml`, `<?xml version="1.0"?>\n<yandex><users><${user}><password>ops-secret</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></${user}></users></yandex>\n`);
+  cleanupFiles.push(`${usersD}/${user}.xml`);
+  await waitFor(async () => ((await fetch(`${REPLICAS[0]}/?user=${user}&password=ops-secret`, { method: "POST", body: "SELECT 1" })).ok ? true : undefined), 30_000, "r1 knows the user");
+  const n = await names("cluser");
+  const w = await startWorker(workerEnv(n, { ...productionProfile(), CLICKHOUSE_URL: REPLICAS.join(","), CLICKHOUSE_DATABASE: db, CLICKHOUSE_TABLE: "cdr", CLICKHOUSE_USER: user, CLICKHOUSE_PASSWORD: "ops-secret", CLICKHOUSE_KEEP_ALIVE_IDLE_MS: "0" }));
+  try {
+    const first = await produceSynthetic(n.raw, 200, 0, 601);
+    await statsWhen(w, (s) => s.total_clickhouse === first.valid, 30_000, "stored through r1");
+    await run(["bash", "-c", `kill -9 $(cat ${ROOT}/.local/cluster/r1/clickhouse.pid)`]);
+    await waitFor(async () => ((await fetch(`${REPLICAS[0]}/ping`).catch(() => null)) === null ? true : undefined), 20_000, "r1 down");
+    const second = await produceSynthetic(n.raw, 200, 0, 602);
+    const reasons = await waitFor(async () => {
+      const r = ((await (await fetch(`${w.statsUrl}/readyz`)).json()) as { reasons: string[] }).reasons.join(" ");
+      return r.includes("refuses the worker: code 192") ? r : undefined;
+    }, 30_000, "/readyz naming r2's refusal");
+    expect(reasons).toContain("127.0.0.1:8125");
+    await Bun.sleep(5_000);
+    expect((await w.stats()).total_dlq).toBe(0);
+    await run(["bash", SCRIPT, "start"]);
+    const s = await statsWhen(w, (s) => s.total_clickhouse === first.valid + second.valid && s.in_flight_buffer === 0, 60_000, "every record stored once r1 is back");
+    expect(s.total_dlq).toBe(0);
+    expect(await w.stop()).toBe(0);
+    const total = first.valid + second.valid;
+    expect(await count(REPLICAS[0]!, `SELECT count() AS c FROM ${db}.cdr`)).toBe(total);
+    expect(await count(REPLICAS[0]!, `SELECT uniqExact(cdr_id) AS c FROM ${db}.cdr`)).toBe(total);
+  } finally {
+    w.proc.kill("SIGKILL");
+  }
+}, 180_000);
