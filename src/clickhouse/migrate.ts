@@ -11,6 +11,7 @@ import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
 import { CdrWorkerError, SchemaMismatchError, type ErrorCode } from "../errors.ts";
 import { LIST_ANSWER_BYTES, queryText } from "./answer.ts";
 import { serverError, withCode } from "./insert-error.ts";
+import { backfillOffsets, type BackfillOptions } from "./backfill.ts";
 
 
 /** The column list of sql/001_cdr.sql, "( … )", which sql/cluster.sql's local table takes too. */
@@ -97,6 +98,7 @@ export async function migrate(
   database: string,
   table: string,
   cluster?: string,
+  backfill: BackfillOptions = {},
 ): Promise<string[]> {
   if (cluster) await refuseSingleServerTable(ch, database, table, cluster);
   const statements = ddlStatements(database, table, cluster);
@@ -124,13 +126,15 @@ export async function migrate(
     added.push(...missing.map((c) => `${database}.${target}.${c.name}`));
   }
   // Through the Distributed tables on a cluster: each shard's rows, whichever shard they land on
-  // (the offsets are only ever read whole).
-  if (!hadOffsets)
-    await ch.command({
-      query:
-        `INSERT INTO ${database}.${offsetsTable(table)} SELECT kafka_partition, kafka_offset, cdr_id, ingested_at ` +
-        `FROM ${database}.${table} WHERE kafka_offset >= 0`,
-    });
+  // (the offsets are only ever read whole). In bounded steps a re-run completes (backfill.ts).
+  const target = {
+    database,
+    source: table,
+    offsets: offsetsTable(table),
+    mutable: !cluster,
+    parts: cluster ? `${table}_local` : table,
+  };
+  await backfillOffsets(ch, target, !hadOffsets, backfill);
   for (const query of statements) if (isView(query)) await ch.command({ query });
   for (const query of dlqStatements(database, table, cluster)) await ch.command({ query });
   return added;

@@ -19,7 +19,7 @@ export function e2eScope(clickhouseUrl = CLICKHOUSE_URL) {
     await deleteTopics(...topics).catch(() => {});
     // The table, its offsets table and the view that keeps it (sql/001_cdr.sql), the DLQ table and its view.
     for (const t of tables)
-      for (const name of [`${t}_offsets_mv`, `${t}_offsets`, t, `${t}_dlq_summary`, `${t}_dlq`]) await ch.command({ query: `DROP TABLE IF EXISTS ${name}` }).catch(() => {});
+      for (const name of [`${t}_offsets_mv`, `${t}_offsets`, `${t}_offsets_backfill`, t, `${t}_dlq_summary`, `${t}_dlq`]) await ch.command({ query: `DROP TABLE IF EXISTS ${name}` }).catch(() => {});
     await ch.close();
   });
   return {
