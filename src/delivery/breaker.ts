@@ -44,6 +44,21 @@ export class DlqBreaker {
     return tripped;
   }
 
+  /** Whether these outcomes would trip it; nothing recorded. */
+  wouldTrip(stored: number, dead: number): boolean {
+    if (this.#maxRatio >= 1) return false;
+    if (this.#tripped) return true;
+    const copy = new DlqBreaker(this.#maxRatio, this.#window.length);
+    copy.#window.set(this.#window);
+    [copy.#index, copy.#filled, copy.#dlq] = [this.#index, this.#filled, this.#dlq];
+    return copy.recordMany(stored, false) || copy.recordMany(dead, true);
+  }
+
+  /** Tripped by a batch held rather than sent (Delivery): its rows are not recorded. */
+  hold(): void {
+    if (this.#maxRatio < 1) this.#tripped = true;
+  }
+
   /** The operator's word: the window starts empty and the breaker closed. */
   reset(): void {
     this.#window.fill(0);

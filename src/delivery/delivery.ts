@@ -107,6 +107,9 @@ export interface DeliveryEvents {
   onSettled: () => void;
 }
 
+/** How often a batch the DLQ breaker holds is tried again. */
+export const HOLD_RETRY_MS = 5_000;
+
 export class Delivery {
   readonly #opts: DeliveryOptions;
   readonly #deps: DeliveryDeps;
@@ -145,6 +148,10 @@ export class Delivery {
   #dlqSettledBytes = 0;
   /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait). */
   #waitingBatches = 0;
+  /** Counts the operator's resets of the breaker: a batch held before one goes its usual way. */
+  #released = 0;
+  /** The waits of held batches, cut short by a reset. */
+  readonly #heldWaiting: Array<() => void> = [];
   /**
    * Recent bytes a record holds in a batch (row plus payload: twice its size), for pollMax. It
    * starts at what the largest record the raw topic admits (1 MiB) holds, so the first poll cannot
@@ -177,6 +184,8 @@ export class Delivery {
     this.#flushDeps.onSettled = (stored, dead) => {
       if (this.#breaker.recordMany(stored, false) || this.#breaker.recordMany(dead, true)) this.#trip();
     };
+    this.#flushDeps.holdBatch = (stored, dead, signal) => this.#holdBatch(stored, dead, signal);
+    this.#flushDeps.heldTaken = () => this.#heldTaken();
     if (deps.transactions) {
       this.#flushDeps.envelopesReady = (batch, signal) => this.#batchReached(batch, signal);
       this.#flushDeps.admitEnvelopes = (signal) => this.#admitEnvelopes(signal);
@@ -370,8 +379,51 @@ export class Delivery {
     if (!this.#breaker.tripped) return false;
     this.#breaker.reset();
     this.#gate.openAll("breaker");
+    // Batches held meanwhile go their usual way now, their envelopes counted in the new window.
+    this.#released++;
+    for (const go of [...this.#heldWaiting]) go();
     log.info("DLQ circuit breaker reset by the operator; consumption resumed");
     return true;
+  }
+
+  /**
+   * A batch whose envelopes would trip the breaker (or go while it is tripped) is held: the breaker
+   * trips, consumption pauses, and the batch is tried again every HOLD_RETRY_MS (true), until
+   * ClickHouse takes it whole (heldTaken) or the operator resets the breaker (false: it goes on).
+   */
+  async #holdBatch(stored: number, dead: number, signal: AbortSignal): Promise<boolean> {
+    const epoch = this.#released;
+    if (!this.#breaker.wouldTrip(stored, dead)) return false;
+    if (!this.#breaker.tripped) {
+      this.#breaker.hold();
+      this.#trip();
+    }
+    log.warn("a batch whose envelopes the DLQ breaker would not let through is held and tried again", {
+      rows: stored + dead,
+      dead,
+      retry_ms: HOLD_RETRY_MS,
+    });
+    await new Promise<void>((go) => {
+      const done = () => {
+        cancel();
+        signal.removeEventListener("abort", done);
+        const at = this.#heldWaiting.indexOf(done);
+        if (at >= 0) this.#heldWaiting.splice(at, 1);
+        go();
+      };
+      const cancel = this.#clock.setTimeout(done, HOLD_RETRY_MS);
+      signal.addEventListener("abort", done);
+      this.#heldWaiting.push(done);
+    });
+    return this.#released === epoch && !signal.aborted;
+  }
+
+  /** A held batch was taken whole: what tripped the breaker is gone, consumption resumes. */
+  #heldTaken(): void {
+    if (!this.#breaker.tripped) return;
+    this.#breaker.reset();
+    this.#gate.openAll("breaker");
+    log.info("a batch the DLQ breaker held was taken whole by ClickHouse; the breaker is reset, consumption resumed");
   }
 
   /**

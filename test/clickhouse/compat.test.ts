@@ -9,6 +9,7 @@ import { decode } from "../../src/cdr/decode.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
 import { checkSchema, COLUMN_TYPES, ddlStatements, migrate } from "../../src/clickhouse/migrate.ts";
+import { checkGrants } from "../../src/clickhouse/grants.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { RowBuffer } from "../../src/clickhouse/row-encoder.ts";
 import { COLUMNS } from "../../src/clickhouse/row-format.ts";
@@ -141,6 +142,25 @@ describe.each(CLICKHOUSE_SERVERS.map((s, i) => [s.name, s, i] as const))("%s", (
     const total = offsets.reduce((n, r) => n + Number(r.c), 0);
     expect(total).toBe(1 + corpus.length);
     for (const name of [`${prev}_offsets_mv`, `${prev}_offsets`, prev]) await ch.command({ query: `DROP TABLE ${DB}.${name}` });
+  });
+
+  test("tables of 0.3.0's DDL (no DLQ table): run starts on them as they are; migrate makes the DLQ table and leaves the rest, offsets included", async () => {
+    const v3 = `${table}_v3`;
+    for (const q of ddlStatements(DB, v3)) await ch.command({ query: q });
+    const cols = COLUMNS.slice(0, 15).join(", ");
+    await ch.command({ query: `INSERT INTO ${DB}.${v3} (${cols}, kafka_partition, kafka_offset) SELECT ${cols}, 1, 9 FROM ${t} LIMIT 1` });
+    // The ingesting worker needs no DLQ table (dlq fill does): a rolling upgrade starts before migrate.
+    await checkGrants(ch, "default", DB, v3);
+    await checkSchema(ch, DB, v3);
+    expect(await migrate(ch, DB, v3)).toEqual([]);
+    await checkGrants(ch, "default", DB, v3);
+    await checkSchema(ch, DB, v3);
+    // The offsets table 0.3.0 kept is whole already: no backfill, no progress table.
+    const exists = async (name: string) => (await (await ch.query({ query: `EXISTS TABLE ${DB}.${name}`, format: "TabSeparated" })).text()).trim();
+    expect([await exists(`${v3}_dlq`), await exists(`${v3}_offsets_backfill`)]).toEqual(["1", "0"]);
+    const offsets = await (await ch.query({ query: `SELECT count() AS c FROM ${DB}.${v3}_offsets`, format: "JSONEachRow" })).json<{ c: string }>();
+    expect(Number(offsets[0]!.c)).toBe(1);
+    for (const name of [`${v3}_dlq_summary`, `${v3}_dlq`, `${v3}_offsets_mv`, `${v3}_offsets`, v3]) await ch.command({ query: `DROP TABLE ${DB}.${name}` });
   });
 
   test("the body means the same under the server's own defaults (no settings sent): nothing depends on input settings", async () => {

@@ -18,6 +18,7 @@ import { Counters } from "../../src/stats/counters.ts";
 import type { CdrWorkerError } from "../../src/errors.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { rowBinaryToTsv } from "../support/row-binary.ts";
+import { ClickHouseInsertError } from "../../src/clickhouse/insert-error.ts";
 import { waitFor } from "../support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -40,6 +41,9 @@ function harness(opts: {
   finder?: ReplayFinder;
   /** What the consumer's statistics show of the membership (one heartbeat accepted at the start if absent). */
   standing?: Standing;
+  /** While it says so, ClickHouse refuses every row as data (a column it cannot read). */
+  refusing?: () => boolean;
+  dlqRatioWindow?: number;
 } = {}) {
   const events: string[] = [];
   const paused = new Set<number>();
@@ -63,14 +67,20 @@ function harness(opts: {
   const writer = {
     insert: async (body: Uint8Array) => {
       await opts.insertGate;
+      if (opts.refusing?.()) throw new ClickHouseInsertError("Cannot parse input", "data", { code: 27, row: null });
       events.push(`insert ${rowBinaryToTsv(body).map((l) => l.split("\t")[1]).join(",")}`);
     },
   } as unknown as ClickHouseWriter;
-  const dlq = opts.dlq ?? ({ encodeRejection: () => ({ bytes: 1 }), publish: async () => void events.push("dlq") } as unknown as DlqPublisher);
+  const dlq = opts.dlq ?? ({
+    encodeRejection: () => ({ bytes: 1 }),
+    publish: async () => void events.push("dlq"),
+    publishRefused: async () => void events.push("dlq"),
+    publishStorageFailure: async (records: unknown[]) => void records.forEach(() => events.push("dlq")),
+  } as unknown as DlqPublisher);
   const counters = new Counters();
   const replays = opts.finder ?? (opts.delivered ? { findDelivered: async () => new Map([[0, { offsets: new Set(opts.delivered), since: 0 }]]) } : undefined);
   const d = new Delivery(
-    { topic: "cdr.raw", batchSize: 100, flushIntervalMs: 60_000, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: opts.dlqMaxRatio ?? 1, dlqRatioWindow: 10 },
+    { topic: "cdr.raw", batchSize: 100, flushIntervalMs: 60_000, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: opts.dlqMaxRatio ?? 1, dlqRatioWindow: opts.dlqRatioWindow ?? 10 },
     { consumer, writer, dlq, counters, ...(replays ? { replays } : {}), ...(opts.transactions ? { transactions: opts.transactions } : {}) },
   );
   const fatal: unknown[] = [];
@@ -123,6 +133,37 @@ test("the breaker pauses every partition through the gate; what was handed over 
   expect(h.events).toContain("insert r0,r1,r2,r3");
   expect(h.events.at(-1)).toBe("commit 14");
   expect(h.fatal).toEqual([]);
+});
+
+test("a batch whose refused rows would trip the breaker is held, not dead-lettered: consumption pauses, and it goes on once ClickHouse takes it whole", async () => {
+  let refusing = false;
+  const h = harness({ dlqMaxRatio: 0.2, refusing: () => refusing });
+  h.hand(Array.from({ length: 8 }, (_, i) => msg(i, valid(i))));
+  await h.d.settle();
+  refusing = true;
+  h.hand(Array.from({ length: 4 }, (_, i) => msg(8 + i, valid(8 + i))));
+  const flushed = h.d.settle();
+  await waitFor(() => (h.d.tripped ? true : undefined), 5000, "the breaker tripped by the batch it holds");
+  expect(h.paused.has(0)).toBe(true);
+  refusing = false;
+  await flushed;
+  expect(h.events).not.toContain("dlq");
+  expect(h.events).toContain("insert r8,r9,r10,r11");
+  expect([h.d.tripped, h.paused.has(0)]).toEqual([false, false]);
+  expect(h.events.filter((e) => e.startsWith("commit")).at(-1)).toBe("commit 12");
+});
+
+test("a batch the breaker holds goes to the DLQ on the operator's word (the breaker's reset)", async () => {
+  const h = harness({ dlqMaxRatio: 0.2, refusing: () => true });
+  h.hand(Array.from({ length: 4 }, (_, i) => msg(i, valid(i))));
+  // The window fills with the first batch's four refused rows and six rejections: nothing sent yet.
+  h.hand(Array.from({ length: 6 }, (_, i) => msg(4 + i, "{broken")));
+  const flushed = h.d.settle();
+  await waitFor(() => (h.d.tripped ? true : undefined), 5000, "tripped");
+  expect(h.d.resetBreaker()).toBe(true);
+  await flushed;
+  expect(h.events.filter((e) => e === "dlq").length).toBe(10);
+  expect(h.events.filter((e) => e.startsWith("commit")).at(-1)).toBe("commit 10");
 });
 
 // After a broker restart the group's coordinator answers COORDINATOR_LOAD_IN_PROGRESS until it has

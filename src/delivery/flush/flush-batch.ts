@@ -8,7 +8,7 @@
 import type { Batch } from "../batch/batch.ts";
 import { systemClock, type Clock } from "../clock.ts";
 import type { RetryPolicy } from "../../clickhouse/retry.ts";
-import { storeBatch } from "../../clickhouse/store.ts";
+import { storeBatch, type StoreOutcome } from "../../clickhouse/store.ts";
 import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
 import type { DlqPublisher, SourceRecord } from "../../dlq/publisher.ts";
 import { AssignmentLostError } from "../../errors.ts";
@@ -38,6 +38,13 @@ export interface FlushDeps {
   clock?: Clock;
   /** Hears how many of the batch's rows were stored and how many went to the DLQ (the breaker). */
   onSettled?: (stored: number, dead: number) => void;
+  /**
+   * The DLQ breaker's say before a batch's rows go to the DLQ (Delivery): resolves true to hold the
+   * batch and try it again (its envelopes would trip the breaker), false to send them. `taken` hears
+   * that a batch held was then taken whole.
+   */
+  holdBatch?: (stored: number, dead: number, signal: AbortSignal) => Promise<boolean>;
+  heldTaken?: () => void;
 }
 
 export async function flushBatch(
@@ -48,22 +55,38 @@ export async function flushBatch(
   const clock = d.clock ?? systemClock;
   const started = clock.mono();
   const once = insertOnce(batch, d.writer, () => d.admit(signal));
-  const outcome = await storeBatch(batch.count, once.insert, d.retry, {
-    sleep: (ms) => sleepUnless(ms, signal, clock),
-    onRetry: (attempt, error, delayMs) => {
-      d.counters.chRetries++;
-      log.warn("ClickHouse insert failed; retrying", {
-        attempt,
-        delay_ms: delayMs,
-        rows: batch.count,
-        err: error as Error,
-      });
-    },
-    onWaiting: (waiting) => d.onWaiting(waiting),
-  });
-  const failed = outcome.failed;
+  const store = () =>
+    storeBatch(batch.count, once.insert, d.retry, {
+      sleep: (ms) => sleepUnless(ms, signal, clock),
+      onRetry: (attempt, error, delayMs) => {
+        d.counters.chRetries++;
+        log.warn("ClickHouse insert failed; retrying", {
+          attempt,
+          delay_ms: delayMs,
+          rows: batch.count,
+          err: error as Error,
+        });
+      },
+      onWaiting: (waiting) => d.onWaiting(waiting),
+    });
+  let outcome = await store();
   // A lost answer's rows may be stored after all: asked once more before any goes to the DLQ.
-  if (failed && !signal.aborted) await once.settle();
+  if (outcome.failed && !signal.aborted) await once.settle();
+  // Envelopes that would trip the DLQ breaker wait: the batch is tried again (the rows stored stay
+  // so, insertOnce skips them) until ClickHouse takes it whole, or the operator's word sends them.
+  let held = false;
+  while (d.holdBatch && !signal.aborted) {
+    const dead = deadRows(outcome, once);
+    if (dead === 0) break;
+    if (!(await d.holdBatch(batch.count - dead, dead, signal))) break;
+    held = true;
+    const again = await store();
+    const [inserted, splitInserts] = [outcome.inserted + again.inserted, outcome.splitInserts + again.splitInserts];
+    outcome = { ...again, inserted, splitInserts };
+    if (outcome.failed && !signal.aborted) await once.settle();
+  }
+  if (held && deadRows(outcome, once) === 0) d.heldTaken?.();
+  const failed = outcome.failed;
   d.counters.chAnswersLost += once.lost;
   // Nothing of the batch goes to the DLQ unless the worker still owns its partitions, asked after
   // the last read and right before the sends: a worker frozen past its session that thaws with its
@@ -115,6 +138,13 @@ export async function flushBatch(
   await Promise.all(sends);
   d.counters.recordStoredInDlq(batch, notInserted, outcome.refused.length, d.dlq.storageFailureReason);
   d.onSettled?.(batch.count - notInserted.length, notInserted.length);
+}
+
+/** The rows that would go to the DLQ: refused alone, or in a failed range and not stored after all. */
+function deadRows(outcome: StoreOutcome, once: { stored: (i: number) => boolean }): number {
+  let dead = outcome.refused.length;
+  for (const [lo, hi] of outcome.failed?.ranges ?? []) for (let i = lo; i < hi; i++) if (!once.stored(i)) dead++;
+  return dead;
 }
 
 /** A retry's pause, cut short when the partitions are lost: the next attempt then ends the batch. */
