@@ -115,7 +115,12 @@ const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
   RD.ERR_CLUSTER_AUTHORIZATION_FAILED,
 ]);
 
+/** Records librdkafka reports without words are said at most this often a partition (#sayUndecodable). */
+const UNDECODABLE_SAY_MS = 1_000;
+
 export class Consumer {
+  /** The last unreadable record said, a partition: its words, when, and how many like it were not. */
+  readonly #undecodableSaid = new Map<number, { text: string | undefined; at: number; notShown: number }>();
   readonly #h: Handle;
   readonly #queue: Pointer;
   readonly #commitQueue: Pointer;
@@ -388,11 +393,29 @@ export class Consumer {
   /** `text`: librdkafka's own words for this record (which batch, how many bytes), when it gave any. */
   #undecodable(rkt: number, partition: number, offset: number, err: number, text?: string): Message {
     const error = `${errName(err)}: ${rdk().rd_kafka_err2str(err)}`;
-    const code = errName(err);
-    log.warn("kafka record librdkafka could not decode; it goes to the DLQ", { partition, offset, code, text });
+    this.#sayUndecodable(partition, offset, errName(err), text);
     const m: Message = { topic: this.#topicName(rkt), partition, offset, timestamp: -1, value: null, key: null, error };
     if (text !== undefined) m.errorText = text;
     return m;
+  }
+
+  /**
+   * One line a batch, not one a record: librdkafka reports an unreadable batch offset by offset, with
+   * the same words naming the batch (its offsets, its size), and a bomb of 200,000 records would write
+   * 200,000 lines. Records reported without words are said at most once a second a partition; the
+   * next line counts those left out. Every one of them still becomes an envelope.
+   */
+  #sayUndecodable(partition: number, offset: number, code: string, text: string | undefined): void {
+    const now = performance.now();
+    const said = this.#undecodableSaid.get(partition);
+    if (said && said.text === text && (text !== undefined || now - said.at < UNDECODABLE_SAY_MS)) {
+      said.notShown++;
+      return;
+    }
+    const notShown = said?.notShown ? { previous_not_shown: said.notShown } : {};
+    const fields = { partition, offset, code, text, ...notShown };
+    log.warn("kafka record librdkafka could not decode; it goes to the DLQ", fields);
+    this.#undecodableSaid.set(partition, { text, at: now, notShown: 0 });
   }
 
   /** The topic of a handle that a live message holds, or that this poll already resolved. */

@@ -6,6 +6,7 @@
 // decompress and stands for as many offsets, went onto the queue whole.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { Consumer } from "../../src/kafka/consumer.ts";
+import { setLogSink } from "../../src/log.ts";
 import { mockClusterWith } from "../support/mock-cluster.ts";
 import { produceRaw, recordBatch, type RawRecord } from "../support/raw-batch.ts";
 import { waitFor } from "../support/services.ts";
@@ -48,6 +49,9 @@ test.each([
 
     const offsets: number[] = [];
     let errors = 0;
+    // What the log says of the unreadable batch: one line for it, not one an offset.
+    const said: string[] = [];
+    setLogSink((line) => void (line.includes("could not decode") && said.push(line)));
     const deadline = performance.now() + 40_000;
     while (performance.now() < deadline && offsets.length < RECORDS + 1) {
       await consumer.waitForMessages(100);
@@ -60,7 +64,11 @@ test.each([
     expect(offsets.length).toBe(RECORDS + 1);
     expect(offsets.every((o, i) => o === i)).toBe(true);
     expect(errors).toBe(corrupt ? RECORDS : 0);
+    // Reported in fetches of a few thousand offsets, each naming the same batch: one line.
+    expect(said.length).toBe(corrupt ? 1 : 0);
+    if (corrupt) expect(JSON.parse(said[0]!).text).toMatch(/record batch at offsets 0-199999/);
   } finally {
+    setLogSink();
     await consumer?.close();
     holder.close();
   }
