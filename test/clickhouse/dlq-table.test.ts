@@ -5,6 +5,7 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { encodeEnvelope, provenanceHeaders, type DlqStage } from "../../src/dlq/envelope.ts";
 import { dlqRow, dateTimeText } from "../../src/dlq/table/row.ts";
+import { parsePredicate, predicateSql } from "../../src/dlq/table/predicate.ts";
 import { ClickHouseDlqStore } from "../../src/dlq/table/store.ts";
 import type { FailureReason } from "../../src/cdr/fields.ts";
 import type { Message } from "../../src/kafka/message.ts";
@@ -142,5 +143,13 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name,
     expect([Number(c!.rows), Number(c!.offsets)]).toEqual([HOSTILE_DLQ.length, HOSTILE_DLQ.length]);
     const read = await (await scope.ch.query({ query: `SELECT dlq_offset, unreadable FROM ${n.database}.${n.table}_dlq ORDER BY dlq_offset`, format: "JSONEachRow" })).json<{ dlq_offset: string; unreadable: string }>();
     HOSTILE_DLQ.forEach((h, i) => expect(read[i]!.unreadable).toMatch(h.mended));
+  });
+
+  test("--where's number literals read as decimal: what 010 becomes equals 10 here, where 010 itself may not", async () => {
+    const sql = predicateSql(parsePredicate("dlq_offset = 010"));
+    const literal = /= (\S+)\)$/.exec(sql)![1]!;
+    const [r] = await (await scope.ch.query({ query: `SELECT ${literal} = 10 AS decimal, 010 = 10 AS as_written`, format: "JSONEachRow" })).json<{ decimal: number; as_written: number }>();
+    expect(Number(r!.decimal)).toBe(1);
+    if (server.name.includes("18.16")) expect(Number(r!.as_written)).toBe(0); // octal: 8
   });
 });

@@ -192,9 +192,20 @@ export function predicateSql(p: Predicate): string {
   }
 }
 
+/**
+ * A number as every supported server reads it in decimal: 18.16 reads a leading zero as octal
+ * (`010` is 8), so leading zeros go (`010` → `10`, `-007.50` → `-7.50`, `000` → `0`).
+ */
+function decimal(text: string): string {
+  const m = /^(-?)0*(\d+(?:\.\d+)?)$/.exec(text);
+  if (!m) return text;
+  const digits = m[2]!.startsWith(".") ? `0${m[2]}` : m[2]!;
+  return `${m[1]}${digits}`;
+}
+
 function literalSql(l: Literal): string {
   if (l.kind === "null") return "NULL";
-  if (l.kind === "number") return l.text;
+  if (l.kind === "number") return decimal(l.text);
   const escaped = l.value
     .replaceAll("\\", "\\\\")
     .replaceAll("'", "\\'")

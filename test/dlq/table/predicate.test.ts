@@ -47,3 +47,9 @@ test("what is not the grammar is refused with its place: functions, subqueries, 
   expect(() => parsePredicate("(".repeat(40) + "stage = 'a'" + ")".repeat(40))).toThrow("nested deeper than 32");
   expect(() => parsePredicate(`stage = '${"x".repeat(MAX_PREDICATE_CHARS)}'`)).toThrow("longer than");
 });
+
+test("number literals are written in decimal as every server reads them: 18.16 reads a leading zero as octal", () => {
+  expect(predicateSql(parsePredicate("dlq_offset IN (010, 0, 000, 7)"))).toBe("(dlq_offset IN (10, 0, 0, 7))");
+  expect(predicateSql(parsePredicate("attempts > -007.50"))).toBe("(attempts > -7.50)");
+  expect(predicateSql(parsePredicate("dlq_offset = 00.5"))).toBe("(dlq_offset = 0.5)");
+});
