@@ -12,6 +12,7 @@ import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
 import { ANSWER_DEADLINE_MARGIN_MS } from "./clickhouse/answer.ts";
 import { retryBudgetMs, type RetryPolicy } from "./clickhouse/retry.ts";
 import { readSecretFile } from "./secrets/secret-file.ts";
+import { withoutUserInfo } from "./secrets/url-mask.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -339,13 +340,7 @@ export const EXACTLY_ONCE_KAFKA_PROPS: Readonly<Record<string, string>> = {
   "transactional.id": "exactly-once names the DLQ producer's transactions <KAFKA_GROUP_ID>-<WORKER_INSTANCE>",
 };
 
-/**
- * A value as it may be shown: every URL in it without its user information (`http://u:pw@h` →
- * `http://[redacted]@h`), so a password written into CLICKHOUSE_URL never reaches a message.
- */
-export function withoutUserInfo<T extends string | undefined>(value: T): T {
-  return (value === undefined ? value : value.replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@,]*@/gi, "$1[redacted]@")) as T;
-}
+export { withoutUserInfo };
 
 /** security.protocol → KAFKA_PROP_SECURITY_PROTOCOL: the variable that sets a property. */
 export function kafkaPropVariable(prop: string): string {

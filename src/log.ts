@@ -1,7 +1,9 @@
 /**
  * One JSON object per line on stderr: time, level, msg, then context fields.
- * Secrets never reach here: callers pass only what is safe, and `redact` masks known keys anyway.
+ * Secrets never reach here: callers pass only what is safe, and `redact` masks known keys and the
+ * user information of any URL anyway.
  */
+import { withoutUserInfo } from "./secrets/url-mask.ts";
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 const SECRET_KEY = /pass(word)?|secret|token|sasl\.(password|oauthbearer)|ssl\.key/i;
@@ -20,7 +22,11 @@ export function setLogSink(fn?: (line: string) => void): void {
 }
 
 function redact(ctx: Record<string, unknown>): Record<string, unknown> {
-  for (const k of Object.keys(ctx)) if (SECRET_KEY.test(k)) ctx[k] = "[redacted]";
+  for (const k of Object.keys(ctx)) {
+    const v = ctx[k];
+    if (SECRET_KEY.test(k)) ctx[k] = "[redacted]";
+    else if (typeof v === "string") ctx[k] = withoutUserInfo(v);
+  }
   return ctx;
 }
 
@@ -36,10 +42,10 @@ export function errorFields(e: unknown, depth = 0): unknown {
   const { code, retryable } = e as { code?: unknown; retryable?: unknown };
   return {
     name: e.name,
-    message: e.message,
+    message: withoutUserInfo(e.message),
     ...(code !== undefined ? { code } : {}),
     ...(typeof retryable === "boolean" ? { retryable } : {}),
-    ...(e.stack ? { stack: e.stack } : {}),
+    ...(e.stack ? { stack: withoutUserInfo(e.stack) } : {}),
     ...(e.cause !== undefined && depth < MAX_CAUSES ? { cause: errorFields(e.cause, depth + 1) } : {}),
   };
 }
@@ -47,7 +53,8 @@ export function errorFields(e: unknown, depth = 0): unknown {
 function emit(level: LogLevel, msg: string, ctx?: Record<string, unknown>): void {
   if (RANK[level] < threshold) return;
   if (ctx?.err instanceof Error) ctx.err = errorFields(ctx.err);
-  sink(JSON.stringify({ time: new Date().toISOString(), level, msg, ...(ctx ? redact(ctx) : {}) }));
+  const line = { time: new Date().toISOString(), level, msg: withoutUserInfo(msg), ...(ctx ? redact(ctx) : {}) };
+  sink(JSON.stringify(line));
 }
 
 export const log = {

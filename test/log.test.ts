@@ -2,7 +2,7 @@
 // its causes, so a wrapped failure still says what caused it.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { KafkaError } from "../src/errors.ts";
-import { errorFields, log } from "../src/log.ts";
+import { errorFields, log, setLogSink } from "../src/log.ts";
 
 setDefaultTimeout(60_000);
 
@@ -32,4 +32,19 @@ test("a cycle of causes ends after five; a cause that is no Error is its text", 
   for (let f = errorFields(a) as { cause?: unknown }; f?.cause; f = f.cause as { cause?: unknown }) depth++;
   expect(depth).toBe(5);
   expect((errorFields(new Error("x", { cause: 42 })) as { cause: unknown }).cause).toBe("42");
+});
+
+test("a URL's user information never reaches a line, whatever its password holds: in msg, fields and errors", () => {
+  const lines: string[] = [];
+  setLogSink((l) => void lines.push(l));
+  try {
+    const url = "http://worker:p@ss,w/rd:x@ch-a:8123,http://worker:p@ss,w/rd:x@ch-b:8123";
+    log.warn(`cannot reach ${url}`, { endpoint: url, err: new Error(`connect ${url} refused`) });
+  } finally {
+    setLogSink();
+  }
+  const line = lines.join("\n");
+  expect(line).not.toContain("p@ss");
+  expect(line).not.toContain("w/rd");
+  expect(line).toContain("http://[redacted]@ch-a:8123,http://[redacted]@ch-b:8123");
 });

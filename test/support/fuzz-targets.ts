@@ -11,6 +11,7 @@
  */
 import fc from "fast-check";
 import { dlqRow } from "../../src/dlq/table/row.ts";
+import { withoutUserInfo } from "../../src/secrets/url-mask.ts";
 import { parsePredicate, PredicateError, predicateSql } from "../../src/dlq/table/predicate.ts";
 import { decode, type Decoded } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS } from "../../src/cdr/fields.ts";
@@ -535,6 +536,32 @@ const predicateBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
   fc.uint8Array({ maxLength: 200 }),
 );
 
+// ---- The URL mask ----------------------------------------------------------------------------
+
+/** A password of any characters in a CLICKHOUSE_URL list, said in a message as a config error or log line does. */
+const urlWithPassword: fc.Arbitrary<Uint8Array> = fc
+  .tuple(fc.string({ unit: "binary", minLength: 1, maxLength: 40 }), fc.string({ maxLength: 12 }), fc.nat(3), fc.boolean())
+  .filter(([pw]) => !/[\s,;"'(=[<][a-z][a-z0-9+.-]*:\/\//i.test(`,${pw}`) && pw.length >= 4)
+  .map(([raw, user, others, quoted]) => {
+    // A mark of its own first: the password is then nowhere else in the text by chance.
+    const pw = `Zq${raw}`;
+    const urls = [`http://${user}:${pw}@ch-a:8123`, ...Array.from({ length: others }, (_, i) => `https://u${i}:${pw}@ch-${i}:8443/`)];
+    const value = urls.join(",");
+    return enc.encode(quoted ? `CLICKHOUSE_URL="${value}": expected a URL` : `cannot reach ${value} (${pw.length})`);
+  });
+
+/** Whatever the password holds, none of it is shown: the text around each URL is, its host too. */
+function checkUrlMask(bytes: Uint8Array): void {
+  const text = utf8.decode(bytes);
+  const at = text.indexOf(":Zq");
+  const end = text.indexOf("@ch-a:8123");
+  if (at < 0 || end < at) return;
+  const secret = text.slice(at + 1, end);
+  const shown = withoutUserInfo(text);
+  if (shown.includes(secret)) throw new Error(`the password shows: ${JSON.stringify(shown).slice(0, 300)}`);
+  if (!shown.includes("[redacted]@ch-a:8123")) throw new Error(`the first host is not shown masked: ${JSON.stringify(shown).slice(0, 300)}`);
+}
+
 // ---- The targets -----------------------------------------------------------------------------
 
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
@@ -550,4 +577,5 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   { name: "dlq-table-row", inputs: "envelopes as written then mutated, and anything else, with hostile headers", arbitrary: envelopeBytes, check: checkDlqRow },
   { name: "dlq-predicate", inputs: "the --where grammar's pieces in any order, and any bytes", arbitrary: predicateBytes, check: checkPredicate },
   { name: "row-binary-roundtrip", inputs: "valid corpus records", arbitrary: corpusRecord, check: checkRowBinaryRoundTrip },
+  { name: "url-mask", inputs: "CLICKHOUSE_URL lists whose passwords hold any character, in messages", arbitrary: urlWithPassword, check: checkUrlMask },
 ];
