@@ -34,7 +34,9 @@ cdr-worker dlq replay [selection] [--where PREDICATE] [--limit N] [--chunk-size 
   --where selects by a predicate on the DLQ table (<table>_dlq, filled by dlq fill): its columns
   compared with literals (= != <> < <= > >=, [NOT] IN (…), IS [NOT] NULL), AND, OR, NOT and
   parentheses, e.g. "failure_reason = 'invalid_rat_value' AND device_id IN ('d1','d2')". The
-  envelopes at the offsets it selects are read from the topic and replayed.
+  envelopes at the offsets it selects are read from the topic and replayed, each only if its payload
+  is the one its row was made from (payload_sha256; not_the_rows_payload counts the others: a DLQ
+  topic made anew over an old table).
 Selection:
   --reason R            failure_reason R
   --stage S             where the record was turned away: decode, clickhouse-refused (ClickHouse
@@ -55,8 +57,11 @@ const UNREADABLE_LISTED = 100;
 const REPLAY_CHUNK = 5000;
 
 interface Selection {
-  /** --where: the DLQ offsets of each partition the DLQ table selects. */
-  offsets?: ReadonlyMap<number, ReadonlySet<number>>;
+  /**
+   * --where: the DLQ offsets of each partition the DLQ table selects, with each row's payload_sha256:
+   * the record read at that offset is sent only if its payload is the one the row was made from.
+   */
+  offsets?: ReadonlyMap<number, ReadonlyMap<number, string>>;
   reason?: string;
   stage?: DlqStage;
   since: number | null;
@@ -228,6 +233,8 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   // put its payload into cdr.raw); the rest are counted.
   const key = provenanceKeyOf(cfg);
   let unproven = 0;
+  let notTheRows = 0;
+  const counts = () => ({ unproven: key ? unproven : null, notTheRows: sel.offsets ? notTheRows : null });
   // Per partition: the first record of the unsent chunk (it holds the position back), and the next
   // record after the last envelope read (the reader's own `next` once it returns).
   const held = new Map<number, number>();
@@ -236,7 +243,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   const stopOn = (signal: string) => {
     if (stopping) {
       const stop = `second ${signal}`;
-      printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), null, stop);
+      printReplay(dryRun, cfg, args, matched, sent, counts(), listed, position(), null, stop);
       exitNow("REPLAY_SECOND_SIGNAL");
     }
     stopping = signal;
@@ -273,6 +280,12 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     ({ unreadable, next } = await scan(cfg, range, async (e) => {
       read.set(e.partition, e.offset + 1);
       if (!selects(sel, e)) return;
+      // The DLQ topic made anew over an old table: another envelope stands at the row's offset now.
+      const row = sel.offsets?.get(e.partition)?.get(e.offset);
+      if (row !== undefined && row !== payloadDigest(e.payloadText)) {
+        notTheRows++;
+        return;
+      }
       if (key && !provenBy(key, envelopeSource(e.headers), payloadDigest(e.payloadText))) {
         unproven++;
         return;
@@ -300,14 +313,14 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
     await send();
   } catch (e) {
     // A failed send is a stop too: what was acknowledged is where a later run goes on.
-    printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), unreadable, "error");
+    printReplay(dryRun, cfg, args, matched, sent, counts(), listed, position(), unreadable, "error");
     throw e;
   } finally {
     producer?.close();
     process.off("SIGINT", onInt);
     process.off("SIGTERM", onTerm);
   }
-  printReplay(dryRun, cfg, args, matched, sent, key ? unproven : null, listed, position(), unreadable, stopping);
+  printReplay(dryRun, cfg, args, matched, sent, counts(), listed, position(), unreadable, stopping);
   return "OK";
 }
 
@@ -317,7 +330,7 @@ function printReplay(
   args: ParsedArgs,
   matched: number,
   sent: number,
-  unproven: number | null,
+  skipped: { unproven: number | null; notTheRows: number | null },
   listed: unknown[],
   next: Map<number, number>,
   unreadable: Unreadable | null,
@@ -329,7 +342,8 @@ function printReplay(
       to: cfg.kafka.topicRaw,
       [dryRun ? "would_send" : "sent"]: dryRun ? matched : sent,
       records: dryRun ? listed : undefined,
-      unproven_envelopes: unproven ?? undefined,
+      unproven_envelopes: skipped.unproven ?? undefined,
+      not_the_rows_payload: skipped.notTheRows ?? undefined,
       unreadable: unreadable?.count,
       unreadable_records: unreadable?.first,
       stopped_by: stoppedBy ?? undefined,
@@ -352,9 +366,9 @@ async function withWhere(cfg: Config, args: ParsedArgs, sel: Selection): Promise
   const offsets = await selectedOffsets(cfg, predicate);
   const starts = new Map<number, number>();
   let to = 0;
-  for (const [p, set] of offsets) {
+  for (const [p, rows] of offsets) {
     let first = Infinity, last = -1;
-    for (const o of set) (first = Math.min(first, o)), (last = Math.max(last, o));
+    for (const o of rows.keys()) (first = Math.min(first, o)), (last = Math.max(last, o));
     const resumed = sel.range.starts ? sel.range.starts.get(p) : sel.range.from;
     if (sel.range.starts && resumed === undefined) continue;
     starts.set(p, Math.max(first, resumed ?? first));
@@ -364,19 +378,19 @@ async function withWhere(cfg: Config, args: ParsedArgs, sel: Selection): Promise
   return { ...sel, offsets, range };
 }
 
-async function selectedOffsets(cfg: Config, predicate: string): Promise<Map<number, Set<number>>> {
+async function selectedOffsets(cfg: Config, predicate: string): Promise<Map<number, Map<number, string>>> {
   const { database, table } = cfg.clickhouse;
   const ch = createClickHouse(cfg.clickhouse);
   try {
     const query =
-      `SELECT dlq_partition, dlq_offset FROM ${database}.${dlqTable(table)} ` +
-      `WHERE unreadable = '' AND ${predicate} ORDER BY dlq_partition, dlq_offset`;
-    const out = new Map<number, Set<number>>();
+      `SELECT dlq_partition, dlq_offset, payload_sha256 FROM ${database}.${dlqTable(table)} ` +
+      `WHERE failure_reason != '' AND ${predicate} ORDER BY dlq_partition, dlq_offset`;
+    const out = new Map<number, Map<number, string>>();
     for (const line of (await queryText(ch, query, ROWS_ANSWER_BYTES)).split("\n").filter(Boolean)) {
-      const [p, o] = line.split("\t").map(Number) as [number, number];
-      let set = out.get(p);
-      if (!set) out.set(p, (set = new Set()));
-      set.add(o);
+      const [p, o, digest] = line.split("\t") as [string, string, string];
+      let rows = out.get(Number(p));
+      if (!rows) out.set(Number(p), (rows = new Map()));
+      rows.set(Number(o), digest);
     }
     return out;
   } finally {

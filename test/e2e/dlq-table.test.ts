@@ -220,6 +220,18 @@ test("dlq replay --where replays exactly the offsets the DLQ table selects; a pr
   const q = `SELECT original_payload FROM ${n.database}.${n.table}_dlq WHERE ${sql}`;
   for (const r of await (await ch.query({ query: q, format: "JSONEachRow" })).json<{ original_payload: string }>())
     expect(payloads.has(r.original_payload)).toBe(true);
+  // The DLQ topic made anew over the old table: other envelopes at the rows' offsets, none sent.
+  const other = await createTopic("dlq-where-anew");
+  const op = new Producer(props);
+  await op.produceBatch(other, Array.from({ length: 2 * total }, (_, i) => encodeEnvelope({ reason: "invalid_rat_value", field: "rat", payload: `{"raw_id":"other-${i}"}`, payloadIsObject: true }, new Date(), "w")));
+  op.close();
+  const before = [0, 1, 2].reduce((sum, p) => sum + topicLength(n.raw, p), 0);
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--where", where], { env: { ...env, KAFKA_TOPIC_DLQ: other }, stdout: "pipe", stderr: "pipe" });
+  const [anewOut, anewCode] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+  expect(anewCode).toBe(0);
+  expect(JSON.parse(anewOut)).toMatchObject({ sent: 0, not_the_rows_payload: selected.length });
+  expect([0, 1, 2].reduce((sum, p) => sum + topicLength(n.raw, p), 0)).toBe(before);
+  await deleteTopics(other);
   // Not a predicate of the grammar: refused with where, and nothing sent or asked.
   for (const bad of ["1 = 1; DROP TABLE x", "failure_reason = 'a' OR sleep(3)", "original_payload = 'x' --", "nope = 1", "(SELECT 1) = 1"]) {
     const r = await cli("--where", bad);
