@@ -186,6 +186,8 @@ export class ClickHouseWriter {
   /** The last refusal of the worker while inserts fail; null once an endpoint takes one again. */
   #refusal: WorkerRefusal | null = null;
   readonly #waitOnRefusal: boolean;
+  /** The last refusal readiness shows was the replay check's (#checkAnswered ends it). */
+  #checkRefused = false;
   /** Attempts whose held check was said in the log: once an attempt, not at every retry. */
   readonly #heldSaid = new WeakSet<UncertainAttempt>();
 
@@ -670,6 +672,7 @@ export class ClickHouseWriter {
     const text = await this.#onAnyEndpoint(read).catch((err) => {
       throw this.#refusalOr(err, "replay check: reading what the last owner stored");
     });
+    this.#checkAnswered();
     const byPartition = new Map(owned.map((o) => [o.partition, o]));
     const out: DeliveredOffsets = new Map();
     for (const line of text.split("\n")) {
@@ -745,6 +748,7 @@ export class ClickHouseWriter {
           log.warn("replay check: an endpoint refuses the worker's credentials, so runs none of its inserts", {
             endpoint: e.name,
           });
+        else e.refusing = null; // it answered the worker: no refusal of its stands
         const deadline = this.#clock.mono() + RUNNING_WAIT_MS;
         while (ids.length > 0) {
           if (this.#clock.mono() > deadline)
@@ -759,6 +763,17 @@ export class ClickHouseWriter {
         }
       }),
     );
+  }
+
+  /**
+   * The replay check was answered: a refusal it met (#refusalOr) is over. Inserts' own refusals end
+   * with the next insert taken; an idle worker would otherwise say the last one for ever.
+   */
+  #checkAnswered(): void {
+    if (!this.#checkRefused) return;
+    this.#checkRefused = false;
+    this.#failing = false;
+    this.#refusal = null;
   }
 
   /** Records a refusal of the worker for /readyz; one of its credentials has the password file read again. */
@@ -781,6 +796,7 @@ export class ClickHouseWriter {
     this.#refusedBy(endpoint, e);
     if (this.#waitOnRefusal) {
       this.#failing = true;
+      this.#checkRefused = true;
       return e;
     }
     return new CdrWorkerError("CLICKHOUSE_SCHEMA", e.message, false, { cause: err });
