@@ -9,7 +9,7 @@
  *   restart of the Job) is taken up by the next from the first step not done;
  * - a step cut short may have written part of its rows: before it runs again, those are deleted
  *   (a mutation, awaited), so no offset is in the table twice (audit would count it stored twice);
- * - the last row, `complete`, says the table is whole; `run` refuses to start before it (checkSchema).
+ * - once every step is done the progress table is dropped: an offsets table without one is whole.
  * On a cluster the rows are read and written through the Distributed tables; a step cut short there
  * is not mended by a mutation (it would have to run on every shard's local table): migrate stops with
  * one line naming the statement that empties the offsets table to start again.
@@ -21,7 +21,6 @@ import { LIST_ANSWER_BYTES, queryText, SMALL_ANSWER_BYTES } from "./answer.ts";
 /** The most rows one step copies (about one insert block of ClickHouse's). */
 export const STEP_ROWS = 1_000_000;
 const MUTATION_POLL_MS = 200;
-const COMPLETE = "complete";
 
 export const backfillTable = (offsets: string) => `${offsets}_backfill`;
 
@@ -70,7 +69,6 @@ export async function backfillOffsets(
       return [step!, Number(rows)] as const;
     }),
   );
-  if (done.has(COMPLETE)) return { steps: 0, rows: 0 };
   let steps = 0;
   let rows = 0;
   for (const { month, slices } of await plan(ch, t, progress, done, opts.stepRows ?? STEP_ROWS)) {
@@ -94,7 +92,8 @@ export async function backfillOffsets(
       rows += copied;
     }
   }
-  await ch.command({ query: `INSERT INTO ${progress} VALUES ('${COMPLETE}', ${rows}, now())` });
+  // Whole: the progress table goes. An offsets table without one is whole (or an older release's).
+  await ch.command({ query: `DROP TABLE ${progress}` });
   return { steps, rows };
 }
 

@@ -186,8 +186,8 @@ export class ClickHouseWriter {
   /** The last refusal of the worker while inserts fail; null once an endpoint takes one again. */
   #refusal: WorkerRefusal | null = null;
   readonly #waitOnRefusal: boolean;
-  /** The last refusal readiness shows was the replay check's (#checkAnswered ends it). */
-  #checkRefused = false;
+  /** The replay check's last refusal of the worker, until the check is answered (#checkAnswered). */
+  #checkRefusal: WorkerRefusal | null = null;
   /** Attempts whose held check was said in the log: once an attempt, not at every retry. */
   readonly #heldSaid = new WeakSet<UncertainAttempt>();
 
@@ -241,8 +241,8 @@ export class ClickHouseWriter {
   get health(): { reachable: boolean; inserting: boolean; refusal: WorkerRefusal | null } {
     return {
       reachable: this.#endpoints.some((e) => e.up),
-      inserting: !this.#failing,
-      refusal: this.#failing ? this.#refusal : null,
+      inserting: !this.#failing && this.#checkRefusal === null,
+      refusal: (this.#failing ? this.#refusal : null) ?? this.#checkRefusal,
     };
   }
 
@@ -296,7 +296,7 @@ export class ClickHouseWriter {
         if (!(err instanceof ClickHouseInsertError)) throw err;
         const failure = err;
         const version = sent.version;
-        if (failure.kind === "configuration") this.#refusedBy(e, failure);
+        if (failure.kind === "configuration") this.#refusal = this.#refusedBy(e, failure);
         if (failure.kind === "data" || failure.kind === "shape") {
           if (failure.mayHaveStored) uncertain.push(attempt(i, queryId, version));
           throw withAttempts(failure);
@@ -770,17 +770,14 @@ export class ClickHouseWriter {
    * with the next insert taken; an idle worker would otherwise say the last one for ever.
    */
   #checkAnswered(): void {
-    if (!this.#checkRefused) return;
-    this.#checkRefused = false;
-    this.#failing = false;
-    this.#refusal = null;
+    this.#checkRefusal = null;
   }
 
   /** Records a refusal of the worker for /readyz; one of its credentials has the password file read again. */
-  #refusedBy(e: Endpoint, failure: ClickHouseInsertError): void {
-    this.#refusal = { endpoint: e.name, code: failure.serverCode, type: failure.serverType };
+  #refusedBy(e: Endpoint, failure: ClickHouseInsertError): WorkerRefusal {
     e.refusing = { code: failure.serverCode, type: failure.serverType };
     if (AUTHENTICATION_CODES.has(failure.serverCode ?? -1)) renewCredentials(e.client);
+    return { endpoint: e.name, code: failure.serverCode, type: failure.serverType };
   }
 
   /**
@@ -793,10 +790,9 @@ export class ClickHouseWriter {
     const e = classifyInsertError(err, what);
     if (e.kind !== "configuration") return err;
     const endpoint = at ?? this.#endpoints[this.#current]!;
-    this.#refusedBy(endpoint, e);
+    const refusal = this.#refusedBy(endpoint, e);
     if (this.#waitOnRefusal) {
-      this.#failing = true;
-      this.#checkRefused = true;
+      this.#checkRefusal = refusal;
       return e;
     }
     return new CdrWorkerError("CLICKHOUSE_SCHEMA", e.message, false, { cause: err });
