@@ -545,7 +545,15 @@ export class ClickHouseWriter {
       const settings = { max_execution_time: this.#checkSeconds };
       const from = first !== undefined && this.#endpoints[first]?.up ? first : this.#current;
       const read = (c: ClickHouseClient) => queryText(c, query, ROWS_ANSWER_BYTES, this.#bounded(settings));
-      const text = await this.#onAnyEndpoint(read, from);
+      const text = await this.#onAnyEndpoint(read, from).catch((err) => {
+        // A refusal of the worker holds the batch as an insert's would: readiness names it.
+        const c = classifyInsertError(err, "reading which rows are stored");
+        if (c.kind === "configuration") {
+          this.#failing = true;
+          this.#refusal = this.#refusedBy(this.#endpoints[from]!, c);
+        }
+        throw err;
+      });
       for (const line of text.split("\n")) {
         if (!line) continue;
         const m = /^(-?\d+)\t(-?\d+)\t([0-9a-f-]{36})\t(\d+)$/.exec(line);
