@@ -22,7 +22,8 @@
  * cannot see is an insert that a worker cut off from Kafka, but not from ClickHouse, makes after
  * the check (docs/internals.md "Exactly-once").
  */
-import { KafkaError } from "../../errors.ts";
+import { CdrWorkerError, KafkaError } from "../../errors.ts";
+import { log } from "../../log.ts";
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import { commitMetadata, readCommitMetadata } from "./commit-metadata.ts";
 
@@ -196,7 +197,19 @@ async function unsureWithoutCommit(
     .map((u) => ({ partition: u.partition, from: Number(u.offset), to: ends.get(u.partition) ?? Number(u.offset) }))
     .filter((r) => r.to > r.from);
   if (ranges.length === 0) return;
-  await d.insertsEnded();
-  const holding = await anyStored(ranges);
+  let holding: Set<number>;
+  try {
+    await d.insertsEnded();
+    holding = await anyStored(ranges);
+  } catch (e) {
+    // ClickHouse not answering (a first start in an outage): the partition goes on as a first
+    // owner's does, unchecked, and says so; what no retry helps (a grant missing) stops the worker.
+    if (e instanceof CdrWorkerError && !e.retryable) throw e;
+    log.warn("replay check: the offsets table could not be read for partitions with no commit; they go on unchecked", {
+      partitions: ranges.map((r) => r.partition),
+      err: e as Error,
+    });
+    holding = new Set();
+  }
   for (const r of ranges) if (holding.has(r.partition)) delivered.get(r.partition)!.unsureBelow = r.to;
 }

@@ -123,3 +123,22 @@ test("a partition with no commit whose offsets the table already holds: looked u
   expect(calls).toEqual(["commit", "inserts ended", `any ${JSON.stringify([{ partition: 0, from: 0, to: 300 }, { partition: 1, from: 0, to: 300 }])}`]);
   expect([...found].map(([p, s]) => [p, s.unsureBelow, s.offsets.size])).toEqual([[0, 300, 0], [1, undefined, 0]]);
 });
+
+test("a partition with no commit while ClickHouse does not answer goes on as a first owner's does: the check is not held", async () => {
+  const found = await findDelivered([0], {
+    topic: "cdr.raw",
+    now: () => 5000,
+    committed: async () => [{ topic: "cdr.raw", partition: 0, offset: -1001n }],
+    lowWatermarks: async (ps) => new Map(ps.map((p) => [p, 0])),
+    highWatermarks: async (ps) => new Map(ps.map((p) => [p, 50])),
+    commit: async () => {},
+    insertsEnded: async () => {
+      throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:8123"), { code: "ECONNREFUSED" });
+    },
+    anyStored: async () => new Set(),
+    stored: async () => new Map(),
+    deadLettered: async () => ({ offsets: new Map(), digests: new Map() }),
+  });
+  expect(found.get(0)!.unsureBelow).toBeUndefined();
+  expect(found.get(0)!.committed).toBe(0);
+});
