@@ -265,6 +265,8 @@ test("from one server to a cluster: migrate --cluster over a server's table stop
   const total = first.valid + second.valid;
   expect(await count(REPLICAS[1]!, `SELECT count() AS c FROM ${db}.cdr`)).toBe(total);
   expect(await count(REPLICAS[1]!, `SELECT uniqExact(cdr_id) AS c FROM ${db}.cdr`)).toBe(total);
+  // The offsets counted as billing would, beside the distinct ones: an offset copied twice fails one.
+  expect(await count(REPLICAS[1]!, `SELECT count() AS c FROM ${db}.cdr_offsets`)).toBe(total);
   expect(await count(REPLICAS[1]!, `SELECT uniqExact(kafka_partition, kafka_offset) AS c FROM ${db}.cdr_offsets`)).toBe(total);
 }, 180_000);
 
@@ -306,6 +308,8 @@ test("the first of two endpoints down while the second lacks the worker's user: 
     const total = first.valid + second.valid;
     expect(await count(REPLICAS[0]!, `SELECT count() AS c FROM ${db}.cdr`)).toBe(total);
     expect(await count(REPLICAS[0]!, `SELECT uniqExact(cdr_id) AS c FROM ${db}.cdr`)).toBe(total);
+    expect(await count(REPLICAS[0]!, `SELECT count() AS c FROM ${db}.cdr_offsets`)).toBe(total);
+    expect(await count(REPLICAS[0]!, `SELECT uniqExact(kafka_partition, kafka_offset) AS c FROM ${db}.cdr_offsets`)).toBe(total);
   } finally {
     w.proc.kill("SIGKILL");
   }
