@@ -13,7 +13,7 @@ import { ConfigError, type CdrWorkerError } from "./errors.ts";
 import { classifyFailure } from "./cli/failure.ts";
 import { EXITS, type ExitKind } from "./exits.ts";
 import { refusedProps } from "./kafka/handle.ts";
-import { coreDumps } from "./kafka/libc.ts";
+import { coreDumps, largeBlocksMapped } from "./kafka/libc.ts";
 import { librdkafkaVersion, setLibrdkafkaPath } from "./kafka/native.ts";
 import { log, setLogLevel } from "./log.ts";
 import { commit, VERSION } from "./version.ts";
@@ -27,6 +27,8 @@ const SECRET_PROP = /pass(word)?|secret|token|key/i;
 async function main(argv: string[]): Promise<ExitKind> {
   // Before anything else: the environment already holds the secrets a core would keep.
   if (!coreDumps.off()) log.warn("could not turn core dumps off (setrlimit refused)");
+  // Before librdkafka's first fetch: its large buffers go back to the kernel when freed.
+  if (!largeBlocksMapped()) log.warn("could not set malloc's mmap threshold (mallopt refused)");
   const args = parseArgs(argv);
   const command = args.positionals[0] ?? "run";
   if (command === "help" || (args.flags.has("help") && !args.positionals[0])) {
