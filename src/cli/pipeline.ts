@@ -117,6 +117,7 @@ export function buildPipeline(
       writer,
       dlq,
       counters,
+      offsets: gapReads(cfg, consumer, exactlyOnce),
       ...(transactions
         ? { replays: replayCheck(cfg, consumer, writer, counters, key), transactions }
         : {}),
@@ -158,6 +159,42 @@ function replayCheck(
         admin.close();
       }
     },
+  };
+}
+
+/** How long the client that reads log starts for gaps is kept after its last read. */
+const GAP_CLIENT_IDLE_MS = 30_000;
+
+/**
+ * What delivery/offsets/gaps.ts reads: the raw topic's log starts, through one client kept while
+ * gaps come (a transactional producer leaves one a transaction, read at most once a second) and
+ * closed once none came for GAP_CLIENT_IDLE_MS; and, at-least-once, where an assignment starts.
+ */
+function gapReads(cfg: Config, consumer: Consumer, exactlyOnce: boolean) {
+  const topic = cfg.kafka.topicRaw;
+  let admin: Admin | null = null;
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  const lookup = () => {
+    clearTimeout(idle);
+    admin ??= new Admin(clientProps(cfg, "admin"));
+    const a = admin;
+    idle = setTimeout(() => {
+      if (admin === a) admin = null;
+      a.close();
+    }, GAP_CLIENT_IDLE_MS);
+    idle.unref();
+    return offsetLookup(a, consumer);
+  };
+  return {
+    logStarts: (partitions: readonly number[]) => lookup().listOffsets(topic, partitions, "earliest"),
+    ...(exactlyOnce
+      ? {}
+      : {
+          committed: async (partitions: readonly number[]) => {
+            const tps = await committedOffsets(cfg, consumer, partitions);
+            return new Map(tps.map((c) => [c.partition, c.err ? -1 : Number(c.offset ?? -1n)]));
+          },
+        }),
   };
 }
 

@@ -33,6 +33,7 @@ import { MembershipLease } from "./membership.ts";
 import { Pending } from "./pending.ts";
 import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
+import { Gaps } from "./offsets/gaps.ts";
 import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
 import { PassOver } from "./offsets/pass-over.ts";
 import type { GroupToken, TransactionalCommits } from "./offsets/transactional-commits.ts";
@@ -99,6 +100,13 @@ export interface DeliveryDeps {
   transactions?: TransactionalCommits<GroupToken>;
   /** Time and timers (the delivery simulation runs a virtual clock); the process's own by default. */
   clock?: Clock;
+  /** Where gaps in the offsets handed over are told apart (offsets/gaps.ts); none: not accounted. */
+  offsets?: {
+    /** Each partition's log start now. */
+    logStarts(partitions: readonly number[]): Promise<Map<number, number>>;
+    /** At-least-once: the group's committed offsets (-1 where none), where a new assignment starts. */
+    committed?(partitions: readonly number[]): Promise<Map<number, number>>;
+  };
 }
 
 export interface DeliveryEvents {
@@ -158,6 +166,10 @@ export class Delivery {
    * take hundreds of them.
    */
   #recordBytes = 2 << 20;
+  /** Gaps in the offsets handed over, told apart (offsets/gaps.ts). */
+  readonly #gaps: Gaps | null;
+  /** At-least-once: per partition, the latest read of where its assignment starts (#readStarts). */
+  readonly #starts = new Map<number, number>();
   /** The last record's partition counters: a poll's records come grouped by partition, so one lookup a run. */
   #partitionCounters: PartitionCounters | null = null;
 
@@ -168,7 +180,13 @@ export class Delivery {
     // Holds are stamped with the wall clock (a commit's `since` is compared with ingested_at and
     // envelope timestamps); the flush interval runs on the monotonic one, so a wall clock stepped
     // back cannot hold a partial batch back until it catches up.
-    this.#tracker = new OffsetTracker(() => clock.now());
+    const gaps = (this.#gaps = deps.offsets
+      ? new Gaps({ logStarts: (ps) => deps.offsets!.logStarts(ps), counters: deps.counters, clock })
+      : null);
+    this.#tracker = new OffsetTracker(
+      () => clock.now(),
+      gaps ? (partition, from, to) => gaps.found({ partition, from, to }) : undefined,
+    );
     this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBinaryBuffer(), {
       maxBytes: opts.batchMaxBytes ?? 16 << 20,
       backlogRows: opts.batchBacklogRows ?? opts.batchSize,
@@ -242,6 +260,7 @@ export class Delivery {
         onFatal: (e) => events.onFatal(e),
         onReady: () => events.onSettled(),
         commitMarks: (marks) => this.#commitMarks(marks),
+        started: (partition, committed) => this.#tracker.startAt(partition, committed),
       }, this.#clock);
   }
 
@@ -451,6 +470,7 @@ export class Delivery {
     // would only fill the batches while the first heartbeat is proven.
     // The check's pause first: the gate resumes only what no reason holds.
     this.#replays?.check(partitions);
+    if (!this.#replays) this.#readStarts(partitions.map((p) => p.partition));
     if (this.#membership && !this.#membership.held) {
       this.#unproven = true;
       this.#gate.closeAll("membership");
@@ -549,8 +569,33 @@ export class Delivery {
     });
   }
 
+  /**
+   * At-least-once: where each newly assigned partition starts (its committed offset), so that a first
+   * record past it is accounted as a gap. Read beside consumption, not before it: an answer that
+   * comes after the partition was revoked, or assigned again, is dropped.
+   */
+  #readStarts(partitions: readonly number[]): void {
+    const read = this.#deps.offsets?.committed;
+    if (!read || partitions.length === 0) return;
+    const asked = new Map(partitions.map((p) => [p, (this.#starts.get(p) ?? 0) + 1] as const));
+    for (const [p, n] of asked) this.#starts.set(p, n);
+    read(partitions).then(
+      (committed) => {
+        for (const [p, n] of asked) {
+          const offset = committed.get(p);
+          if (this.#starts.get(p) === n && offset !== undefined && offset >= 0) this.#tracker.startAt(p, offset);
+        }
+      },
+      (e) => log.warn("committed offsets not read: the first gap of these partitions goes unaccounted", {
+        partitions,
+        err: e as Error,
+      }),
+    );
+  }
+
   /** Revoked partitions, settled first: forgotten, so their positions are never handed out again. */
   release(partitions: readonly TopicPartition[]): void {
+    for (const p of partitions) this.#starts.set(p.partition, (this.#starts.get(p.partition) ?? 0) + 1);
     this.#tracker.reset(partitions.map((p) => p.partition));
     this.#deps.transactions?.release(partitions.map((p) => p.partition));
     this.#gate.forget(partitions);
@@ -562,6 +607,7 @@ export class Delivery {
   stop(): void {
     this.#commits.stop();
     this.#replays?.stop();
+    this.#gaps?.stop();
   }
 
   /**

@@ -38,6 +38,7 @@ export class Replays {
   readonly #onFatal: (e: unknown) => void;
   readonly #onReady: () => void;
   readonly #commitMarks: CommitMarks;
+  readonly #started: (partition: number, committed: number) => void;
   readonly #clock: Clock;
   /** Partitions under check, with the check's generation. */
   readonly #checking = new Map<number, number>();
@@ -63,7 +64,13 @@ export class Replays {
     finder: ReplayFinder,
     gate: Gate,
     counters: Counters,
-    events: { onFatal: (e: unknown) => void; onReady: () => void; commitMarks: CommitMarks },
+    events: {
+      onFatal: (e: unknown) => void;
+      onReady: () => void;
+      commitMarks: CommitMarks;
+      /** A partition's committed offset as the check read (or made) it: where its records start. */
+      started?: (partition: number, committed: number) => void;
+    },
     clock: Clock = systemClock,
   ) {
     this.#clock = clock;
@@ -73,6 +80,7 @@ export class Replays {
     this.#onFatal = events.onFatal;
     this.#onReady = events.onReady;
     this.#commitMarks = events.commitMarks;
+    this.#started = events.started ?? (() => {});
   }
 
   /** Partitions paused until their check answers. */
@@ -217,6 +225,7 @@ export class Replays {
       if (f?.unsureBelow !== undefined) this.#unsure.set(p, f.unsureBelow);
       if (f?.committed !== undefined) {
         this.#below.set(p, { commit: f.committed, warned: false });
+        this.#started(p, f.committed);
       }
       if (!f || f.offsets.size === 0) continue;
       const offsets = f.offsets;

@@ -32,6 +32,10 @@ export interface PartitionCounters {
   consumed: number;
   durableClickhouse: number;
   durableDlq: number;
+  /** Records deleted by the broker before they were fetched (delivery/offsets/gaps.ts). */
+  expired: number;
+  /** Offsets librdkafka passed over: transaction markers, aborted transactions' records. */
+  passedOver: number;
 }
 
 /** Records of a partition consumed and not yet durable. */
@@ -70,6 +74,10 @@ export class Counters {
   /** Inserts made while isolating refused rows or splitting a batch ClickHouse refused whole. */
   chSplitInserts = 0;
   commits = 0;
+  /** Records of owned partitions deleted by the broker before they were fetched (gaps.ts). */
+  recordsExpired = 0;
+  /** Offsets of owned partitions librdkafka passed over: transaction markers, aborted records (gaps.ts). */
+  offsetsPassedOver = 0;
   /** Commits the group refused while it rebalanced (sent again for partitions still owned). */
   commitsRefused = 0;
   /** DLQ producers made again after the coordinator timed a transaction out (exactly-once). */
@@ -98,7 +106,7 @@ export class Counters {
   partition(p: number): PartitionCounters {
     let c = this.partitions.get(p);
     if (!c) {
-      c = { partition: p, consumed: 0, durableClickhouse: 0, durableDlq: 0 };
+      c = { partition: p, consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0 };
       this.partitions.set(p, c);
     }
     return c;

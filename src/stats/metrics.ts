@@ -61,6 +61,18 @@ const records: Section = (s, c, { metric }) => {
     parts.map(([p, v]) => [{ partition: p }, v.durableDlq]),
   );
   metric(
+    "cdr_worker_records_expired_total",
+    "counter",
+    "Records the broker deleted (retention, DeleteRecords) before this worker fetched them: lost to it.",
+    parts.map(([p, v]) => [{ partition: p }, v.expired]),
+  );
+  metric(
+    "cdr_worker_offsets_passed_over_total",
+    "counter",
+    "Offsets librdkafka passed over: transaction markers and aborted transactions' records.",
+    parts.map(([p, v]) => [{ partition: p }, v.passedOver]),
+  );
+  metric(
     "cdr_worker_records_in_flight",
     "gauge",
     "Records consumed and not yet durable.",

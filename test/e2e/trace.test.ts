@@ -2,22 +2,17 @@
 // unconsumed and an expired record are, by raw_id and by partition and offset, and a raw_id found
 // nowhere. The DLQ table is filled by `dlq fill`; the expired records are deleted by Kafka's own
 // DeleteRecords, as retention does.
-import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { props } from "../support/kafka.ts";
-import { CLICKHOUSE_SERVERS, KAFKA_BROKERS, ROOT, waitFor } from "../support/services.ts";
+import { deleteRecordsBefore, props } from "../support/kafka.ts";
+import { CLICKHOUSE_SERVERS, ROOT, waitFor } from "../support/services.ts";
 import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
 const SERVERS = CLICKHOUSE_SERVERS.map((server) => [server.name, e2eScope(server.url)] as const);
-const dir = mkdtempSync(join(tmpdir(), "cdr-trace-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function produce(topic: string, values: string[], partition: number): Promise<void> {
   const p = new Producer(props);
@@ -26,19 +21,6 @@ async function produce(topic: string, values: string[], partition: number): Prom
   } finally {
     p.close();
   }
-}
-
-/** Moves a partition's log start to `offset` with Kafka's DeleteRecords, as retention would. */
-async function deleteRecordsBefore(topic: string, partition: number, offset: number): Promise<void> {
-  const file = join(dir, `${topic}-${partition}.json`);
-  writeFileSync(file, JSON.stringify({ version: 1, partitions: [{ topic, partition, offset }] }));
-  const tool = Bun.spawn(
-    ["java", "-Xmx256m", "-cp", `${ROOT}/.local/kafka/libs/*`, `-Dlog4j2.configurationFile=${ROOT}/scripts/kafka/log4j2.yaml`,
-      "org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server", KAFKA_BROKERS, "--offset-json-file", file],
-    { stdout: "pipe", stderr: "pipe" },
-  );
-  const [code, err] = await Promise.all([tool.exited, new Response(tool.stderr).text()]);
-  if (code !== 0) throw new Error(`DeleteRecords exited ${code}: ${err}`);
 }
 
 async function trace(env: Record<string, string>, ...args: string[]): Promise<{ code: number; line: Record<string, any> }> {
@@ -72,7 +54,7 @@ test.each(SERVERS)("%s: trace says where a stored, a dead-lettered, an unconsume
   // Past the commit: not yet consumed. Partition 1: two records deleted before any worker read them.
   await produce(n.raw, [toJson(withFields({ raw_id: "trace-waiting" }))], 0);
   await produce(n.raw, [toJson(withFields({ raw_id: "trace-gone-1" })), toJson(withFields({ raw_id: "trace-gone-2" }))], 1);
-  await deleteRecordsBefore(n.raw, 1, 2);
+  await deleteRecordsBefore(n.raw, { 1: 2 });
 
   const byId = await trace(env, "trace-stored");
   expect(byId.code).toBe(0);

@@ -1,4 +1,7 @@
 /** Topic and consumer helpers for tests against the real broker; every test uses its own names. */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Admin } from "../../src/kafka/admin.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import type { Message } from "../../src/kafka/message.ts";
@@ -85,6 +88,35 @@ export const header = (m: Message, name: string) => {
   const h = m.headers?.find(([k]) => k === name);
   return h ? new TextDecoder().decode(h[1]) : undefined;
 };
+
+/** A partition's low and high watermarks, asked from the broker. */
+export function watermarks(topic: string, partition = 0): { low: number; high: number } {
+  const c = new Consumer({ props: { ...props, "group.id": uniqueName("len") }, topics: [] });
+  try {
+    return c.queryWatermarks(topic, partition);
+  } finally {
+    void c.close(); // a handle that never joined a group: nothing to wait for
+  }
+}
+
+/** Moves each partition's log start to its offset with Kafka's DeleteRecords, as retention would. */
+export async function deleteRecordsBefore(topic: string, offsets: Record<number, number>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "cdr-delete-records-"));
+  try {
+    const file = join(dir, "offsets.json");
+    const partitions = Object.entries(offsets).map(([partition, offset]) => ({ topic, partition: Number(partition), offset }));
+    writeFileSync(file, JSON.stringify({ version: 1, partitions }));
+    const tool = Bun.spawn(
+      ["java", "-Xmx256m", "-cp", `${ROOT}/.local/kafka/libs/*`, `-Dlog4j2.configurationFile=${ROOT}/scripts/kafka/log4j2.yaml`,
+        "org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server", KAFKA_BROKERS, "--offset-json-file", file],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    const [code, err] = await Promise.all([tool.exited, new Response(tool.stderr).text()]);
+    if (code !== 0) throw new Error(`DeleteRecords exited ${code}: ${err}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** Messages in a partition (high watermark − low watermark), asked from the broker. */
 export function topicLength(topic: string, partition = 0): number {

@@ -53,13 +53,30 @@ interface PartitionState {
 /** The owner of holds made by trackAlone(): never extended, since track() is never given it. */
 const ALONE = Object.freeze({});
 
+/** Offsets `from` (inclusive) to `to` (exclusive) of a partition were never handed over (gaps.ts). */
+export type OnGap = (partition: number, from: number, to: number) => void;
+
 export class OffsetTracker {
   readonly #parts = new Map<number, PartitionState>();
+  /** Per partition not yet tracked, the offset its first record should have: the committed one. */
+  readonly #starts = new Map<number, number>();
   /** Wall-clock milliseconds: when holds start and what `since` a position without one carries. */
   readonly #now: () => number;
+  readonly #onGap: OnGap;
 
-  constructor(now: () => number = Date.now) {
+  constructor(now: () => number = Date.now, onGap: OnGap = () => {}) {
     this.#now = now;
+    this.#onGap = onGap;
+  }
+
+  /**
+   * The offset a partition's records start from under this assignment (its committed offset): a
+   * first record past it is a gap. Where records were tracked already, their first one is compared.
+   */
+  startAt(partition: number, offset: number): void {
+    const p = this.#parts.get(partition);
+    if (!p) this.#starts.set(partition, offset);
+    else if (p.first > offset) this.#onGap(partition, offset, p.first);
   }
 
   /**
@@ -92,7 +109,12 @@ export class OffsetTracker {
     if (!p) {
       p = { holds: [], head: 0, position: -1, reported: -1, committed: -1, consumed: -1, first: offset, reach: 0 };
       this.#parts.set(partition, p);
-    }
+      const start = this.#starts.get(partition);
+      if (start !== undefined) {
+        this.#starts.delete(partition);
+        if (offset > start) this.#onGap(partition, start, offset);
+      }
+    } else if (offset > p.consumed) this.#onGap(partition, p.consumed, offset);
     p.consumed = offset + 1;
     return p;
   }
@@ -175,6 +197,7 @@ export class OffsetTracker {
     if (!p || next <= p.consumed) return false;
     while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
     if (p.head < p.holds.length || p.position !== p.consumed) return false;
+    this.#onGap(partition, p.consumed, next);
     p.position = p.consumed = next;
     return true;
   }
@@ -207,7 +230,13 @@ export class OffsetTracker {
 
   /** Forgets partitions (after a revocation, or all when none given). */
   reset(partitions?: readonly number[]): void {
-    if (!partitions) this.#parts.clear();
-    else for (const p of partitions) this.#parts.delete(p);
+    if (!partitions) {
+      this.#parts.clear();
+      this.#starts.clear();
+    } else
+      for (const p of partitions) {
+        this.#parts.delete(p);
+        this.#starts.delete(p);
+      }
   }
 }
