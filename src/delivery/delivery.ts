@@ -142,8 +142,8 @@ export class Delivery {
   #epoch = new AbortController();
   /** The epoch's waits for a partition's earlier records to be durable (#reached), ended by its loss. */
   #reachWaiting = new Set<() => void>();
-  /** The last record handed out again, so that a run of them is said once. */
-  #lastRefetched: { partition: number; to: number } | null = null;
+  /** Runs of records handed out again since the last poll, said once each (#sayRefetched). */
+  #refetchedRuns: Array<{ partition: number; from: number; to: number }> = [];
   /** The coordinator's last answer to a heartbeat said the group no longer counts this member. */
   #removed = false;
   /** The statistics showed a librdkafka without the heartbeat facts: said once, as the worker stops. */
@@ -333,6 +333,7 @@ export class Delivery {
 
   /** A poll's records arrive: their sizes steer pollMax, their count the counters. */
   received(messages: readonly Message[]): void {
+    if (this.#refetchedRuns.length > 0) this.#sayRefetched();
     let bytes = 0;
     for (const m of messages) bytes += m.value?.length ?? 0;
     // Twice the record's bytes: its encoded row and its payload string are both held. Up at once
@@ -506,17 +507,32 @@ export class Delivery {
 
   /** Records handed out again: dropped, and said once per run of them. */
   #refetched(m: Message): void {
-    const last = this.#lastRefetched;
-    if (last && last.partition === m.partition && m.offset === last.to + 1) return void (last.to = m.offset);
-    this.#lastRefetched = { partition: m.partition, to: m.offset };
-    log.warn("librdkafka handed out records already consumed; dropped, not stored again", {
-      partition: m.partition,
-      from_offset: m.offset,
-    });
+    const { counters } = this.#deps;
+    counters.recordsRepeated++;
+    counters.partition(m.partition).repeated++;
+    const last = this.#refetchedRuns.at(-1);
+    if (last && last.partition === m.partition && m.offset === last.to) return void (last.to = m.offset + 1);
+    this.#refetchedRuns.push({ partition: m.partition, from: m.offset, to: m.offset + 1 });
+  }
+
+  /**
+   * One line a run of records handed out again: the range and the count. Every one lies below the
+   * highest offset consumed under this assignment, so its first copy is stored or on its way.
+   */
+  #sayRefetched(): void {
+    for (const r of this.#refetchedRuns)
+      log.warn("librdkafka handed out records already consumed; dropped, not stored again", {
+        partition: r.partition,
+        from: r.from,
+        to: r.to,
+        records: r.to - r.from,
+      });
+    this.#refetchedRuns = [];
   }
 
   /** Flushes what is buffered and waits until every record is durable and its offset committed. */
   async settle(): Promise<void> {
+    if (this.#refetchedRuns.length > 0) this.#sayRefetched();
     const epoch = this.#epoch;
     for (;;) {
       if (this.#batcher.current.count > 0 && this.#batcher.sealed < this.#batcher.concurrency)

@@ -36,6 +36,8 @@ export interface PartitionCounters {
   expired: number;
   /** Offsets librdkafka passed over: transaction markers, aborted transactions' records. */
   passedOver: number;
+  /** Records handed out again under the same assignment, dropped (delivery.ts handOver). */
+  repeated: number;
 }
 
 /** Records of a partition consumed and not yet durable. */
@@ -78,6 +80,8 @@ export class Counters {
   recordsExpired = 0;
   /** Offsets of owned partitions librdkafka passed over: transaction markers, aborted records (gaps.ts). */
   offsetsPassedOver = 0;
+  /** Records librdkafka handed out again under the same assignment, dropped as already consumed. */
+  recordsRepeated = 0;
   /** Commits the group refused while it rebalanced (sent again for partitions still owned). */
   commitsRefused = 0;
   /** DLQ producers made again after the coordinator timed a transaction out (exactly-once). */
@@ -106,7 +110,7 @@ export class Counters {
   partition(p: number): PartitionCounters {
     let c = this.partitions.get(p);
     if (!c) {
-      c = { partition: p, consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0 };
+      c = { partition: p, consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, repeated: 0 };
       this.partitions.set(p, c);
     }
     return c;

@@ -73,6 +73,12 @@ const records: Section = (s, c, { metric }) => {
     parts.map(([p, v]) => [{ partition: p }, v.passedOver]),
   );
   metric(
+    "cdr_worker_records_repeated_total",
+    "counter",
+    "Records librdkafka handed out again under the same assignment: dropped, their first copy stored or on its way.",
+    parts.map(([p, v]) => [{ partition: p }, v.repeated]),
+  );
+  metric(
     "cdr_worker_records_in_flight",
     "gauge",
     "Records consumed and not yet durable.",

@@ -63,7 +63,7 @@ export function statsSnapshot(s: StatsSource) {
   const ids = new Set<number>([...c.partitions.keys(), ...positions.keys(), ...s.assignment()]);
   for (const p of [...ids].sort((a, b) => a - b)) {
     // Read without creating: a partition known only from positions has counted nothing yet.
-    const pc = c.partitions.get(p) ?? { consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0 };
+    const pc = c.partitions.get(p) ?? { consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, repeated: 0 };
     const pos = positions.get(p);
     const high = s.highWatermark(p);
     const fetch = s.fetchState?.(p) ?? null;
@@ -75,6 +75,7 @@ export function statsSnapshot(s: StatsSource) {
       in_flight: inFlightOf(pc),
       expired: pc.expired,
       passed_over: pc.passedOver,
+      repeated: pc.repeated,
       committed_offset: committed,
       high_watermark: high,
       lag: partitionLag(high, committed),
@@ -118,6 +119,7 @@ export function statsSnapshot(s: StatsSource) {
     commits: c.commits,
     records_expired: c.recordsExpired,
     offsets_passed_over: c.offsetsPassedOver,
+    records_repeated: c.recordsRepeated,
     commits_refused: c.commitsRefused,
     dlq_producer_renewals: c.dlqProducerRenewals,
     assignments_lost: c.assignmentsLost,

@@ -14,6 +14,7 @@ import type { Standing } from "../../src/kafka/heartbeat-proof.ts";
 import { kafkaError } from "../../src/kafka/handle.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";
+import { setLogSink } from "../../src/log.ts";
 import { Counters } from "../../src/stats/counters.ts";
 import type { CdrWorkerError } from "../../src/errors.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
@@ -109,14 +110,23 @@ test("records the last owner delivered are sent nowhere and committed with the r
 
 // librdkafka once handed out 430 records of a partition a second time after a pause and resume
 // (CI, ClickHouse gone for 20 s under CH_UNREACHABLE_POLICY=wait): each was inserted again.
-test("regression: records handed out again under the same assignment are dropped, not stored twice", async () => {
+test("regression: records handed out again under the same assignment are dropped, not stored twice; counted, one line a run", async () => {
   const h = harness({});
-  h.hand([msg(0, valid(0)), msg(1, valid(1)), msg(2, "{broken")]);
-  h.hand([msg(1, valid(1)), msg(2, "{broken"), msg(3, valid(3))]);
-  await h.d.settle();
+  const lines: Array<Record<string, unknown>> = [];
+  setLogSink((l) => lines.push(JSON.parse(l)));
+  try {
+    h.hand([msg(0, valid(0)), msg(1, valid(1)), msg(2, "{broken")]);
+    h.hand([msg(1, valid(1)), msg(2, "{broken"), msg(3, valid(3))]);
+    await h.d.settle();
+  } finally {
+    setLogSink();
+  }
   expect(h.events.filter((e) => e.startsWith("insert") || e === "dlq")).toEqual(["dlq", "insert r0,r1,r3"]);
   expect(h.events.filter((e) => e.startsWith("commit")).at(-1)).toBe("commit 4");
   expect([h.counters.consumed, h.counters.durableClickhouse, h.counters.durableDlq]).toEqual([4, 3, 1]);
+  expect([h.counters.recordsRepeated, h.counters.partition(0).repeated]).toEqual([2, 2]);
+  const said = lines.filter((l) => String(l.msg).startsWith("librdkafka handed out records already consumed"));
+  expect(said.map((l) => [l.partition, l.from, l.to, l.records])).toEqual([[0, 1, 3, 2]]);
   // A new assignment starts the partition afresh: its records count again.
   h.d.assigned([{ topic: "cdr.raw", partition: 0 }]);
   h.hand([msg(3, valid(3))]);
