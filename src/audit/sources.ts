@@ -5,10 +5,11 @@
  *     collapsed by merges): one query over every audited partition's key range, streamed, so the
  *     client holds one line at a time;
  *   - the DLQ's envelopes by source offset: the DLQ is keyed by nothing the audit can seek, so it
- *     is read whole once and its source offsets kept, 8 bytes each, for the audited partitions.
+ *     is read once, whole or from where the last `--resume` run left it (position.ts), and its
+ *     source offsets kept, 8 bytes each, for the audited partitions.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
-import { sourceOffsets } from "../dlq/delivered.ts";
+import { sourceOffsets, type DlqPosition } from "../dlq/delivered.ts";
 import type { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import type { Consumer } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
@@ -108,15 +109,28 @@ export async function deadLetteredOffsets(
   ranges: readonly Range[],
   onProgress: (read: number, total: number) => void = () => {},
   key?: ProvenanceKey,
-): Promise<{ offsets: Map<number, Float64Array>; unproven: number; digests: Map<number, Map<number, string>> }> {
+  resume?: {
+    /** Where each DLQ partition's read starts (audit/position.ts); the low watermark where absent. */
+    starts?: ReadonlyMap<number, number>;
+    /** Every envelope of the raw topic read, wanted or not, with where it lies in the DLQ. */
+    seen?: (source: { partition: number; offset: number }, at: DlqPosition) => void;
+  },
+): Promise<{
+  offsets: Map<number, Float64Array>;
+  unproven: number;
+  digests: Map<number, Map<number, string>>;
+  next: Map<number, number>;
+}> {
   const byPartition = new Map(ranges.map((r) => [r.partition, r]));
+  const starts = resume?.starts;
   const found = await sourceOffsets(
     consumer,
     dlqTopic,
     dlqPartitions,
     rawTopic,
-    {},
-    (p, o) => {
+    starts ? { starts: new Map(Array.from({ length: dlqPartitions }, (_, p) => [p, starts.get(p) ?? 0])) } : {},
+    (p, o, at) => {
+      resume?.seen?.({ partition: p, offset: o }, at);
       const r = byPartition.get(p);
       return r !== undefined && o >= r.from && o < r.to;
     },
@@ -124,7 +138,7 @@ export async function deadLetteredOffsets(
     key,
   );
   const offsets = new Map([...found.offsets].map(([p, list]) => [p, Float64Array.from(list).sort()]));
-  return { offsets, unproven: found.unproven, digests: found.digests };
+  return { offsets, unproven: found.unproven, digests: found.digests, next: found.next };
 }
 
 export async function* ascending(values: ArrayLike<number> | undefined): AsyncGenerator<number> {

@@ -68,7 +68,7 @@ export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
     where: value,
   },
   trace: { partition: value, offset: value },
-  audit: { partitions: value, "from-offset": value, "to-offset": value, since: value, until: value },
+  audit: { partitions: value, "from-offset": value, "to-offset": value, since: value, until: value, resume: toggle },
   version: {},
   probe: { post: toggle },
   help: {},

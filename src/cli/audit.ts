@@ -9,6 +9,7 @@ import { PhoneNormalizer } from "../cdr/phone.ts";
 import type { ClickHouseClient } from "@clickhouse/client";
 import type { Message } from "../kafka/message.ts";
 import { ascending, deadLetteredOffsets, recordOffsets, storedOffsets, type Range } from "../audit/sources.ts";
+import { keepPosition, NextDlqStarts, readKeptPosition, type KeptPosition } from "../audit/position.ts";
 import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
@@ -25,7 +26,7 @@ import { numberFlag, stringFlag, type ParsedArgs } from "./args.ts";
 import { clientProps } from "./kafka-clients.ts";
 
 export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N] [--to-offset M]
-                 [--since ISO] [--until ISO]
+                 [--since ISO] [--until ISO] [--resume]
   Reconciles each partition of KAFKA_TOPIC_RAW: its records (read_committed) against the stored
   offsets (<table>_offsets, which merges never collapse) and the DLQ's envelopes by source offset.
   Prints a JSON line per partition (missing, stored_twice, dead_lettered_twice,
@@ -37,7 +38,12 @@ export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N]
   ([since, until)); --from-offset/--to-offset by offset. Commits nothing. Progress goes to stderr on a
   terminal. Where dlq fill has filled <table>_dlq, a line more counts the DLQ topic's committed
   records (up to the filler's committed offsets) against the table's rows: missing, stored_twice,
-  not_in_topic are findings too.`;
+  not_in_topic are findings too. --resume goes on from where the last --resume run ended (kept as
+  the committed offsets of the group <KAFKA_GROUP_ID>-audit): the raw topic from the offsets it
+  audited up to, the DLQ from the first envelope it left to this run; a first run reads what the
+  other flags ask, and --since reads from its time again. Records the broker deleted since the last
+  run before they were audited are counted as expired (not a finding: the workers' own
+  records_expired says whether they were stored).`;
 
 export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   // Started by a worker's schedule: end with it, however it ends.
@@ -63,18 +69,34 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
       readHeaders: what === "dlq",
     });
   const group = new Consumer({ props: clientProps(cfg, "auditGroup"), topics: [] });
+  const resume = args.flags.has("resume");
+  for (const f of ["partitions", "from-offset", "to-offset"])
+    if (resume && args.flags.has(f))
+      throw new CdrWorkerError(
+        "CONFIG_INVALID",
+        `--resume audits every partition from where the last run ended: not with --${f}`,
+      );
+  const position = resume ? new Consumer({ props: clientProps(cfg, "auditPosition"), topics: [] }) : null;
   const records = reader("raw");
   const dlq = reader("dlq");
   const ch = await answeringClient(cfg.clickhouse);
   const table = `${cfg.clickhouse.database}.${cfg.clickhouse.table}`;
   const tty = process.stderr.isTTY;
   try {
-    const ranges = auditRanges(args, rawPartitions, raw, group, records);
+    const kept = position
+      ? readKeptPosition(
+          position,
+          { topic: raw, partitions: rawPartitions },
+          { topic: cfg.kafka.topicDlq, partitions: dlqPartitions },
+        )
+      : null;
+    const { ranges, expired } = auditRanges(args, rawPartitions, raw, group, records, kept);
+    const nextDlq = kept ? new NextDlqStarts(ranges) : null;
     const key = provenanceKeyOf(cfg);
     const progress = (read: number, total: number) => {
       if (tty) process.stderr.write(`\raudit: DLQ ${read} of ${total}`);
     };
-    const { offsets: dead, unproven, digests } = await deadLetteredOffsets(
+    const { offsets: dead, unproven, digests, next: dlqReadTo } = await deadLetteredOffsets(
       dlq,
       cfg.kafka.topicDlq,
       dlqPartitions,
@@ -82,11 +104,16 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
       ranges,
       progress,
       key,
+      // The kept DLQ position holds only where the raw ranges go on from it, not after --since.
+      kept && nextDlq
+        ? { ...(args.flags.has("since") ? {} : { starts: kept.dlq }), seen: (s, at) => nextDlq.seen(s, at) }
+        : undefined,
     );
     const offsets = `${cfg.clickhouse.database}.${offsetsTable(cfg.clickhouse.table)}`;
     const stored = storedOffsets(ch, offsets, ranges);
     const totals: Record<string, number> = Object.fromEntries(FINDINGS.map((k) => [k, 0]));
     let recordsRead = 0;
+    let expiredTotal = 0;
     let replaysCollapsed = 0;
     let mismatched = 0;
     const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion });
@@ -127,7 +154,9 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
       if (candidates.size) collapsedReplays(f, await storedIds(ch, table, candidates));
       replaysCollapsed += f.replays_collapsed;
       for (const k of FINDINGS) totals[k]! += f[k];
-      console.log(JSON.stringify(f));
+      const gone = expired.get(r.partition) ?? 0;
+      expiredTotal += gone;
+      console.log(JSON.stringify(kept ? { ...f, expired: gone } : f));
     }
     if (tty) process.stderr.write("\n");
     const inRange =
@@ -168,11 +197,13 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
         // record at their offset.
         ...(key ? { unproven_envelopes: unproven, mismatched_envelopes: mismatched } : {}),
         ...(dlqTable ? { dlq_table_findings: dlqFailed } : {}),
+        ...(kept ? { resumed: kept.raw.size > 0 && !args.flags.has("since"), expired: expiredTotal } : {}),
       }),
     );
+    if (position && nextDlq) await keepPosition(position, raw, ranges, cfg.kafka.topicDlq, nextDlq.starts(dlqReadTo));
     return failed === 0 ? "OK" : "AUDIT_FINDINGS";
   } finally {
-    await Promise.all([records.close(), dlq.close(), group.close(), ch.close()]);
+    await Promise.all([records.close(), dlq.close(), group.close(), ch.close(), position?.close()]);
   }
 }
 
@@ -221,8 +252,19 @@ async function storedIds(ch: ClickHouseClient, table: string, candidates: Map<st
   return found;
 }
 
-/** Each audited partition's [from, to): the selection, within the watermarks, up to what is committed. */
-function auditRanges(args: ParsedArgs, partitions: number, topic: string, group: Consumer, records: Consumer): Range[] {
+/**
+ * Each audited partition's [from, to): the selection, within the watermarks, up to what is committed;
+ * with a kept position (--resume, no --since), from where the last run ended. `expired`: per
+ * partition, the records between the kept position and the low watermark, deleted unaudited.
+ */
+function auditRanges(
+  args: ParsedArgs,
+  partitions: number,
+  topic: string,
+  group: Consumer,
+  records: Consumer,
+  kept: KeptPosition | null,
+): { ranges: Range[]; expired: Map<number, number> } {
   const list = stringFlag(args, "partitions");
   const named = list
     ? list.split(",").map((p) => {
@@ -257,10 +299,13 @@ function auditRanges(args: ParsedArgs, partitions: number, topic: string, group:
   );
   const bySince = since === null ? null : records.offsetsForTimes(topic, chosen, since);
   const byUntil = until === null ? null : records.offsetsForTimes(topic, chosen, until);
-  return chosen.map((partition) => {
+  const expired = new Map<number, number>();
+  const ranges = chosen.map((partition) => {
     const w = records.queryWatermarks(topic, partition);
     const done = committed.get(partition)!;
-    let from = Math.max(w.low, fromOffset ?? w.low);
+    const last = since === null ? kept?.raw.get(partition) : undefined;
+    if (last !== undefined) expired.set(partition, Math.max(0, w.low - last));
+    let from = Math.max(w.low, fromOffset ?? last ?? w.low);
     let to = Math.min(w.high, toOffset ?? (done >= 0 ? done : w.low));
     const s = bySince?.get(partition);
     if (s !== undefined) from = Math.max(from, s < 0 ? w.high : s);
@@ -268,4 +313,5 @@ function auditRanges(args: ParsedArgs, partitions: number, topic: string, group:
     if (u !== undefined && u >= 0) to = Math.min(to, u);
     return { partition, from, to: Math.max(from, to) };
   });
+  return { ranges, expired };
 }

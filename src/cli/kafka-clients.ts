@@ -161,6 +161,11 @@ export const KAFKA_CLIENTS = {
     made: "`audit`, `trace`: read the group's committed offsets (they join nothing)",
     sets: (cfg) => ({ "group.id": cfg.kafka.groupId }),
   },
+  auditPosition: {
+    type: "consumer",
+    made: "`audit --resume`: reads and commits where the next run goes on from (it joins nothing)",
+    sets: (cfg) => ({ "group.id": `${cfg.kafka.groupId}-audit` }),
+  },
   dlqReader: {
     type: "consumer",
     made: "`dlq inspect`, `dlq replay`: the DLQ's reader",

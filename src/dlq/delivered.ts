@@ -22,6 +22,14 @@ export interface SourceOffsets {
   digests: Map<number, Map<number, string>>;
   /** With a key: envelopes naming a wanted source without a valid MAC (forged, or from a worker without the key). */
   unproven: number;
+  /** Per DLQ partition read, the offset after the last one read (reader.ts readDlq). */
+  next: Map<number, number>;
+}
+
+/** Where an envelope lies in the DLQ topic. */
+export interface DlqPosition {
+  partition: number;
+  offset: number;
 }
 
 /**
@@ -37,14 +45,14 @@ export async function sourceOffsets(
   dlqPartitions: number,
   rawTopic: string,
   range: OffsetRange,
-  wanted: (partition: number, offset: number) => boolean,
+  wanted: (partition: number, offset: number, at: DlqPosition) => boolean,
   onProgress?: (p: ReadProgress) => void,
   key?: ProvenanceKey,
 ): Promise<SourceOffsets> {
-  const out: SourceOffsets = { offsets: new Map(), digests: new Map(), unproven: 0 };
-  const source = (headers: Parameters<typeof envelopeSource>[0]) => {
+  const out: SourceOffsets = { offsets: new Map(), digests: new Map(), unproven: 0, next: new Map() };
+  const source = (headers: Parameters<typeof envelopeSource>[0], at: DlqPosition) => {
     const src = envelopeSource(headers);
-    if (!src || src.topic !== rawTopic || !wanted(src.partition, src.offset)) return;
+    if (!src || src.topic !== rawTopic || !wanted(src.partition, src.offset, at)) return;
     if (key) {
       const { digest, mac, macVersion } = src;
       const proven = digest !== undefined && mac !== undefined &&
@@ -61,13 +69,13 @@ export async function sourceOffsets(
     if (!list) out.offsets.set(src.partition, (list = []));
     list.push(src.offset);
   };
-  await readDlq(
+  out.next = await readDlq(
     consumer,
     dlqTopic,
     dlqPartitions,
     range,
-    (e) => source(e.headers),
-    (m) => source(m.headers),
+    (e) => source(e.headers, e),
+    (m) => source(m.headers, m),
     onProgress,
   );
   return out;
