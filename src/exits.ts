@@ -34,7 +34,8 @@ export const EXITS = {
     when:
       "a variable, a `_FILE` or a `KAFKA_PROP_*` the worker or librdkafka refuses (all of them are read " +
       "first); `migrate --user` without `--role` and `--password-file`; `migrate --role` on a server " +
-      "older than 20.4",
+      "older than 20.4; `dlq replay` without `DLQ_PROVENANCE_KEY` or `--unverified`; `audit --resume` with " +
+      "`--partitions` or an offset flag",
     says: '`config error: NAME="value": expected …`, one line a problem (or `config error: <problem>`)',
   },
   SCHEMA: {

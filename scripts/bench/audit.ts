@@ -37,7 +37,9 @@ async function auditRun(run: Harness): Promise<{ records: number; seconds: numbe
   const [chPid, kafkaPid] = [servicePid("clickhouse"), servicePid("kafka")];
   const [ch0, kafka0] = [processCpuSeconds(chPid), processCpuSeconds(kafkaPid)];
   const t0 = performance.now();
-  const proc = Bun.spawn(["bun", MAIN, "audit", "--resume"], { env: { ...run.env(), LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "inherit" });
+  // BENCH_BUN_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the audit itself.
+  const flags = (process.env.BENCH_BUN_FLAGS ?? "").split(" ").filter(Boolean);
+  const proc = Bun.spawn(["bun", ...flags, MAIN, "audit", "--resume"], { env: { ...run.env(), LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "inherit" });
   const out = await new Response(proc.stdout).text();
   const code = await proc.exited;
   const usage = proc.resourceUsage();

@@ -66,6 +66,7 @@ export const COMMAND_FLAGS: Readonly<Record<string, FlagSpecs>> = {
     "chunk-size": value,
     "dry-run": toggle,
     where: value,
+    unverified: toggle,
   },
   trace: { partition: value, offset: value },
   audit: { partitions: value, "from-offset": value, "to-offset": value, since: value, until: value, resume: toggle },

@@ -7,7 +7,7 @@
  * a second signal exits at once), and prints its position whichever way it stopped.
  */
 import type { Config } from "../config.ts";
-import { DLQ_STAGES, envelopeSource, type DlqStage } from "../dlq/envelope.ts";
+import { DLQ_STAGES, envelopeSource, HEADERS, type DlqStage } from "../dlq/envelope.ts";
 import { payloadDigest, provenanceKeyOf, provenBy } from "../dlq/provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -28,9 +28,15 @@ export const DLQ_HELP = `cdr-worker dlq inspect [selection] [--samples K]
   Reads KAFKA_TOPIC_DLQ (commits nothing) and prints counts by failure_reason, failed_field and
   stage, plus K samples (default 3) per reason, as JSON.
 cdr-worker dlq replay [selection] [--where PREDICATE] [--limit N] [--chunk-size N] [--dry-run]
+                      [--unverified]
   Re-publishes the original payloads of the selected DLQ records to KAFKA_TOPIC_RAW, byte for byte,
   as it reads them, N at a time (default 5000). --dry-run sends nothing and lists the first 1000 it
-  would send. Stops at --limit or on SIGINT/SIGTERM and prints where to resume.
+  would send. Stops at --limit or on SIGINT/SIGTERM and prints where to resume. Only envelopes
+  DLQ_PROVENANCE_KEY proves a worker wrote for their payload are sent (unproven_envelopes counts the
+  others); without the key it sends nothing unless told --unverified (anyone who can write to the
+  DLQ topic could then put records into the raw topic). A payload the envelope holds truncated is
+  never sent (truncated_payloads counts them): its record is only in the raw topic, at the source
+  offset the envelope names.
   --where selects by a predicate on the DLQ table (<table>_dlq, filled by dlq fill): its columns
   compared with literals (= != <> < <= > >=, [NOT] IN (…), IS [NOT] NULL), AND, OR, NOT and
   parentheses, e.g. "failure_reason = 'invalid_rat_value' AND device_id IN ('d1','d2')". The
@@ -232,9 +238,16 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   // With a key, only envelopes a worker provably wrote for their payload go back (a forged one would
   // put its payload into cdr.raw); the rest are counted.
   const key = provenanceKeyOf(cfg);
+  if (!key && !dryRun && !args.flags.has("unverified"))
+    throw new CdrWorkerError(
+      "CONFIG_INVALID",
+      "dlq replay without DLQ_PROVENANCE_KEY cannot tell a worker's envelope from one anyone wrote to the DLQ topic: " +
+        "give the workers' key, or say --unverified to send them unproven",
+    );
   let unproven = 0;
   let notTheRows = 0;
-  const counts = () => ({ unproven: key ? unproven : null, notTheRows: sel.offsets ? notTheRows : null });
+  let truncated = 0;
+  const counts = () => ({ unproven: key ? unproven : null, notTheRows: sel.offsets ? notTheRows : null, truncated });
   // Per partition: the first record of the unsent chunk (it holds the position back), and the next
   // record after the last envelope read (the reader's own `next` once it returns).
   const held = new Map<number, number>();
@@ -290,6 +303,10 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
         unproven++;
         return;
       }
+      if (holdsTruncated(e)) {
+        truncated++;
+        return;
+      }
       matched++;
       if (dryRun) {
         if (listed.length < DRY_RUN_LISTED)
@@ -330,7 +347,7 @@ function printReplay(
   args: ParsedArgs,
   matched: number,
   sent: number,
-  skipped: { unproven: number | null; notTheRows: number | null },
+  skipped: { unproven: number | null; notTheRows: number | null; truncated: number },
   listed: unknown[],
   next: Map<number, number>,
   unreadable: Unreadable | null,
@@ -344,6 +361,7 @@ function printReplay(
       records: dryRun ? listed : undefined,
       unproven_envelopes: skipped.unproven ?? undefined,
       not_the_rows_payload: skipped.notTheRows ?? undefined,
+      truncated_payloads: skipped.truncated,
       unreadable: unreadable?.count,
       unreadable_records: unreadable?.first,
       stopped_by: stoppedBy ?? undefined,
@@ -352,6 +370,18 @@ function printReplay(
       resume_command: resumeCommand(args, next),
     }),
   );
+}
+
+/** The cut a truncated payload ends with (dlq/envelope.ts encodeEnvelopeOf). */
+const TRUNCATION_MARK = /…\[truncated: \d+ (bytes|characters) in all\]$/;
+
+/**
+ * Whether an envelope holds its payload cut short: said by its header, or by the mark the cut leaves
+ * (an envelope whose headers were lost or changed). Sending it would put a part of a record, not
+ * the record, into the raw topic.
+ */
+function holdsTruncated(e: StoredEnvelope): boolean {
+  return e.headers[HEADERS.truncated] === "true" || TRUNCATION_MARK.test(e.payloadText);
 }
 
 /**

@@ -73,7 +73,7 @@ test(`a DLQ of ${TOTAL} envelopes: inspect and replay stream in bounded memory, 
 
   // Storage failures only, in two runs: the second resumes where the first's range ended.
   const half = TOTAL / 2;
-  const first = await cli(env, "dlq", "replay", "--stage", "clickhouse-failed", "--to-offset", String(half));
+  const first = await cli(env, "dlq", "replay", "--unverified", "--stage", "clickhouse-failed", "--to-offset", String(half));
   expect(first.out).toMatchObject({ sent: half / STORAGE_EVERY, next_offsets: { "0": half } });
   const rest = await cli(env, "dlq", "replay", "--stage", "clickhouse-failed", "--from-offset", String(first.out.next_offsets["0"]), "--dry-run");
   expect(rest.out.would_send).toBe(half / STORAGE_EVERY);

@@ -192,7 +192,7 @@ test("dlq replay --where replays exactly the offsets the DLQ table selects; a pr
   expect((await tableCounts(n)).rows).toBe(total);
   await deleteTopics(anew);
   const cli = async (...args: string[]) => {
-    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", ...args], { env, stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--unverified", ...args], { env, stdout: "pipe", stderr: "pipe" });
     const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
     return { out, err, code };
   };
@@ -226,7 +226,7 @@ test("dlq replay --where replays exactly the offsets the DLQ table selects; a pr
   await op.produceBatch(other, Array.from({ length: 2 * total }, (_, i) => encodeEnvelope({ reason: "invalid_rat_value", field: "rat", payload: `{"raw_id":"other-${i}"}`, payloadIsObject: true }, new Date(), "w")));
   op.close();
   const before = [0, 1, 2].reduce((sum, p) => sum + topicLength(n.raw, p), 0);
-  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--where", where], { env: { ...env, KAFKA_TOPIC_DLQ: other }, stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--unverified", "--where", where], { env: { ...env, KAFKA_TOPIC_DLQ: other }, stdout: "pipe", stderr: "pipe" });
   const [anewOut, anewCode] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
   expect(anewCode).toBe(0);
   expect(JSON.parse(anewOut)).toMatchObject({ sent: 0, not_the_rows_payload: selected.length });

@@ -1,6 +1,6 @@
 // `dlq inspect` and `dlq replay` against the real broker, then the worker lands the replayed records.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { encodeEnvelope } from "../../src/dlq/envelope.ts";
+import { encodeEnvelope, HEADERS, MAX_PAYLOAD_CHARS } from "../../src/dlq/envelope.ts";
 import { payloadTextOf } from "../../src/dlq/reader.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
@@ -41,7 +41,7 @@ test("dlq inspect counts by reason and field; replay --dry-run lists; a real rep
   const dry = await cli("dlq", "replay", "--reason", "normalization_error", "--dry-run");
   expect(dry.would_send).toBe(2);
   expect(dry.records.map((r: { payload: string }) => r.payload)).toEqual(payloads);
-  expect(await cli("dlq", "replay", "--reason", "normalization_error", "--since", "2025-12-31T00:00:00Z")).toMatchObject({ sent: 2 });
+  expect(await cli("dlq", "replay", "--unverified", "--reason", "normalization_error", "--since", "2025-12-31T00:00:00Z")).toMatchObject({ sent: 2 });
   const replayed = await consumeN(n.raw, 2);
   expect(replayed.map(text).sort()).toEqual([...payloads].sort());
   const w = await startWorker(env);
@@ -87,9 +87,44 @@ test("regression: dlq inspect and replay take any DLQ: {}, text, missing fields 
   expect(Object.getOwnPropertyDescriptor(inspect.by_field, "__proto__")?.value).toBe(1);
   expect(inspect.by_field.constructor).toBe(1);
   expect(inspect.by_reason).toEqual({ normalization_error: 2 });
-  expect(await cli("dlq", "replay")).toMatchObject({ sent: 2, unreadable: 5 });
+  expect(await cli("dlq", "replay", "--unverified")).toMatchObject({ sent: 2, unreadable: 5 });
   const replayed = await consumeN(n.raw, 2);
   expect(replayed.map(text)).toEqual([good, good]);
+}, 60_000);
+
+// Anyone who can write to the DLQ topic could put records into the raw topic through a replay: without
+// the workers' key it sends nothing unless told --unverified. A payload the envelope holds cut short
+// is only a part of its record, and is never sent, with its header or without it.
+test("dlq replay without DLQ_PROVENANCE_KEY refuses in one line (exit 2) unless --unverified; a truncated payload is never sent", async () => {
+  const n = await names("replay-unverified");
+  const env = workerEnv(n);
+  const at = new Date("2026-01-01T00:00:00Z");
+  const good = toJson(withFields({ raw_id: "replay-whole" }));
+  const long = toJson(withFields({ raw_id: "replay-long", svc: "x".repeat(MAX_PAYLOAD_CHARS) }));
+  const cut = encodeEnvelope({ reason: "normalization_error", field: null, payload: long, payloadIsObject: true }, at, "w");
+  const p = new Producer({ ...props, "message.max.bytes": "4000000" });
+  await p.produce(n.dlq, encodeEnvelope({ reason: "normalization_error", field: null, payload: good, payloadIsObject: true }, at, "w"));
+  await p.produce(n.dlq, cut, { headers: [[HEADERS.truncated, "true"]] });
+  await p.produce(n.dlq, cut); // the same, its header gone
+  p.close();
+  const cli = async (...args: string[]) => {
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", ...args], { env, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    return { out, err, code };
+  };
+  const refused = await cli();
+  expect(refused.code).toBe(2);
+  expect(refused.out).toBe("");
+  expect(refused.err.trim().split("\n")).toHaveLength(1);
+  expect(refused.err).toContain("dlq replay without DLQ_PROVENANCE_KEY cannot tell a worker's envelope from one anyone wrote");
+  expect(topicLength(n.raw, 0) + topicLength(n.raw, 1) + topicLength(n.raw, 2)).toBe(0);
+  // A dry run sends nothing: it lists, with or without the key.
+  expect(JSON.parse((await cli("--dry-run")).out)).toMatchObject({ would_send: 1, truncated_payloads: 2 });
+  const sent = await cli("--unverified");
+  expect(sent.code).toBe(0);
+  expect(JSON.parse(sent.out)).toMatchObject({ sent: 1, truncated_payloads: 2 });
+  expect((await consumeN(n.raw, 1)).map(text)).toEqual([good]);
+  expect(topicLength(n.raw, 0) + topicLength(n.raw, 1) + topicLength(n.raw, 2)).toBe(1);
 }, 60_000);
 
 // A replay's printed position is the first record not replayed, however it stopped: resuming from
@@ -110,7 +145,7 @@ test("regression: a replay stopped by --limit, SIGTERM and SIGINT resumes from t
     // take hundreds of acknowledged sends, time to signal it even on a loaded machine (with chunks
     // of 500 a run once ended before its first chunk was seen).
     const chunk = signal ? "50" : "500";
-    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--chunk-size", chunk, ...args], { env, stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--unverified", "--chunk-size", chunk, ...args], { env, stdout: "pipe", stderr: "pipe" });
     if (signal) {
       const before = topicLength(n.raw);
       // Signalled once this run's first chunk landed, well before its last.
@@ -156,7 +191,7 @@ test("a replay killed with SIGKILL goes on from its last progress line's command
   );
   p.close();
   const CHUNK = 50;
-  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--reason", "normalization_error", "--chunk-size", String(CHUNK)], {
+  const proc = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "replay", "--unverified", "--reason", "normalization_error", "--chunk-size", String(CHUNK)], {
     env,
     stdout: "pipe",
     stderr: "pipe",

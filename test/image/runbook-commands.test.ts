@@ -39,6 +39,9 @@ test("every cdr-worker command of the runbooks runs in the image and ends 0, its
     c
       .replace(/<(an hour ago|when it began|that time)>/g, anHourAgo)
       .replace("<reason>", "malformed_json")
+      // A partition and an offset of it: the first record, stored or dead-lettered.
+      .replace("<p>", "0")
+      .replace("<from>", "0")
       .replace("http://<worker>:8081", `http://${stats.host}`)
       // Run in the worker's pod: its stats port on loopback (the breaker's reset is taken from there alone).
       .replace("http://127.0.0.1:8081", `http://${stats.host}`);
