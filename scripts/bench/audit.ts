@@ -3,8 +3,9 @@
  * then `audit --resume` as the hourly CronJob runs it, twice: the first run reads the whole backlog
  * (a first run, or `audit` without --resume every time), the second reads only the N/10 records
  * produced and drained after it. Records/s of each run from its spawn to its exit, its CPU µs a
- * record (the audit process; ClickHouse's and Kafka's beside it), and the hour at 200,000 records a
- * second extrapolated from the first run's rate: what one hourly run reads, and how long it takes.
+ * record (the audit process; ClickHouse's and Kafka's beside it), the rate of the partitions'
+ * reconciliation alone, and the hour at 200,000 records a second extrapolated from the first run's
+ * whole rate (start-up and DLQ read included): what one hourly run reads, and how long it takes.
  * Usage: bun scripts/bench/audit.ts [records=1000000] [rounds=2]   (services running)
  */
 import { Producer } from "../../src/kafka/producer.ts";
@@ -33,7 +34,7 @@ async function drain(run: Harness, total: number): Promise<void> {
   await worker.exited;
 }
 
-async function auditRun(run: Harness): Promise<{ records: number; seconds: number; records_per_s: number; audit_us: number; clickhouse_us: number; kafka_us: number }> {
+async function auditRun(run: Harness) {
   const [chPid, kafkaPid] = [servicePid("clickhouse"), servicePid("kafka")];
   const [ch0, kafka0] = [processCpuSeconds(chPid), processCpuSeconds(kafkaPid)];
   const t0 = performance.now();
@@ -53,7 +54,11 @@ async function auditRun(run: Harness): Promise<{ records: number; seconds: numbe
   return {
     records,
     seconds: +seconds.toFixed(2),
+    dlq_read_seconds: summary.dlq_read_seconds,
+    partition_seconds: lines.slice(0, -1).map((l) => l.seconds),
     records_per_s: Math.round(records / seconds),
+    // The partitions' reconciliation alone, without the start, the DLQ read and the summary's queries.
+    reconcile_records_per_s: Math.round(records / lines.slice(0, -1).reduce((t, l) => t + l.seconds, 0)),
     audit_us: per(cpu),
     clickhouse_us: per(processCpuSeconds(chPid) - ch0),
     kafka_us: per(processCpuSeconds(kafkaPid) - kafka0),

@@ -96,6 +96,7 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
     const progress = (read: number, total: number) => {
       if (tty) process.stderr.write(`\raudit: DLQ ${read} of ${total}`);
     };
+    const started = performance.now();
     const { offsets: dead, unproven, digests, next: dlqReadTo } = await deadLetteredOffsets(
       dlq,
       cfg.kafka.topicDlq,
@@ -118,7 +119,9 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
     let mismatched = 0;
     const phone = new PhoneNormalizer({ defaultRegion: cfg.phone.defaultRegion });
     const ctx = { phone, recordMaxBytes: cfg.recordMaxBytes };
+    const dlqSeconds = (performance.now() - started) / 1000;
     for (const r of ranges) {
+      const partitionStarted = performance.now();
       let current: Message | null = null;
       // Missing offsets whose record decodes: its cdr_id may be stored at a replay's offset.
       const candidates = new Map<string, number>();
@@ -156,7 +159,8 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
       for (const k of FINDINGS) totals[k]! += f[k];
       const gone = expired.get(r.partition) ?? 0;
       expiredTotal += gone;
-      console.log(JSON.stringify(kept ? { ...f, expired: gone } : f));
+      const seconds = Math.round(performance.now() - partitionStarted) / 1000;
+      console.log(JSON.stringify({ ...f, ...(kept ? { expired: gone } : {}), seconds }));
     }
     if (tty) process.stderr.write("\n");
     const inRange =
@@ -198,6 +202,9 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
         ...(key ? { unproven_envelopes: unproven, mismatched_envelopes: mismatched } : {}),
         ...(dlqTable ? { dlq_table_findings: dlqFailed } : {}),
         ...(kept ? { resumed: kept.raw.size > 0 && !args.flags.has("since"), expired: expiredTotal } : {}),
+        // Where a run's time goes: the DLQ read, then the partitions (each line's own seconds).
+        dlq_read_seconds: Math.round(dlqSeconds * 1000) / 1000,
+        seconds: Math.round(performance.now() - started) / 1000,
       }),
     );
     if (position && nextDlq) await keepPosition(position, raw, ranges, cfg.kafka.topicDlq, nextDlq.starts(dlqReadTo));

@@ -55,6 +55,9 @@ export interface StatsSource {
 const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
 const roundedSeconds = (v: number | null) => (v === null ? null : Math.round(v * 10) / 10);
 
+/** A partition known only from the positions or the assignment: nothing counted yet. */
+const NOTHING_COUNTED = { consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, repeated: 0 };
+
 export function statsSnapshot(s: StatsSource) {
   const c = s.counters;
   const positions = s.positions();
@@ -63,7 +66,7 @@ export function statsSnapshot(s: StatsSource) {
   const ids = new Set<number>([...c.partitions.keys(), ...positions.keys(), ...s.assignment()]);
   for (const p of [...ids].sort((a, b) => a - b)) {
     // Read without creating: a partition known only from positions has counted nothing yet.
-    const pc = c.partitions.get(p) ?? { consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, repeated: 0 };
+    const pc = c.partitions.get(p) ?? NOTHING_COUNTED;
     const pos = positions.get(p);
     const high = s.highWatermark(p);
     const fetch = s.fetchState?.(p) ?? null;
