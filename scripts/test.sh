@@ -36,6 +36,8 @@ for a in "$@"; do [[ $a == -* ]] || exec bun test --timeout 60000 "$@"; done
 for a in "$@"; do
   if [[ $a == --reporter-outfile=* ]]; then f="${a#*=}"; mkdir -p "$(dirname "$f")"; rm -f "$f" "${f%.xml}".*.xml; fi
 done
+# Each worker a test starts writes its whole log here; a clean stop removes it (test/support/worker.ts).
+rm -rf "$ROOT/.local/test-logs"
 mapfile -t files < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${SERIAL[@]}"))
 # Every run runs whatever the others' outcome (common.sh sets -e): the exit status is the worst.
 rc=0
@@ -50,5 +52,7 @@ KAFKA_BROKERS="127.0.0.1:$KAFKA_NEWEST_BASE_PORT" KAFKA_SASL_BROKERS="127.0.0.1:
 # The verdict over every pass: the failed tests by name, then `N passed, M failed`.
 for a in "$@"; do [[ $a == --reporter-outfile=* ]] && report="${a#*=}"; done
 shopt -s nullglob
+kept=("$ROOT"/.local/test-logs/*.log)
+(( ${#kept[@]} )) && echo "worker logs kept (a worker that did not stop cleanly, or handed out records twice): ${#kept[@]} in .local/test-logs/"
 python3 "$ROOT/scripts/lib/junit-summary.py" "$report" "${report%.xml}".*.xml || rc=1
 exit $rc

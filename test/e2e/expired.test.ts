@@ -12,7 +12,7 @@ import { committedCount, deleteRecordsBefore, props, watermarks } from "../suppo
 import { productionProfile } from "../support/profile.ts";
 import { CLICKHOUSE_URL, uniqueName, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { startWorker, statsWhen, workerEnv, type Names, type RunningWorker } from "../support/worker.ts";
+import { startWorker, statsWhen, workerEnv, type Names, type RunningWorker, withFetchDebug } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -84,7 +84,7 @@ test.each(["exactly-once", "at-least-once"])(
 test("production profile, ClickHouse away while the broker deletes what the worker did not hold: each offset stored once or counted expired", async () => {
   const n = await names("expired-running");
   const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
-  const w = await startWorker(workerEnv(n, { ...productionProfile(), CLICKHOUSE_URL: proxy.url }));
+  const w = await startWorker(withFetchDebug(workerEnv(n, { ...productionProfile(), CLICKHOUSE_URL: proxy.url })));
   try {
     await produceEach(n.raw, 10, "first");
     await statsWhen(w, (s) => s.total_clickhouse === 30, 30_000, "the first records stored");

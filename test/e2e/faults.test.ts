@@ -9,7 +9,7 @@ import { produceSynthetic, steadyStream } from "../support/synthetic.ts";
 import { committedCount, committedOffsets, committedThrough, consumeN, header, props, readCommitted, text } from "../support/kafka.ts";
 import { CLICKHOUSE_URL, ROOT, waitFor } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+import { startWorker, statsWhen, workerEnv, withFetchDebug } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -56,10 +56,11 @@ describe("ClickHouse down", () => {
   test("CH_UNREACHABLE_POLICY=wait: ClickHouse gone for 20 s under load: consumption pauses, readyz 503, no envelope, every row stored", async () => {
     const n = await names("chwait");
     const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
-    const w = await startWorker(workerEnv(n, {
+    // Where a pause and resume once handed out 430 records twice: librdkafka's fetch debug in the log file.
+    const w = await startWorker(withFetchDebug(workerEnv(n, {
       CLICKHOUSE_URL: proxy.url, CLICKHOUSE_REQUEST_TIMEOUT_MS: "1000", CLICKHOUSE_KEEP_ALIVE_IDLE_MS: "0", CH_UNREACHABLE_POLICY: "wait",
       CH_RETRY_MAX_ATTEMPTS: "3", CH_RETRY_INITIAL_DELAY_MS: "200", BATCH_SIZE: "1000",
-    }));
+    })));
     const stream = steadyStream(n.raw, { perRound: 2000, pauseMs: 250, seed: 500, rounds: 200 });
     try {
       await statsWhen(w, (s) => s.total_clickhouse >= 2000, 30_000, "rows flowing");

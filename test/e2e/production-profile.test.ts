@@ -8,7 +8,7 @@ import { productionProfile } from "../support/profile.ts";
 import { CLICKHOUSE_URL, waitFor } from "../support/services.ts";
 import { steadyStream } from "../support/synthetic.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";
-import { startWorker, statsWhen, workerEnv } from "../support/worker.ts";
+import { startWorker, statsWhen, workerEnv, withFetchDebug } from "../support/worker.ts";
 
 setDefaultTimeout(60_000);
 
@@ -17,7 +17,7 @@ const { names, storedCounts } = e2eScope();
 test("the production profile: ClickHouse restarting for 60 s under load, nothing dead-lettered, every valid row stored once", async () => {
   const n = await names("profile");
   const proxy = TcpProxy.inFrontOf(CLICKHOUSE_URL);
-  const w = await startWorker(workerEnv(n, { ...productionProfile(), CLICKHOUSE_URL: proxy.url }));
+  const w = await startWorker(withFetchDebug(workerEnv(n, { ...productionProfile(), CLICKHOUSE_URL: proxy.url })));
   const stream = steadyStream(n.raw, { perRound: 1000, pauseMs: 200, seed: 900, rounds: 400 });
   try {
     await statsWhen(w, (s) => s.total_clickhouse >= 2000, 30_000, "rows flowing");

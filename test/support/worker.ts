@@ -1,5 +1,6 @@
 /** Runs the real worker (`bun src/main.ts run`, or the compiled binary) against the real services. */
 import type { Subprocess } from "bun";
+import { mkdirSync, rmSync } from "node:fs";
 import { Admin } from "../../src/kafka/admin.ts";
 import { ensureTopics, topologySpec } from "../../src/topics/topology.ts";
 import { createClickHouse } from "../../src/clickhouse/client.ts";
@@ -61,7 +62,10 @@ export function workerEnv(n: Names, extra: Record<string, string> = {}): Record<
 export interface RunningWorker {
   proc: Subprocess<"ignore", "pipe", "pipe">;
   statsUrl: string;
+  /** Its log lines but debug ones (those are in `logFile` alone). */
   logs: string[];
+  /** Every line it wrote, kept unless it stopped cleanly with no record handed out again (.local/test-logs/). */
+  logFile: string;
   stats: () => Promise<Record<string, any>>;
   stop: (signal?: NodeJS.Signals) => Promise<number>;
 }
@@ -80,30 +84,55 @@ export function killLeftoverWorkers(): void {
 
 let started = 0;
 
+/** Where each worker's whole log goes while it runs. */
+export const WORKER_LOG_DIR = `${ROOT}/.local/test-logs`;
+
+/**
+ * librdkafka's fetch, topic and consumer debug in the worker's log file: what a pause and a resume
+ * did, fetch by fetch, for a run where librdkafka hands out records twice (records_repeated).
+ */
+export function withFetchDebug(env: Record<string, string>): Record<string, string> {
+  return { ...env, KAFKA_PROP_DEBUG: "fetch,topic,consumer", LOG_LEVEL: "debug" };
+}
+
 /**
  * Starts the worker and waits until its stats server answers. Each gets a WORKER_INSTANCE of its own
  * unless `env` names one: two workers of a group with the same one fence each other's transactions.
  */
 export async function startWorker(env: Record<string, string>, cmd: string[] = ["bun", `${ROOT}/src/main.ts`, "run"]): Promise<RunningWorker> {
-  const proc = Bun.spawn(cmd, { env: { WORKER_INSTANCE: `e2e-worker-${++started}`, ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const instance = env.WORKER_INSTANCE ?? `e2e-worker-${++started}`;
+  const proc = Bun.spawn(cmd, { env: { WORKER_INSTANCE: instance, ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   live.add(proc);
   void proc.exited.then(() => live.delete(proc));
+  mkdirSync(WORKER_LOG_DIR, { recursive: true });
+  const logFile = `${WORKER_LOG_DIR}/${instance}-${proc.pid}.log`;
+  const file = Bun.file(logFile).writer();
   const logs: string[] = [];
   let statsUrl = "";
-  void forEachLine(proc.stderr, (line) => {
+  const read = forEachLine(proc.stderr, (line) => {
+    file.write(`${line}\n`);
+    if (line.includes('"level":"debug"')) return;
     logs.push(line);
     const m = line.match(/"stats":"http:\/\/[^:]+:(\d+)\//);
     if (m) statsUrl = `http://127.0.0.1:${m[1]}`;
   });
   await waitFor(() => (statsUrl ? true : proc.exitCode !== null ? (() => { throw new Error(`worker exited ${proc.exitCode}: ${logs.join("\n")}`); })() : undefined), 30_000, "worker start");
+  const stats = async () => (await fetch(`${statsUrl}/internal/stats`)).json() as Promise<Record<string, any>>;
   return {
     proc,
     statsUrl,
     logs,
-    stats: async () => (await fetch(`${statsUrl}/internal/stats`)).json() as Promise<Record<string, any>>,
+    logFile,
+    stats,
     stop: async (signal = "SIGTERM") => {
+      const repeated = await stats().then((s) => Number(s.records_repeated ?? 0), () => 0);
       proc.kill(signal);
-      return proc.exited;
+      const code = await proc.exited;
+      await read;
+      await file.end();
+      if (repeated > 0) console.log(`${instance}: librdkafka handed out ${repeated} records again; its whole log: ${logFile}`);
+      else if (code === 0) rmSync(logFile, { force: true });
+      return code;
     },
   };
 }
@@ -118,7 +147,7 @@ export async function notReadyReasons(w: RunningWorker, ms: number, what: string
 
 /** The stats a failure shows: where the records are, and what the worker waits for. */
 const STATS_SHOWN = ["state", "total_consumed", "total_clickhouse", "total_dlq", "buffered_rows", "in_flight_buffer", "commits",
-  "commits_refused", "dlq_producer_renewals", "assignments_lost", "replay_checks_pending", "assigned_partitions", "ready", "partitions"];
+  "commits_refused", "dlq_producer_renewals", "assignments_lost", "records_repeated", "records_expired", "replay_checks_pending", "assigned_partitions", "ready", "partitions"];
 
 /**
  * Runs `fn`; when it throws, the error carries the worker's stats then and its own last log lines, so
@@ -140,7 +169,7 @@ export async function explainedBy<T>(worker: RunningWorker | (() => RunningWorke
     const partitions = Object.entries((last?.partitions ?? {}) as Record<string, unknown>).map(([p, v]) => `  partition ${p}: ${JSON.stringify(v)}`);
     // The worker's own lines say which way it went; librdkafka's (reconnects, mostly) would crowd them out.
     const own = w.logs.filter((l) => !l.includes('"component":"librdkafka"')).slice(-20);
-    throw new Error(`${(e as Error).message}${exited}\n${partitions.join("\n")}\nlast stats: ${stats}\nworker log (its own last 20 lines):\n${own.join("\n")}`, { cause: e });
+    throw new Error(`${(e as Error).message}${exited}\n${partitions.join("\n")}\nlast stats: ${stats}\nworker log (its own last 20 lines; all of it in ${w.logFile}):\n${own.join("\n")}`, { cause: e });
   }
 }
 
