@@ -2,23 +2,8 @@
 # Builds librdkafka from the source inside Confluent's npm package (version.env), against Debian's
 # -dev packages: ssl, sasl (GSSAPI), lz4, zstd, zlib. Only the shared library and its header, into
 #   <out>/lib/librdkafka.so.1  <out>/include/librdkafka/rdkafka.h
-# The patches in patches/ are applied in name order:
-#   coordinator-timeout.patch  a request waiting for its coordinator fails at its timeout, and asks
-#                              again once a second for a coordinator that stays down, so
-#                              send_offsets_to_transaction returns when the group coordinator dies;
-#   decompression-cap.patch    every codec's output (lz4, gzip, snappy; zstd already) capped at
-#                              receive.message.max.bytes;
-#   fetch-budget.patch         the prefetch queue counts what a record holds (key, value, headers,
-#                              its op, a decompressed batch's buffer), and one fetch stops adding to
-#                              it at queued.max.messages.kbytes, inside a batch if need be;
-#   heartbeat-facts.patch      the statistics' cgrp says when the heartbeat the coordinator last
-#                              accepted was sent, when the last refused one was and its error, and
-#                              since when the member is in a rebalance (the membership lease's facts);
-#   resume-wakeup.patch        a resumed partition wakes its broker thread, which otherwise idles out
-#                              the rest of a second with nothing to fetch before fetching it;
-#   unreadable-batches.patch   a key or value length below -1 is null, as Kafka reads it; a batch
-#                              received whole that cannot be read is reported offset by offset and
-#                              skipped, never fetched again (aborted and control batches passed over).
+# The patches are applied in the order patches/series names them; patches/README.md gives each
+# one's defect, upstream issue, the test that fails without it, and when it can go.
 # Idempotent: a build whose stamp matches the pin, the flags and the patches prints "ok:" and does
 # nothing.
 # Usage: scripts/librdkafka/build.sh <out dir>
@@ -29,8 +14,12 @@ source "$here/version.env"
 out="${1:?usage: build.sh <out dir>}"
 # libcurl (OAUTHBEARER OIDC) and syslog are not used by the worker: left out, one dependency fewer in the image.
 FLAGS=(--enable-ssl --enable-gssapi --enable-zstd --enable-zlib --enable-lz4-ext --disable-curl --disable-syslog --disable-debug-symbols)
-patches=("$here"/patches/*.patch)
-patch_sha="$(cat "${patches[@]}" | sha256sum | cut -c1-16)"
+mapfile -t patches < <(grep -v '^#' "$here/patches/series" | grep . | sed "s|^|$here/patches/|")
+for p in "${patches[@]}"; do [[ -f $p ]] || { printf '[librdkafka] error: series names %s, which is not in patches/\n' "$(basename "$p")" >&2; exit 1; }; done
+listed=$(printf '%s\n' "${patches[@]}" | sort)
+present=$(printf '%s\n' "$here"/patches/*.patch | sort)
+[[ $listed == "$present" ]] || { printf '[librdkafka] error: patches/series must name every patch in patches/, once\n' >&2; exit 1; }
+patch_sha="$(cat "$here/patches/series" "${patches[@]}" | sha256sum | cut -c1-16)"
 want="$KAFKA_JS_PACKAGE@$KAFKA_JS_VERSION librdkafka $LIBRDKAFKA_VERSION ${FLAGS[*]} patches $patch_sha"
 stamp="$out/.build"
 say() { printf '[librdkafka] %s\n' "$*" >&2; }
