@@ -63,3 +63,44 @@ export const log = {
   warn: (msg: string, ctx?: Record<string, unknown>) => emit("warn", msg, ctx),
   error: (msg: string, ctx?: Record<string, unknown>) => emit("error", msg, ctx),
 };
+
+/**
+ * A log line that can come once a record (a row ClickHouse refused, a record whose decoding threw)
+ * is said at most `perWindow` times a window; the occurrences left out are counted and the next line
+ * said carries their number (`left_out`), so a batch of 200,000 bad rows is a few lines, and none is
+ * lost from the count. The counters and the DLQ hold every record; the log holds examples.
+ */
+export class LineLimit {
+  readonly #perWindow: number;
+  readonly #windowMs: number;
+  readonly #now: () => number;
+  #windowStart = -Infinity;
+  #said = 0;
+  #leftOut = 0;
+
+  constructor(perWindow = 10, windowMs = 60_000, now: () => number = () => performance.now()) {
+    this.#perWindow = perWindow;
+    this.#windowMs = windowMs;
+    this.#now = now;
+  }
+
+  /**
+   * One occurrence: the fields to log it with (`left_out` added when some were left out since the
+   * last line said), or null when it is left out.
+   */
+  take(fields: Record<string, unknown>): Record<string, unknown> | null {
+    const now = this.#now();
+    if (now - this.#windowStart >= this.#windowMs) {
+      this.#windowStart = now;
+      this.#said = 0;
+    }
+    if (this.#said >= this.#perWindow) {
+      this.#leftOut++;
+      return null;
+    }
+    this.#said++;
+    const leftOut = this.#leftOut;
+    this.#leftOut = 0;
+    return leftOut > 0 ? { ...fields, left_out: leftOut } : fields;
+  }
+}

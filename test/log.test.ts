@@ -2,7 +2,7 @@
 // its causes, so a wrapped failure still says what caused it.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { KafkaError } from "../src/errors.ts";
-import { errorFields, log, setLogSink } from "../src/log.ts";
+import { errorFields, LineLimit, log, setLogSink } from "../src/log.ts";
 
 setDefaultTimeout(60_000);
 
@@ -47,4 +47,18 @@ test("a URL's user information never reaches a line, whatever its password holds
   expect(line).not.toContain("p@ss");
   expect(line).not.toContain("w/rd");
   expect(line).toContain("http://[redacted]@ch-a:8123,http://[redacted]@ch-b:8123");
+});
+
+test("a line that can come once a record is said ten times a minute; the next one said counts those left out", () => {
+  let now = 0;
+  const limit = new LineLimit(10, 60_000, () => now);
+  const said: Array<Record<string, unknown>> = [];
+  for (let i = 0; i < 200_000; i++) {
+    const fields = limit.take({ offset: i });
+    if (fields) said.push(fields);
+  }
+  expect(said.map((f) => f.offset)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  now += 60_000;
+  expect(limit.take({ offset: 200_000 })).toEqual({ offset: 200_000, left_out: 199_990 });
+  expect(limit.take({ offset: 200_001 })).toEqual({ offset: 200_001 });
 });

@@ -12,12 +12,15 @@ import { systemClock, type Clock } from "./clock.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
 import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
-import { log } from "../log.ts";
+import { LineLimit, log } from "../log.ts";
 import type { Counters } from "../stats/counters.ts";
 import type { Gate } from "./gate.ts";
 import { payloadOf, type Verdict } from "../cdr/decode.ts";
 import { payloadDigest } from "../dlq/provenance-mac.ts";
 import type { Delivered } from "./offsets/replay-check.ts";
+
+/** Said as an example, at most ten a minute (replay_envelopes_mismatched counts them all). */
+const MISMATCHED_LINE = new LineLimit();
 
 export interface ReplayFinder {
   /**
@@ -107,10 +110,9 @@ export class Replays {
     const digest = d.digests?.get(offset);
     if (digest !== undefined && record && payloadDigest(payloadOf(record)) !== digest) {
       this.#counters.replayEnvelopesMismatched++;
-      log.warn("a DLQ envelope names this record's offset but another payload: the record is processed", {
-        partition,
-        offset,
-      });
+      const fields = MISMATCHED_LINE.take({ partition, offset });
+      const msg = "a DLQ envelope names this record's offset but another payload: the record is processed";
+      if (fields) log.warn(msg, fields);
       return false;
     }
     return true;

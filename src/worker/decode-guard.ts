@@ -10,7 +10,10 @@ import type { DecodeContext, Verdict } from "../cdr/decode.ts";
 export type { DecodeContext };
 import { scanRecord } from "../cdr/record-scan.ts";
 import type { Message } from "../kafka/message.ts";
-import { log } from "../log.ts";
+import { LineLimit, log } from "../log.ts";
+
+/** Said as an example, at most ten a minute: each such record has its envelope. */
+const THREW_LINE = new LineLimit();
 
 /** The stages, replaceable so a test can make one throw. */
 export interface DecodeStages {
@@ -31,11 +34,12 @@ export function decodeOne(m: Message, ctx: DecodeContext, stages: DecodeStages =
     const scanned = m.value === null ? null : stages.scan(m.value, ctx.phone);
     return scanned ?? stages.decode(m.value, ctx);
   } catch (e) {
-    log.error("decoding a record threw; it goes to the DLQ and the worker goes on", {
+    const fields = THREW_LINE.take({
       partition: m.partition,
       offset: m.offset,
       err: e instanceof Error ? e : new Error(String(e)),
     });
+    if (fields) log.error("decoding a record threw; it goes to the DLQ and the worker goes on", fields);
     return decodeFailed(m.value, e);
   }
 }

@@ -12,9 +12,12 @@ import { storeBatch, type StoreOutcome } from "../../clickhouse/store.ts";
 import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
 import type { DlqPublisher, SourceRecord } from "../../dlq/publisher.ts";
 import { AssignmentLostError } from "../../errors.ts";
-import { log } from "../../log.ts";
+import { LineLimit, log } from "../../log.ts";
 import type { Counters } from "../../stats/counters.ts";
 import { insertOnce } from "./insert-once.ts";
+
+/** A refused row is said as an example, at most ten a minute (clickhouse_refused_rows counts them all). */
+const REFUSED_ROW_LINE = new LineLimit();
 
 export interface FlushDeps {
   writer: ClickHouseWriter;
@@ -106,12 +109,13 @@ export async function flushBatch(
   const notInserted: number[] = [];
   for (const { row, error } of outcome.refused) {
     notInserted.push(row);
-    log.warn("ClickHouse refused a row; it goes to the DLQ alone", {
+    const fields = REFUSED_ROW_LINE.take({
       partition: batch.partitions[row],
       offset: batch.offsets[row],
       column: error.column,
       err: error,
     });
+    if (fields) log.warn("ClickHouse refused a row; it goes to the DLQ alone", fields);
     sends.push(d.dlq.publishRefused(sourceRecord(batch, row), d.topic, error.column, error.message));
   }
   if (failed) {
