@@ -40,7 +40,8 @@ export const AUDIT_HELP = `cdr-worker audit [--partitions 0,2] [--from-offset N]
   records (up to the filler's committed offsets) against the table's rows: missing, stored_twice,
   not_in_topic are findings too. --resume goes on from where the last --resume run ended (kept as
   the committed offsets of the group <KAFKA_GROUP_ID>-audit): the raw topic from the offsets it
-  audited up to, the DLQ from the first envelope it left to this run; a first run reads what the
+  audited up to, the DLQ from the first envelope it left to this run, the DLQ table's check from
+  the DLQ offsets it reached; a first run reads what the
   other flags ask, and --since reads from its time again. Records the broker deleted since the last
   run before they were audited are counted as expired (not a finding: the workers' own
   records_expired says whether they were stored).`;
@@ -184,7 +185,9 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
       `SELECT count() FROM (SELECT cdr_id FROM ${offsets} WHERE ${inRange} ` +
         "GROUP BY cdr_id HAVING uniqExact(kafka_partition, kafka_offset) > 1)",
     );
-    const dlqTable = await auditFilledDlq(cfg, ch, dlqPartitions);
+    // Under --resume the DLQ table's check too goes on from where the last run's ended.
+    const tableFrom = kept && !args.flags.has("since") ? kept.dlqTable : null;
+    const dlqTable = await auditFilledDlq(cfg, ch, dlqPartitions, tableFrom);
     if (dlqTable) console.log(JSON.stringify(dlqTable));
     const dlqFailed = dlqTable ? dlqTable.missing + dlqTable.stored_twice + dlqTable.not_in_topic : 0;
     const failed = failures(totals as Record<(typeof FINDINGS)[number], number>) + dlqFailed;
@@ -207,7 +210,11 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
         seconds: Math.round(performance.now() - started) / 1000,
       }),
     );
-    if (position && nextDlq) await keepPosition(position, raw, ranges, cfg.kafka.topicDlq, nextDlq.starts(dlqReadTo));
+    if (position && nextDlq) {
+      const tableTo = new Map(kept!.dlqTable);
+      for (const r of dlqTable?.ranges ?? []) tableTo.set(r.partition, r.to);
+      await keepPosition(position, raw, ranges, cfg.kafka.topicDlq, nextDlq.starts(dlqReadTo), tableTo);
+    }
     return failed === 0 ? "OK" : "AUDIT_FINDINGS";
   } finally {
     await Promise.all([records.close(), dlq.close(), group.close(), ch.close(), position?.close()]);
@@ -218,7 +225,12 @@ export async function auditCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
  * The DLQ table against the DLQ topic, over what `dlq fill`'s group has committed; null where there
  * is no table yet or the filler has committed nothing.
  */
-async function auditFilledDlq(cfg: Config, ch: ClickHouseClient, partitions: number) {
+async function auditFilledDlq(
+  cfg: Config,
+  ch: ClickHouseClient,
+  partitions: number,
+  from: ReadonlyMap<number, number> | null,
+) {
   const table = `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`;
   if (!(await tableExists(ch, table))) return null;
   const topic = cfg.kafka.topicDlq;
@@ -230,7 +242,9 @@ async function auditFilledDlq(cfg: Config, ch: ClickHouseClient, partitions: num
     for (const c of group.committed(tps)) {
       const to = Number(c.offset ?? -1n);
       if (to < 0) continue;
-      ranges.push({ partition: c.partition, from: reader.queryWatermarks(topic, c.partition).low, to });
+      const low = reader.queryWatermarks(topic, c.partition).low;
+      const start = Math.max(low, from?.get(c.partition) ?? low);
+      ranges.push({ partition: c.partition, from: Math.min(start, to), to });
     }
     return ranges.length === 0 ? null : await auditDlqTable(ch, table, reader, topic, ranges);
   } finally {
