@@ -120,13 +120,8 @@ export async function deleteRecordsBefore(topic: string, offsets: Record<number,
 
 /** Messages in a partition (high watermark − low watermark), asked from the broker. */
 export function topicLength(topic: string, partition = 0): number {
-  const c = new Consumer({ props: { ...props, "group.id": uniqueName("len") }, topics: [] });
-  try {
-    const w = c.queryWatermarks(topic, partition);
-    return w.high - w.low;
-  } finally {
-    void c.close(); // a handle that never joined a group: nothing to wait for
-  }
+  const w = watermarks(topic, partition);
+  return w.high - w.low;
 }
 
 /**
