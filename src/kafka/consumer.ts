@@ -22,7 +22,8 @@ import {
   type Handle,
   type KafkaProps,
 } from "./handle.ts";
-import { copyBytes, copyIntoSlab, isRecordError, readExactI64, readHeaders, type Message } from "./message.ts";
+import { copyBytes, copyIntoSlab, isPassedOver, isRecordError, readExactI64, readHeaders } from "./message.ts";
+import type { Message } from "./message.ts";
 import { loadBatchCopy, META, META_STRIDE, type BatchCopy, type CopyCaps } from "./batch-copy.ts";
 import { partitionFetches, type PartitionFetch } from "./fetch-state.ts";
 import { standingOf, type Standing } from "./heartbeat-proof.ts";
@@ -66,6 +67,12 @@ export interface ConsumerOptions {
    * records fetched for it at once, before the caller has seen the assignment at all.
    */
   assignPaused?: boolean;
+  /**
+   * Hand out, in offset order with the records, each offset librdkafka passed over on purpose (a
+   * control record, an aborted record) as a Message with `passedOver` set: the worker accounts for
+   * every offset (delivery/offsets/gaps.ts). Other readers never see them.
+   */
+  passedOver?: boolean;
 }
 
 
@@ -89,7 +96,7 @@ export type GroupConsumer = Pick<
   | "close"
   | "onStanding"
 > &
-  Partial<Pick<Consumer, "positions">>;
+  Partial<Pick<Consumer, "positions" | "seek">>;
 
 /** What a reader of a topic range uses (dlq/reader.ts): partitions assigned directly, read to their ends. */
 export type RangeReader = Pick<Consumer, "assign" | "poll" | "endReached" | "queryWatermarks">;
@@ -153,10 +160,12 @@ export class Consumer {
   #fetches = new Map<number, PartitionFetch>();
   readonly #proofListeners: Array<(standing: Standing) => void> = [];
   readonly #rdClock = new RdClock();
+  readonly #passedOver: boolean;
 
   constructor(opts: ConsumerOptions) {
     const lib = rdk();
     this.#rebalance.assignPaused = opts.assignPaused ?? false;
+    this.#passedOver = opts.passedOver ?? false;
     this.#topic = opts.topics[0] ?? null;
     this.#h = createHandle(RD.CONSUMER, consumerProperties(opts.props), (conf, callbacks) => {
       const cb = new JSCallback(
@@ -328,6 +337,8 @@ export class Consumer {
         if (isRecordError(err)) {
           const text = textLen > 0 ? ERROR_TEXT.decode(slab.subarray(off, off + textLen)) : undefined;
           out.push(this.#undecodable(meta[r + META.rkt]!, partition, offset, err, text));
+        } else if (isPassedOver(err)) {
+          if (this.#passedOver) out.push(this.#passed(meta[r + META.rkt]!, partition, offset));
         } else this.#consumerError(err, partition, offset);
         // Decoded only where it names a record's fate; skipped over either way.
         if (textLen > 0) off += textLen;
@@ -387,6 +398,11 @@ export class Consumer {
       return;
     }
     log.warn("kafka consumer error", { code: errName(err), partition });
+  }
+
+  /** An offset librdkafka passed over on purpose and said so: no record, accounted for all the same. */
+  #passed(rkt: number, partition: number, offset: number): Message {
+    return { topic: this.#topicName(rkt), partition, offset, timestamp: -1, value: null, key: null, passedOver: true };
   }
 
   /** A record at this offset that librdkafka could not decode: no value, its error instead. */
@@ -458,6 +474,18 @@ export class Consumer {
           const len = read.u32(m, MESSAGE.len);
           const text = payload && len > 0 ? ERROR_TEXT.decode(copyBytes(payload, len) ?? new Uint8Array()) : undefined;
           out.push(this.#undecodable(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset), err, text));
+          continue;
+        }
+        if (isPassedOver(err) && this.#passedOver) {
+          // Kept as a record error is, so out[] stays parallel to the kept messages.
+          sources[kept] = null;
+          lengths[kept] = 0;
+          this.#kept[kept++] = m;
+          out.push(this.#passed(read.ptr(m, MESSAGE.rkt), partition, readExactI64(m, MESSAGE.offset)));
+          continue;
+        }
+        if (isPassedOver(err)) {
+          lib.rd_kafka_message_destroy(m);
           continue;
         }
         // Only an end-of-partition event's offset is used; read without the 2^53 check, which may not
@@ -555,6 +583,19 @@ export class Consumer {
     this.#ends.clear();
     const err = withNativeList(partitions, (list) => rdk().rd_kafka_assign(this.#h.rk, list));
     if (err !== 0) throw kafkaError("KAFKA_CLIENT", "assign", err);
+  }
+
+  /**
+   * Reads these assigned partitions again from the offsets given (librdkafka drops what it had
+   * queued for them). Asynchronous: a paused partition fetches from there once resumed.
+   */
+  seek(partitions: readonly TopicPartition[]): void {
+    if (this.#closed || partitions.length === 0) return;
+    const error = withNativeList(partitions, (list) => rdk().rd_kafka_seek_partitions(this.#h.rk, list, 0));
+    if (!error) return;
+    const err = rdk().rd_kafka_error_code(error);
+    rdk().rd_kafka_error_destroy(error);
+    throw kafkaError("KAFKA_CLIENT", "seek", err);
   }
 
   /** Fetches again from paused partitions, from the position after the last record handed out. */

@@ -28,6 +28,17 @@ export interface Message {
    * decompress, the batch's offsets and compressed size.
    */
   errorText?: string;
+  /**
+   * Set where no record stands at this offset: librdkafka passed it over on purpose (a transaction's
+   * control record, an aborted transaction's record) and said so. Handed out only to a consumer that
+   * asks (ConsumerOptions.passedOver); it has no value and is never a record.
+   */
+  passedOver?: true;
+}
+
+/** An offset librdkafka passed over on purpose and reported (ERR__NOOP, passed-over-reports.patch). */
+export function isPassedOver(err: number): boolean {
+  return err === RD.ERR__NOOP;
 }
 
 /** Per-message errors that stand for a record at that offset, not for the partition or topic. */

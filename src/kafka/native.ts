@@ -83,6 +83,7 @@ const symbols = {
   rd_kafka_topic_name: { args: ["ptr"], returns: "cstring" },
   rd_kafka_assign: { args: ["ptr", "ptr"], returns: "i32" },
   rd_kafka_pause_partitions: { args: ["ptr", "ptr"], returns: "i32" },
+  rd_kafka_seek_partitions: { args: ["ptr", "ptr", "i32"], returns: "ptr" },
   rd_kafka_resume_partitions: { args: ["ptr", "ptr"], returns: "i32" },
   rd_kafka_incremental_assign: { args: ["ptr", "ptr"], returns: "ptr" },
   rd_kafka_incremental_unassign: { args: ["ptr", "ptr"], returns: "ptr" },
@@ -226,7 +227,15 @@ function open(path: string) {
   } catch {
     // An older library: the replay check makes the blocking calls instead.
   }
-  return { main, lookups };
+  let reportsPassedOver = false;
+  try {
+    // The project's build says each offset it passes over on purpose (passed-over-reports.patch).
+    const probe = dlopen(path, { rd_kafka_cdr_passed_over_reports: { args: [], returns: "i32" } });
+    reportsPassedOver = probe.symbols.rd_kafka_cdr_passed_over_reports() === 1;
+  } catch {
+    // A library without the patch: offsets passed over on purpose are told apart from skips less surely.
+  }
+  return { main, lookups, reportsPassedOver };
 }
 
 /** dlopen of the embedded library through a private, exclusively created copy, removed once mapped. */
@@ -287,6 +296,15 @@ export function rdk(): Symbols {
 export function rdkLookups(): LookupSymbols | null {
   lib ??= load();
   return lib.lookups ? (lib.lookups.symbols as unknown as LookupSymbols) : null;
+}
+
+/**
+ * Whether the loaded library hands out each offset it passes over on purpose, a control record or
+ * an aborted record, in its place (scripts/librdkafka/patches/passed-over-reports.patch).
+ */
+export function reportsPassedOver(): boolean {
+  lib ??= load();
+  return lib.reportsPassedOver;
 }
 
 /** The loaded librdkafka's own version string (e.g. "2.15.1"). */

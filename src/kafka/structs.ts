@@ -105,6 +105,11 @@ export const RD = {
   /** rd_kafka_destroy_flags: do not close the consumer (it was closed, or closing it timed out). */
   DESTROY_F_NO_CONSUMER_CLOSE: 0x8,
   ERR__BAD_MSG: -199,
+  /**
+   * An offset librdkafka passed over on purpose, handed out in its place by the project's build
+   * (scripts/librdkafka/patches/passed-over-reports.patch): a control record, an aborted record.
+   */
+  ERR__NOOP: -141,
   ERR__BAD_COMPRESSION: -198,
   ERR__TIMED_OUT: -185,
   ERR__REVOKE_PARTITIONS: -174,
