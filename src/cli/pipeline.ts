@@ -11,6 +11,7 @@ import { DlqPublisher } from "../dlq/publisher.ts";
 import { offsetLookup, type OffsetLookup } from "../kafka/offset-lookup.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
+import { reportsPassedOver } from "../kafka/native.ts";
 import { findDelivered, type Owned } from "../delivery/offsets/replay-check.ts";
 import { Producer } from "../kafka/producer.ts";
 import { Transactions, type GroupMetadata } from "../kafka/transaction.ts";
@@ -66,6 +67,8 @@ export function buildPipeline(
     // out of librdkafka, and no key, which the worker does not read.
     valueMaxBytes: Math.max(cfg.recordMaxBytes, MAX_PAYLOAD_CHARS),
     readKeys: false,
+    // Every offset accounted for: what librdkafka passes over on purpose is said (delivery/offsets/gaps.ts).
+    passedOver: true,
   });
   const transactions = exactlyOnce
     ? new TransactionalCommits(new Transactions(producer), {
@@ -187,6 +190,7 @@ function gapReads(cfg: Config, consumer: Consumer, exactlyOnce: boolean) {
   };
   return {
     logStarts: (partitions: readonly number[]) => lookup().listOffsets(topic, partitions, "earliest"),
+    skipsTold: reportsPassedOver(),
     ...(exactlyOnce
       ? {}
       : {

@@ -8,7 +8,7 @@
  * waits, replay checks, revocations and a possible freeze (lease.ts) pause consumption through one
  * gate (gate.ts). Partitions the group took away are dropped, not flushed (`abandon`).
  */
-import type { Rejection, Verdict } from "../cdr/decode.ts";
+import { undecodable, type Rejection, type Verdict } from "../cdr/decode.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { ScannedRow } from "../cdr/record-scan.ts";
 import type { RetryPolicy } from "../clickhouse/retry.ts";
@@ -106,6 +106,11 @@ export interface DeliveryDeps {
     logStarts(partitions: readonly number[]): Promise<Map<number, number>>;
     /** At-least-once: the group's committed offsets (-1 where none), where a new assignment starts. */
     committed?(partitions: readonly number[]): Promise<Map<number, number>>;
+    /**
+     * The consumer hands out every offset librdkafka passes over on purpose (Message.passedOver):
+     * any other gap at or above the log start is a skip, read again (offsets/gaps.ts).
+     */
+    skipsTold?: boolean;
   };
 }
 
@@ -180,12 +185,29 @@ export class Delivery {
     // Holds are stamped with the wall clock (a commit's `since` is compared with ingested_at and
     // envelope timestamps); the flush interval runs on the monotonic one, so a wall clock stepped
     // back cannot hold a partial batch back until it catches up.
+    const seek = deps.consumer.seek;
     const gaps = (this.#gaps = deps.offsets
-      ? new Gaps({ logStarts: (ps) => deps.offsets!.logStarts(ps), counters: deps.counters, clock })
+      ? new Gaps({
+          logStarts: (ps) => deps.offsets!.logStarts(ps),
+          counters: deps.counters,
+          clock,
+          settle: (hold) => {
+            this.#tracker.settle(hold);
+            this.#commits.schedule();
+          },
+          skips:
+            deps.offsets.skipsTold && seek
+              ? {
+                  rewind: (partition, offset) =>
+                    seek.call(deps.consumer, [{ topic: opts.topic, partition, offset: BigInt(offset) }]),
+                  deadLetter: (partition, offsets, reads) => this.#deadLetterSkipped(partition, offsets, reads),
+                }
+              : undefined,
+        })
       : null);
     this.#tracker = new OffsetTracker(
       () => clock.now(),
-      gaps ? (partition, from, to) => gaps.found({ partition, from, to }) : undefined,
+      gaps ? (partition, from, to, hold) => gaps.found({ partition, from, to, hold }) : undefined,
     );
     this.#batcher = new Batcher(opts.batchSize, opts.concurrency, () => new RowBinaryBuffer(), {
       maxBytes: opts.batchMaxBytes ?? 16 << 20,
@@ -335,11 +357,42 @@ export class Delivery {
   received(messages: readonly Message[]): void {
     if (this.#refetchedRuns.length > 0) this.#sayRefetched();
     let bytes = 0;
-    for (const m of messages) bytes += m.value?.length ?? 0;
+    let records = 0;
+    for (const m of messages) {
+      bytes += m.value?.length ?? 0;
+      if (!m.passedOver) records++;
+    }
     // Twice the record's bytes: its encoded row and its payload string are both held. Up at once
     // when records grow, down by half a poll when they shrink.
-    this.#recordBytes = Math.max(64, (2 * bytes) / messages.length, this.#recordBytes / 2);
-    this.#deps.counters.consumed += messages.length;
+    if (records > 0) this.#recordBytes = Math.max(64, (2 * bytes) / records, this.#recordBytes / 2);
+    this.#deps.counters.consumed += records;
+  }
+
+  /**
+   * An offset librdkafka passed over on purpose and said so (a transaction's control record, an
+   * aborted record): no record, but the position moves past it, and it is no gap.
+   */
+  passedOver(m: Message): void {
+    if (this.#tracker.consumedAlready(m.partition, m.offset)) return;
+    this.#tracker.passed(m.partition, m.offset);
+    this.#deps.counters.offsetsPassedOver++;
+    this.#deps.counters.partition(m.partition).passedOver++;
+    this.#commits.schedule();
+  }
+
+  /**
+   * Offsets skipped on every read (offsets/gaps.ts): each gets an envelope, as a record librdkafka
+   * could not read does, held inside its gap, so the partition moves on and every offset ends somewhere.
+   */
+  #deadLetterSkipped(partition: number, offsets: readonly number[], reads: number): void {
+    const now = this.#clock.now();
+    for (const offset of offsets) {
+      const text = `librdkafka moved past offset ${offset} without a record or a word, on ${reads} reads`;
+      const { topic } = this.#opts;
+      const m: Message = { topic, partition, offset, timestamp: -1, value: null, key: null, error: "SKIPPED" };
+      this.#deps.counters.consumed++;
+      this.handOver(m, undecodable("SKIPPED", text), now);
+    }
   }
 
   /** One decoded record handed over: a row to buffer, a rejection to dead-letter, or a replay to skip. */
@@ -613,6 +666,7 @@ export class Delivery {
   release(partitions: readonly TopicPartition[]): void {
     for (const p of partitions) this.#starts.set(p.partition, (this.#starts.get(p.partition) ?? 0) + 1);
     this.#tracker.reset(partitions.map((p) => p.partition));
+    this.#gaps?.forget(partitions.map((p) => p.partition));
     this.#deps.transactions?.release(partitions.map((p) => p.partition));
     this.#gate.forget(partitions);
     this.#replays?.forget(partitions);

@@ -36,9 +36,16 @@ export interface PartitionCounters {
   expired: number;
   /** Offsets librdkafka passed over: transaction markers, aborted transactions' records. */
   passedOver: number;
+  /** Offsets never handed over, neither deleted nor passed over on purpose (gaps.ts): read again. */
+  skipped: number;
   /** Records handed out again under the same assignment, dropped (delivery.ts handOver). */
   repeated: number;
 }
+
+/** A partition's counts before its first record. */
+const NOTHING_YET = {
+  consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, skipped: 0, repeated: 0,
+} as const;
 
 /** Records of a partition consumed and not yet durable. */
 export function inFlightOf(pc: Pick<PartitionCounters, "consumed" | "durableClickhouse" | "durableDlq">): number {
@@ -80,6 +87,8 @@ export class Counters {
   recordsExpired = 0;
   /** Offsets of owned partitions librdkafka passed over: transaction markers, aborted records (gaps.ts). */
   offsetsPassedOver = 0;
+  /** Offsets of owned partitions skipped: never handed over, neither deleted nor passed over on purpose (gaps.ts). */
+  offsetsSkipped = 0;
   /** Records librdkafka handed out again under the same assignment, dropped as already consumed. */
   recordsRepeated = 0;
   /** Commits the group refused while it rebalanced (sent again for partitions still owned). */
@@ -110,7 +119,7 @@ export class Counters {
   partition(p: number): PartitionCounters {
     let c = this.partitions.get(p);
     if (!c) {
-      c = { partition: p, consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, repeated: 0 };
+      c = { partition: p, ...NOTHING_YET };
       this.partitions.set(p, c);
     }
     return c;

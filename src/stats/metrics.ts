@@ -73,6 +73,13 @@ const records: Section = (s, c, { metric }) => {
     parts.map(([p, v]) => [{ partition: p }, v.passedOver]),
   );
   metric(
+    "cdr_worker_offsets_skipped_total",
+    "counter",
+    "Offsets never handed over, neither deleted by the broker nor passed over on purpose: read again, " +
+      "dead-lettered if still missing.",
+    parts.map(([p, v]) => [{ partition: p }, v.skipped]),
+  );
+  metric(
     "cdr_worker_records_repeated_total",
     "counter",
     "Records librdkafka handed out again under the same assignment: dropped, their first copy stored or on its way.",

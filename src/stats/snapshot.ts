@@ -56,7 +56,9 @@ const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString()
 const roundedSeconds = (v: number | null) => (v === null ? null : Math.round(v * 10) / 10);
 
 /** A partition known only from the positions or the assignment: nothing counted yet. */
-const NOTHING_COUNTED = { consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, repeated: 0 };
+const NOTHING_COUNTED = {
+  consumed: 0, durableClickhouse: 0, durableDlq: 0, expired: 0, passedOver: 0, skipped: 0, repeated: 0,
+};
 
 export function statsSnapshot(s: StatsSource) {
   const c = s.counters;
@@ -78,6 +80,7 @@ export function statsSnapshot(s: StatsSource) {
       in_flight: inFlightOf(pc),
       expired: pc.expired,
       passed_over: pc.passedOver,
+      skipped: pc.skipped,
       repeated: pc.repeated,
       committed_offset: committed,
       high_watermark: high,
@@ -122,6 +125,7 @@ export function statsSnapshot(s: StatsSource) {
     commits: c.commits,
     records_expired: c.recordsExpired,
     offsets_passed_over: c.offsetsPassedOver,
+    offsets_skipped: c.offsetsSkipped,
     records_repeated: c.recordsRepeated,
     commits_refused: c.commitsRefused,
     dlq_producer_renewals: c.dlqProducerRenewals,

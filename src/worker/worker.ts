@@ -1,6 +1,6 @@
 /**
  * The stage order, and nothing else: poll → decode (parse, validate, normalize) → hand over a row
- * or a rejection → flush when due → settle on revoke (revoke.ts) or drain on stop (drain.ts).
+ * or a rejection (or an offset passed over) → flush when due → settle on revoke or drain on stop.
  * Everything after the hand-over (batches, the DLQ, offsets and commits, pauses) is delivery's
  * (src/delivery/). A DLQ, commit or poll failure is fatal: the worker stops without flushing or
  * committing further.
@@ -41,9 +41,7 @@ export class Worker {
   }
 
   /** Joined the group and got an assignment (possibly empty). */
-  get assigned(): boolean {
-    return this.#assigned;
-  }
+  get assigned(): boolean { return this.#assigned; } // prettier-ignore
 
   /** Asks for a graceful stop: stop polling, flush, commit, leave the group. */
   stop(): void {
@@ -103,7 +101,9 @@ export class Worker {
   #handOver(messages: Message[]): void {
     const ingestedAt = Math.floor(this.#delivery.clock.now() / 1000);
     this.#delivery.received(messages);
-    for (const m of messages) this.#delivery.handOver(m, decodeOne(m, this.#ctx), ingestedAt);
+    for (const m of messages)
+      if (m.passedOver) this.#delivery.passedOver(m);
+      else this.#delivery.handOver(m, decodeOne(m, this.#ctx), ingestedAt);
   }
 
   /** Commits everything of the revoked partitions before librdkafka gives them away (or drops it, lost). */

@@ -45,6 +45,8 @@ function harness(opts: {
   /** While it says so, ClickHouse refuses every row as data (a column it cannot read). */
   refusing?: () => boolean;
   dlqRatioWindow?: number;
+  /** Gaps told apart, with a library that says what it passes over: each log start 0. */
+  skipsTold?: boolean;
 } = {}) {
   const events: string[] = [];
   const paused = new Set<number>();
@@ -62,6 +64,7 @@ function harness(opts: {
       }
       events.push(`commit ${offsets.map((o) => o.offset).join(",")}`);
     },
+    seek: (ps: Array<{ partition: number; offset: bigint }>) => ps.forEach((p) => events.push(`seek ${p.partition} ${p.offset}`)),
     // Exactly-once's membership lease: one heartbeat accepted at the start holds it for the test.
     onStanding: (fn: (s: Standing) => void) => (standingSeen = fn),
   } as unknown as Consumer;
@@ -82,7 +85,10 @@ function harness(opts: {
   const replays = opts.finder ?? (opts.delivered ? { findDelivered: async () => new Map([[0, { offsets: new Set(opts.delivered), since: 0 }]]) } : undefined);
   const d = new Delivery(
     { topic: "cdr.raw", batchSize: 100, flushIntervalMs: 60_000, concurrency: 1, retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1 }, dlqMaxRatio: opts.dlqMaxRatio ?? 1, dlqRatioWindow: opts.dlqRatioWindow ?? 10 },
-    { consumer, writer, dlq, counters, ...(replays ? { replays } : {}), ...(opts.transactions ? { transactions: opts.transactions } : {}) },
+    {
+      consumer, writer, dlq, counters, ...(replays ? { replays } : {}), ...(opts.transactions ? { transactions: opts.transactions } : {}),
+      ...(opts.skipsTold ? { offsets: { logStarts: async (ps: readonly number[]) => new Map(ps.map((p) => [p, 0])), skipsTold: true } } : {}),
+    },
   );
   const fatal: unknown[] = [];
   d.listen({ onFatal: (e) => fatal.push(e), onSettled: () => {} });
@@ -131,6 +137,26 @@ test("regression: records handed out again under the same assignment are dropped
   h.d.assigned([{ topic: "cdr.raw", partition: 0 }]);
   h.hand([msg(3, valid(3))]);
   expect(h.counters.consumed).toBe(5);
+});
+
+// A skip (offsets librdkafka moved past without a record or a word) is read again from the gap: the
+// records that come back lie below the highest offset consumed, and were once taken for records
+// handed out twice and dropped.
+test("regression: a skip, then the read again from it: the records that come back are stored, not dropped; the commit waits for them", async () => {
+  const h = harness({ skipsTold: true });
+  h.hand([0, 1, 2, 3, 4, 12, 13, 14].map((o) => msg(o, valid(o))));
+  await waitFor(() => (h.events.includes("seek 0 5") ? true : undefined), 5000, "the partition read again from the skip");
+  expect(h.counters.offsetsSkipped).toBe(7);
+  // What the read again hands out: the skipped records, then what was handed out already.
+  h.hand([5, 6, 7, 8, 9, 10, 11, 12, 13, 14].map((o) => msg(o, valid(o))));
+  await h.d.settle();
+  const stored = h.events.filter((e) => e.startsWith("insert")).flatMap((e) => e.slice(7).split(","));
+  expect(stored.sort()).toEqual(Array.from({ length: 15 }, (_, i) => `r${i}`).sort());
+  expect(h.counters.recordsRepeated).toBe(3);
+  expect(h.events.filter((e) => e.startsWith("commit")).at(-1)).toBe("commit 15");
+  // No commit passed 5 before the records read again were stored.
+  const firstPast = h.events.findIndex((e) => e.startsWith("commit") && Number(e.slice(7)) > 5);
+  expect(firstPast).toBeGreaterThan(h.events.findIndex((e) => e.startsWith("insert") && e.includes("r5")));
 });
 
 test("the breaker pauses every partition through the gate; what was handed over before is still stored and committed", async () => {

@@ -8,7 +8,7 @@ setDefaultTimeout(60_000);
 
 test("per partition: consumed = durable + in flight, lag from the high watermark and the commit", () => {
   const s = statsSnapshot(source());
-  expect(s.partitions["0"]).toEqual({ consumed: 10, durable_clickhouse: 6, durable_dlq: 1, in_flight: 3, expired: 0, passed_over: 0, repeated: 0, committed_offset: 7, high_watermark: 12, lag: 5, lag_seconds: null, paused_by: [], fetch_state: null, fetch_next_offset: null, fetch_queued: null });
+  expect(s.partitions["0"]).toEqual({ consumed: 10, durable_clickhouse: 6, durable_dlq: 1, in_flight: 3, expired: 0, passed_over: 0, skipped: 0, repeated: 0, committed_offset: 7, high_watermark: 12, lag: 5, lag_seconds: null, paused_by: [], fetch_state: null, fetch_next_offset: null, fetch_queued: null });
   expect([s.delivery, s.replays_skipped, s.replay_checks_pending]).toEqual(["exactly-once", 4, 1]);
   expect(s.last_audit).toEqual({ at: "2025-11-24T16:00:00.000Z", seconds: 1.2, result: "failed", findings: { missing: 0, stored_twice: 1, dead_lettered_twice: 0, stored_and_dead_lettered: 0, not_a_record: 0 } });
 });
@@ -23,7 +23,7 @@ test("an owned partition that has given nothing yet is listed, with what holds i
   });
   expect(Object.keys(s.partitions)).toEqual(["0", "2"]);
   expect(s.partitions["2"]).toEqual({
-    consumed: 0, durable_clickhouse: 0, durable_dlq: 0, in_flight: 0, expired: 0, passed_over: 0, repeated: 0, committed_offset: null, high_watermark: null, lag: null,
+    consumed: 0, durable_clickhouse: 0, durable_dlq: 0, in_flight: 0, expired: 0, passed_over: 0, skipped: 0, repeated: 0, committed_offset: null, high_watermark: null, lag: null,
     lag_seconds: null, paused_by: ["replay-check"], fetch_state: "offset-query", fetch_next_offset: -2, fetch_queued: 0,
   });
   expect(s.partitions["0"]).toMatchObject({ paused_by: [], fetch_state: null });

@@ -17,6 +17,11 @@ export interface RawRecord {
   recordLength?: number;
   /** Bytes written instead of the whole record (after its length, unless `recordLength` is given). */
   raw?: Uint8Array;
+  /**
+   * Its offset delta in the batch, its index unless given: offsets left out between records are
+   * what compaction leaves, or a skip (no record, no marker) as the consumer sees it.
+   */
+  offsetDelta?: number;
 }
 
 export type Codec = "none" | "lz4";
@@ -99,15 +104,18 @@ export function lz4Frame(data: Uint8Array, opts: { corrupt?: boolean } = {}): Ui
   return concat([header, new Uint8Array(size.buffer), body, new Uint8Array(4)]);
 }
 
-/** A v2 record batch of `records`, offsets from 0, in `codec`. */
-export function recordBatch(records: RawRecord[], codec: Codec = "none", opts: { corruptFrame?: boolean } = {}): Uint8Array {
-  const plain = concat(records.map((r, i) => recordBytes(r, i)));
+/**
+ * A v2 record batch of `records`, offsets from 0, in `codec`. `magic`: the version byte written (2
+ * unless given); librdkafka passes over a batch of a version it does not know.
+ */
+export function recordBatch(records: RawRecord[], codec: Codec = "none", opts: { corruptFrame?: boolean; magic?: number } = {}): Uint8Array {
+  const plain = concat(records.map((r, i) => recordBytes(r, r.offsetDelta ?? i)));
   const payload = codec === "lz4" ? lz4Frame(plain, { corrupt: opts.corruptFrame }) : plain;
   const now = BigInt(Date.now());
   // From attributes to the end: what the CRC covers.
   const tail = new DataView(new ArrayBuffer(2 + 4 + 8 + 8 + 8 + 2 + 4 + 4));
   tail.setInt16(0, CODEC_BITS[codec]);
-  tail.setInt32(2, records.length - 1); // last offset delta
+  tail.setInt32(2, records.length === 0 ? -1 : (records.at(-1)!.offsetDelta ?? records.length - 1)); // last offset delta
   tail.setBigInt64(6, now); // base timestamp
   tail.setBigInt64(14, now); // max timestamp
   tail.setBigInt64(22, -1n); // producer id
@@ -119,7 +127,7 @@ export function recordBatch(records: RawRecord[], codec: Codec = "none", opts: {
   head.setBigInt64(0, 0n); // base offset: the broker assigns it
   head.setInt32(8, 4 + 1 + 4 + covered.length); // batch length, after this field
   head.setInt32(12, -1); // partition leader epoch
-  head.setInt8(16, 2); // magic
+  head.setInt8(16, opts.magic ?? 2); // magic
   head.setUint32(17, crc32c(covered));
   return concat([new Uint8Array(head.buffer), covered]);
 }

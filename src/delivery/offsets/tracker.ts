@@ -19,6 +19,8 @@ export interface Hold {
   at: number;
   /** Waiting for every earlier hold of its partition to be done or sent alone (`whenReached`). */
   onReached?: () => void;
+  /** A record handed over inside a gap (read again): held by the gap's hold, not in the queue. */
+  inGap?: true;
 }
 
 /** A position to commit, with when the first record not yet durable there was consumed. */
@@ -48,13 +50,41 @@ interface PartitionState {
   first: number;
   /** Index in `holds` of the first hold `whenReached` may not pass yet: a ClickHouse batch's, not done. */
   reach: number;
+  /** Gaps not settled whose offsets may still be handed over (read again). */
+  open: GapHold[];
 }
 
 /** The owner of holds made by trackAlone(): never extended, since track() is never given it. */
 const ALONE = Object.freeze({});
+/** The owner of offsets librdkafka passed over on purpose and said so (`passed`): done at once. */
+const PASSED = Object.freeze({});
+/** The owner of a gap's hold (GapHold). */
+const GAP = Object.freeze({});
 
-/** Offsets `from` (inclusive) to `to` (exclusive) of a partition were never handed over (gaps.ts). */
-export type OnGap = (partition: number, from: number, to: number) => void;
+/**
+ * Offsets never handed over, held in the queue where they fell: the position stops at `from` until
+ * the gap is settled (gaps.ts: expired, passed over, or read again) and every record handed over
+ * inside it since is durable too.
+ */
+export interface GapHold extends Hold {
+  /** First offset not handed over; `last` is the gap's last. */
+  from: number;
+  /** Offsets of the gap neither handed over nor passed over since, as [from, to) ranges. */
+  missing: Array<[number, number]>;
+  /** Holds of the records handed over inside the gap after it was found (read again). */
+  children: Hold[];
+  /** Nothing more is awaited for it: it is done once its children are. */
+  settled: boolean;
+  /** Set while the gap is read again (gaps.ts): called once an offset past it is handed out. */
+  onPassed?: () => void;
+}
+
+/**
+ * Offsets `from` (inclusive) to `to` (exclusive) of a partition were never handed over (gaps.ts).
+ * `hold` stands in the commit's way until settled; none where the commit has passed the gap already
+ * (a start learned after the first records were tracked).
+ */
+export type OnGap = (partition: number, from: number, to: number, hold?: GapHold) => void;
 
 export class OffsetTracker {
   readonly #parts = new Map<number, PartitionState>();
@@ -64,9 +94,10 @@ export class OffsetTracker {
   readonly #now: () => number;
   readonly #onGap: OnGap;
 
-  constructor(now: () => number = Date.now, onGap: OnGap = () => {}) {
+  /** `onGap`: where gaps are told apart; without one a gap is settled as it is found (not accounted). */
+  constructor(now: () => number = Date.now, onGap?: OnGap) {
     this.#now = now;
-    this.#onGap = onGap;
+    this.#onGap = onGap ?? ((_p, _f, _t, hold) => hold && this.settle(hold));
   }
 
   /**
@@ -85,6 +116,7 @@ export class OffsetTracker {
    */
   track(partition: number, offset: number, owner: object): Hold | null {
     const p = this.#consume(partition, offset);
+    if (p === null) return this.#child(partition, offset, owner);
     const tail = p.holds.length > p.head ? p.holds[p.holds.length - 1]! : undefined;
     if (tail && tail.owner === owner && !tail.done) {
       tail.last = offset;
@@ -93,30 +125,112 @@ export class OffsetTracker {
     return this.#push(p, partition, offset, owner);
   }
 
-  /** Whether a record at `offset` was consumed already under this assignment (the partition tracked). */
+  /**
+   * Whether a record at `offset` was handed over already under this assignment (the partition
+   * tracked): below the highest offset consumed, and not an offset of a gap still missing. An
+   * offset past a gap being read again says the read has passed it (GapHold.onPassed).
+   */
   consumedAlready(partition: number, offset: number): boolean {
     const p = this.#parts.get(partition);
-    return p !== undefined && offset < p.consumed;
+    if (p === undefined || offset >= p.consumed) return false;
+    if (p.open.length === 0) return true;
+    this.#passing(p, offset);
+    return !p.open.some((g) => missingAt(g, offset) >= 0);
   }
 
   /** Registers one record that is durable on its own (a DLQ send): always a hold of its own. */
   trackAlone(partition: number, offset: number): Hold {
-    return this.#push(this.#consume(partition, offset), partition, offset, ALONE);
+    const p = this.#consume(partition, offset);
+    return p === null ? this.#child(partition, offset, ALONE) : this.#push(p, partition, offset, ALONE);
   }
 
-  #consume(partition: number, offset: number): PartitionState {
+  /**
+   * An offset librdkafka passed over on purpose and said so (a control record, an aborted record:
+   * Message.passedOver): no record stands for it, and the position moves past it with the rest.
+   */
+  passed(partition: number, offset: number): void {
+    if (this.consumedAlready(partition, offset)) return;
+    const p = this.#consume(partition, offset);
+    if (p === null) return;
+    const tail = p.holds.length > p.head ? p.holds[p.holds.length - 1]! : undefined;
+    if (tail && tail.owner === PASSED) tail.last = offset;
+    else this.#push(p, partition, offset, PASSED).done = true;
+  }
+
+  /**
+   * The partition's state for a record at `offset`, with any gap before it held; null for an offset
+   * inside a gap still missing (read again): taken out of the gap, the caller holds it there.
+   */
+  #consume(partition: number, offset: number): PartitionState | null {
     let p = this.#parts.get(partition);
     if (!p) {
-      p = { holds: [], head: 0, position: -1, reported: -1, committed: -1, consumed: -1, first: offset, reach: 0 };
+      p = {
+        holds: [], head: 0, position: -1, reported: -1, committed: -1, consumed: -1, first: offset, reach: 0, open: [],
+      };
       this.#parts.set(partition, p);
       const start = this.#starts.get(partition);
       if (start !== undefined) {
         this.#starts.delete(partition);
-        if (offset > start) this.#onGap(partition, start, offset);
+        if (offset > start) this.#gap(p, partition, start, offset);
       }
-    } else if (offset > p.consumed) this.#onGap(partition, p.consumed, offset);
-    p.consumed = offset + 1;
+    } else if (offset > p.consumed) this.#gap(p, partition, p.consumed, offset);
+    else if (offset < p.consumed) {
+      this.#passing(p, offset);
+      for (const g of p.open) {
+        const i = missingAt(g, offset);
+        if (i < 0) continue;
+        const [from, to] = g.missing[i]!;
+        const left: Array<[number, number]> = [[from, offset], [offset + 1, to]];
+        g.missing.splice(i, 1, ...left.filter(([a, b]) => b > a));
+        this.#gapHere = g;
+        return null;
+      }
+    }
+    if (p.open.length > 0) this.#passing(p, offset);
+    p.consumed = Math.max(p.consumed, offset + 1);
     return p;
+  }
+
+  /** The gap #consume last took an offset out of. */
+  #gapHere: GapHold | null = null;
+
+  /** A hold inside the gap #consume found the offset in: never extended, done as its owner says. */
+  #child(partition: number, offset: number, owner: object): Hold {
+    const hold: Hold = { partition, last: offset, done: false, owner, at: this.#now(), inGap: true };
+    this.#gapHere!.children.push(hold);
+    return hold;
+  }
+
+  /** Offsets `from` to `to` never handed over: held in the queue, and reported. */
+  #gap(p: PartitionState, partition: number, from: number, to: number): void {
+    const hold: GapHold = {
+      partition, last: to - 1, done: false, owner: GAP, at: this.#now(), from, missing: [[from, to]], children: [],
+      settled: false,
+    };
+    p.holds.push(hold);
+    p.open.push(hold);
+    this.#onGap(partition, from, to, hold);
+  }
+
+  /** An offset handed out at or past a gap being read again: that read has passed it. */
+  #passing(p: PartitionState, offset: number): void {
+    for (const g of p.open)
+      if (g.onPassed && offset > g.last) {
+        const passed = g.onPassed;
+        g.onPassed = undefined;
+        passed();
+      }
+  }
+
+  /**
+   * Nothing more is awaited for a gap (gaps.ts): what is still missing of it is gone, or stands
+   * dead-lettered; it is done once the records handed over inside it are durable.
+   */
+  settle(gap: GapHold): void {
+    gap.settled = true;
+    gap.onPassed = undefined;
+    const p = this.#parts.get(gap.partition);
+    if (p) p.open = p.open.filter((g) => g !== gap);
   }
 
   #push(p: PartitionState, partition: number, offset: number, owner: object): Hold {
@@ -132,6 +246,9 @@ export class OffsetTracker {
    * its transaction passes it however long an earlier batch's inserts take.
    */
   whenReached(hold: Hold, fn: () => void): void {
+    // A record read again inside a gap: no commit passes the gap before it is done, whatever
+    // stands before it, so nothing holds its envelope.
+    if (hold.inGap) return fn();
     hold.onReached = fn;
     this.reach(hold.partition);
   }
@@ -149,7 +266,7 @@ export class OffsetTracker {
         h.onReached = undefined;
         fn();
       }
-      if (!h.done && h.owner !== ALONE) break;
+      if (!isDone(h) && h.owner !== ALONE) break;
     }
     p.reach = i;
   }
@@ -158,7 +275,7 @@ export class OffsetTracker {
   advanced(now = this.#now()): Advanced[] {
     const out: Advanced[] = [];
     for (const [partition, p] of this.#parts) {
-      while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
+      while (p.head < p.holds.length && isDone(p.holds[p.head]!)) p.position = p.holds[p.head++]!.last + 1;
       if (p.head > 1024 && p.head * 2 > p.holds.length) {
         p.holds = p.holds.slice(p.head);
         // A walk never starts before the head: a mark behind it means the head.
@@ -195,10 +312,11 @@ export class OffsetTracker {
   passOver(partition: number, next: number): boolean {
     const p = this.#parts.get(partition);
     if (!p || next <= p.consumed) return false;
-    while (p.head < p.holds.length && p.holds[p.head]!.done) p.position = p.holds[p.head++]!.last + 1;
+    if (p.open.length > 0) this.#passing(p, next - 1);
+    while (p.head < p.holds.length && isDone(p.holds[p.head]!)) p.position = p.holds[p.head++]!.last + 1;
     if (p.head < p.holds.length || p.position !== p.consumed) return false;
-    this.#onGap(partition, p.consumed, next);
-    p.position = p.consumed = next;
+    this.#gap(p, partition, p.consumed, next);
+    p.consumed = next;
     return true;
   }
 
@@ -239,4 +357,19 @@ export class OffsetTracker {
         this.#starts.delete(p);
       }
   }
+}
+
+/** The index in `gap.missing` of the range holding `offset`, or -1. */
+function missingAt(gap: GapHold, offset: number): number {
+  if (offset < gap.from || offset > gap.last) return -1;
+  return gap.missing.findIndex(([from, to]) => offset >= from && offset < to);
+}
+
+/** Done: marked so, or a gap settled whose records handed over inside it are all done. */
+function isDone(h: Hold): boolean {
+  if (h.done) return true;
+  if (h.owner !== GAP) return false;
+  const g = h as GapHold;
+  if (g.settled && g.children.every((c) => c.done)) g.done = true;
+  return g.done;
 }

@@ -4,7 +4,7 @@
 // over (transaction markers, aborted records) at or above it.
 import { afterEach, beforeEach, expect, setDefaultTimeout, test } from "bun:test";
 import type { Clock } from "../../../src/delivery/clock.ts";
-import { Gaps, type Gap } from "../../../src/delivery/offsets/gaps.ts";
+import { Gaps, READS, type Gap } from "../../../src/delivery/offsets/gaps.ts";
 import { OffsetTracker } from "../../../src/delivery/offsets/tracker.ts";
 import { setLogSink } from "../../../src/log.ts";
 import { Counters } from "../../../src/stats/counters.ts";
@@ -146,4 +146,94 @@ test("a read that fails keeps its gaps and is tried again with backoff; nothing 
   expect(gaps.waiting).toBe(0);
   await run(60_000);
   expect(counters.recordsExpired).toBe(100);
+});
+
+/** A tracker whose gaps go to `gaps`, as the delivery wires them. */
+function wired(skipsTold: boolean, logStart = 0) {
+  const { clock, run } = stepClock();
+  const counters = new Counters();
+  const rewinds: Array<[number, number]> = [];
+  const dead: Array<{ partition: number; offsets: number[]; reads: number }> = [];
+  let t!: OffsetTracker;
+  const gaps = new Gaps({
+    counters,
+    clock,
+    logStarts: async (ps) => new Map(ps.map((p) => [p, logStart])),
+    settle: (hold) => t.settle(hold),
+    skips: skipsTold
+      ? {
+          rewind: (partition, from) => void rewinds.push([partition, from]),
+          deadLetter: (partition, offsets, reads) => {
+            dead.push({ partition, offsets, reads });
+            for (const o of offsets) t.trackAlone(partition, o);
+          },
+        }
+      : undefined,
+  });
+  t = new OffsetTracker(() => 0, (partition, from, to, hold) => gaps.found({ partition, from, to, hold }));
+  const positions = () => t.advanced().map((a) => a.offset);
+  return { t, gaps, counters, rewinds, dead, run, positions };
+}
+
+test("with a library that says what it passes over, a gap above the log start is a skip: counted, said, read again, the commit held at it", async () => {
+  const w = wired(true);
+  const batch = {};
+  w.t.track(0, 0, batch)!.done = true;
+  w.t.passed(0, 1); // a commit marker, said: no gap
+  w.t.track(0, 5, {})!.done = true; // 2-4 skipped
+  await w.run(0);
+  expect([w.counters.offsetsSkipped, w.counters.partition(0).skipped, w.counters.offsetsPassedOver]).toEqual([3, 3, 0]);
+  expect(lines.filter((l) => l.level === "error").map((l) => [l.msg, l.from, l.to, l.offsets])).toEqual([
+    ["offsets were skipped: librdkafka moved past them without a record or a word; read again", 2, 5, 3],
+  ]);
+  expect(w.rewinds).toEqual([[0, 2]]);
+  expect(w.positions()).toEqual([2]); // past the marker, not past the skip
+  // Read again: 2-4 come back (not taken for records handed out twice), then 5 again, which is.
+  for (const o of [2, 3, 4]) expect(w.t.consumedAlready(0, o)).toBe(false);
+  const back = [2, 3, 4].map((o) => w.t.track(0, o, batch)!);
+  expect(w.t.consumedAlready(0, 5)).toBe(true);
+  expect(w.positions()).toEqual([]); // settled, but what came back is not durable yet
+  for (const h of back) h.done = true;
+  expect(w.positions()).toEqual([6]);
+  expect(w.gaps.rereading).toBe(0);
+  expect(w.dead).toEqual([]);
+});
+
+test("a skip still missing on every read gets an envelope an offset after the last, each held in the gap; a revoked partition's skip is forgotten", async () => {
+  const w = wired(true);
+  w.t.track(0, 0, {})!.done = true;
+  w.t.track(0, 10, {})!.done = true;
+  await w.run(0);
+  expect(w.rewinds).toEqual([[0, 1]]);
+  // Each read passes the range with nothing back: read again, READS in all.
+  for (let read = 1; read < READS; read++) {
+    expect(w.t.consumedAlready(0, 10)).toBe(true);
+    expect(w.rewinds.length).toBe(read + 1);
+  }
+  expect(w.t.consumedAlready(0, 10)).toBe(true);
+  expect(w.dead).toEqual([{ partition: 0, offsets: [1, 2, 3, 4, 5, 6, 7, 8, 9], reads: READS }]);
+  expect(w.positions()).toEqual([1]); // the envelopes are not acknowledged yet
+  expect(lines.filter((l) => String(l.msg).startsWith("offsets skipped on every read")).map((l) => l.offsets)).toEqual([9]);
+  // A read that never passes (the partition paused) is asked again after a while, uncounted.
+  w.t.track(1, 0, {})!.done = true;
+  w.t.track(1, 3, {})!.done = true;
+  await w.run(1_000);
+  expect(w.rewinds.at(-1)).toEqual([1, 1]);
+  await w.run(30_000);
+  expect(w.rewinds.at(-1)).toEqual([1, 1]);
+  expect(w.gaps.rereading).toBe(1);
+  w.gaps.forget([1]);
+  w.t.reset([1]);
+  expect(w.gaps.rereading).toBe(0);
+});
+
+test("with a library that does not say what it passes over, a gap above the log start is passed over, settled at once", async () => {
+  const w = wired(false, 3);
+  w.t.track(0, 0, {})!.done = true;
+  w.t.track(0, 6, {})!.done = true;
+  expect(w.positions()).toEqual([1]);
+  await w.run(0);
+  expect([w.counters.recordsExpired, w.counters.offsetsPassedOver, w.counters.offsetsSkipped]).toEqual([2, 3, 0]);
+  expect(w.rewinds).toEqual([]);
+  expect(w.positions()).toEqual([7]);
 });
