@@ -6,6 +6,7 @@ import { createClickHouse } from "../clickhouse/client.ts";
 import { dlqTable } from "../clickhouse/migrate.ts";
 import type { Config } from "../config.ts";
 import { provenanceKeyOf } from "../dlq/provenance-mac.ts";
+import { fillerMetricsText } from "../dlq/table/filler-metrics.ts";
 import { DlqFiller } from "../dlq/table/filler.ts";
 import { ClickHouseDlqStore } from "../dlq/table/store.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -138,8 +139,8 @@ async function committedRecordAt(cfg: Config, partition: number, offset: number)
 const STUCK_AFTER_MS = 30_000;
 
 /**
- * The filler's stats on STATS_HOST:STATS_PORT, as the worker's: /healthz (the loop passes) and
- * /internal/stats (its counts, positions and rows buffered).
+ * The filler's stats on STATS_HOST:STATS_PORT, as the worker's: /healthz (the loop passes),
+ * /internal/stats (its counts, positions and rows buffered) and /metrics (filler-metrics.ts).
  */
 function serveFillerStats(cfg: Config, filler: DlqFiller) {
   return Bun.serve({
@@ -154,6 +155,8 @@ function serveFillerStats(cfg: Config, filler: DlqFiller) {
         const ok = performance.now() - filler.lastPass < STUCK_AFTER_MS;
         return new Response(ok ? "ok\n" : "the filler's loop has not run for 30 s\n", { status: ok ? 200 : 503 });
       }
+      if (path === "/metrics")
+        return new Response(fillerMetricsText(filler), { headers: { "content-type": "text/plain; version=0.0.4" } });
       if (path === "/internal/stats")
         return Response.json({
           ...filler.counts,

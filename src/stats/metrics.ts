@@ -1,35 +1,8 @@
 /** Prometheus text exposition (format 0.0.4) of the same counters. */
-import { inFlightOf, type Histogram } from "./counters.ts";
+import { inFlightOf } from "./counters.ts";
+import { Exposition } from "./exposition.ts";
 import type { StatsSource } from "./snapshot.ts";
 import { partitionLag } from "./lag.ts";
-
-const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
-
-/** Writes samples in the exposition format. */
-class Exposition {
-  readonly lines: string[] = [];
-
-  readonly metric = (
-    name: string,
-    type: string,
-    help: string,
-    samples: Array<[Record<string, string | number>, number]>,
-  ): void => {
-    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const [labels, value] of samples) {
-      const l = Object.entries(labels)
-        .map(([k, v]) => `${k}="${esc(String(v))}"`)
-        .join(",");
-      this.lines.push(`${name}${l ? `{${l}}` : ""} ${value}`);
-    }
-  };
-
-  readonly histogram = (name: string, help: string, h: Histogram): void => {
-    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
-    h.bounds.forEach((b, i) => this.lines.push(`${name}_bucket{le="${b}"} ${h.counts[i]}`));
-    this.lines.push(`${name}_bucket{le="+Inf"} ${h.count}`, `${name}_sum ${h.sum}`, `${name}_count ${h.count}`);
-  };
-}
 
 type Section = (s: StatsSource, c: StatsSource["counters"], x: Exposition) => void;
 

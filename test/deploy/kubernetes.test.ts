@@ -112,9 +112,13 @@ test("the Deployment is held to the worker: memory bound, shutdown deadline, pro
   });
   const pdb = one(docs, "PodDisruptionBudget").spec;
   expect(pdb.selector).toEqual(one(docs, "Deployment").spec.selector);
-  // Only Prometheus reaches the stats port.
+  // Only Prometheus reaches the stats port, the workers' and the DLQ table filler's.
   const policy = one(docs, "NetworkPolicy").spec;
-  expect(policy.podSelector).toEqual(one(docs, "Deployment").spec.selector);
+  const filler = one(rendered(`${DIR}/dlq-fill`), "Deployment");
+  for (const d of [one(docs, "Deployment"), filler])
+    expect(policy.podSelector.matchExpressions).toEqual([
+      { key: "app.kubernetes.io/name", operator: "In", values: expect.arrayContaining([d.spec.selector.matchLabels["app.kubernetes.io/name"]]) },
+    ]);
   expect(policy.ingress).toEqual([{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { "app.kubernetes.io/name": "prometheus" } } }], ports: [{ protocol: "TCP", port: 8081 }] }]);
 });
 

@@ -32,15 +32,22 @@ test("the PrometheusRule is the rules file, as generated (regenerate: bun script
   }
 });
 
-test("the PodMonitor scrapes the worker's pods on their stats port, under the job name the rules read", () => {
+test("the PodMonitor scrapes the worker's and the DLQ table filler's pods on their stats port, under the job names the rules read", () => {
   const monitor = one(operator, "PodMonitor").spec;
-  const deployment = one(rendered(), "Deployment");
-  expect(monitor.selector).toEqual(deployment.spec.selector);
-  const ports = deployment.spec.template.spec.containers[0].ports.map((p: { name: string }) => p.name);
   expect(monitor.podMetricsEndpoints.map((e: { port: string; path: string }) => [e.port, e.path])).toEqual([["stats", "/metrics"]]);
-  expect(ports).toContain("stats");
-  // The job label is that pod label's value, which CdrWorkerDown and CdrWorkerNoneConsuming name.
-  const job = deployment.spec.template.metadata.labels[monitor.jobLabel];
-  expect(job).toBe("cdr-worker");
-  expect(readFileSync(`${ROOT}/deploy/prometheus/cdr-worker.rules.yml`, "utf8")).toContain(`job="${job}"`);
+  const [selects] = monitor.selector.matchExpressions;
+  expect(monitor.selector.matchLabels).toBeUndefined();
+  const rules = readFileSync(`${ROOT}/deploy/prometheus/cdr-worker.rules.yml`, "utf8");
+  const jobs = [];
+  for (const deployment of [one(rendered(), "Deployment"), one(rendered(`${ROOT}/deploy/kubernetes/dlq-fill`), "Deployment")]) {
+    const labels = deployment.spec.template.metadata.labels;
+    expect(selects).toMatchObject({ key: "app.kubernetes.io/name", operator: "In" });
+    expect(selects.values).toContain(labels[selects.key]);
+    expect(deployment.spec.template.spec.containers[0].ports.map((p: { name: string }) => p.name)).toContain("stats");
+    // The job label is that pod label's value, as the rules name it.
+    jobs.push(labels[monitor.jobLabel]);
+  }
+  expect(jobs).toEqual(["cdr-worker", "cdr-worker-dlq-fill"]);
+  expect(rules).toContain('job="cdr-worker"');
+  expect(rules).toContain("job cdr-worker-dlq-fill");
 });

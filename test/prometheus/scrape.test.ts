@@ -1,6 +1,6 @@
 // A real Prometheus (Debian's 2.42, started here on loopback with deploy/prometheus/prometheus.yml,
-// the target pointed at a real worker) scrapes a worker that processes a paced stream with DLQ
-// traffic. Through Prometheus' HTTP API: every metric the rules and the dashboard name exists, the
+// the targets pointed at a real worker and a real DLQ table filler) scrapes a worker that processes a
+// paced stream with DLQ traffic, and the filler that stores it in the DLQ table. Through Prometheus' HTTP API: every metric the rules and the dashboard name exists, the
 // recording rules agree with the stream that was sent, every dashboard query parses and returns a
 // series; the scrape passes `promtool check metrics`; the manual's metric list (docs/operations.md) is the scrape's.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
@@ -26,6 +26,7 @@ const DOCS_URL = "https://git.example/cdr-worker/blob/v0.3.0/docs";
 const SECONDS = 20;
 const INVALID_EVERY = 10; // one record in ten goes to the DLQ
 let worker: RunningWorker;
+let filler: RunningWorker;
 let prometheus: Subprocess;
 let api = "";
 
@@ -49,12 +50,16 @@ beforeAll(async () => {
   const n = await names("prom");
   // The audit scheduled too, so that its metrics are exported as well.
   worker = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "0.2", AUDIT_INTERVAL_SECONDS: "2" }));
+  filler = await startWorker(workerEnv(n, { BATCH_FLUSH_INTERVAL_SECONDS: "0.2" }), ["bun", `${ROOT}/src/main.ts`, "dlq", "fill"]);
   const target = new URL(worker.statsUrl).host;
+  const fillerTarget = new URL(filler.statsUrl).host;
   mkdirSync(dir, { recursive: true });
   const config = readFileSync(`${ROOT}/deploy/prometheus/prometheus.yml`, "utf8")
     .replace(/dns_sd_configs:\n(\s+)- names: \[worker\]\n\s+type: A\n\s+port: 8081/, `static_configs:\n$1- targets: ["${target}"]`)
+    .replace(/dns_sd_configs:\n(\s+)- names: \[dlq-fill\]\n\s+type: A\n\s+port: 8081/, `static_configs:\n$1- targets: ["${fillerTarget}"]`)
     .replaceAll("15s", "1s");
   expect(config).toContain(`- targets: ["${target}"]`);
+  expect(config).toContain(`- targets: ["${fillerTarget}"]`);
   writeFileSync(`${dir}/prometheus.yml`, config);
   const rules = rulesText.replaceAll("[1m]", `[${WINDOW}]`).replaceAll("[5m]", `[${WINDOW}]`);
   expect(rules).not.toBe(rulesText);
@@ -97,6 +102,7 @@ afterAll(async () => {
   prometheus?.kill();
   await prometheus?.exited;
   if (worker) await worker.stop();
+  if (filler) await filler.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -168,4 +174,24 @@ test("the manual's metric list (docs/operations.md) is exactly what the worker e
     const d = documented.get(name)!;
     expect(`${name}: ${d.type} ${d.labels}`).toBe(`${name}: ${e.type} ${[...e.labels].sort().map((l) => `\`${l}\``).join(", ") || "—"}`);
   }
+});
+
+test("Prometheus scrapes the DLQ table's filler: up, and every DLQ record stored, the table caught up", async () => {
+  const up = await query('up{job="cdr-worker-dlq-fill"}');
+  expect(up.map((s) => s.value[1])).toEqual(["1"]);
+  const dead = (await worker.stats()).total_dlq as number;
+  expect(dead).toBe(SECONDS * RATE / INVALID_EVERY);
+  await waitFor(async () => {
+    const stored = await query('cdr_worker_dlq_table_rows_stored_total{job="cdr-worker-dlq-fill"}');
+    const behind = await query('max(cdr_worker_dlq_table_lag_records{job="cdr-worker-dlq-fill"})');
+    return Number(stored[0]?.value[1]) === dead && Number(behind[0]?.value[1]) === 0 ? true : undefined;
+  }, 30_000, "the DLQ table filled and scraped caught up");
+  const scrape = await (await fetch(`${filler.statsUrl}/metrics`)).text();
+  const r = Bun.spawnSync(["promtool", "check", "metrics"], { stdin: new Blob([scrape]), stdout: "pipe", stderr: "pipe" });
+  expect(`${r.stdout}${r.stderr}`.trim()).toBe("");
+  // docs/dlq.md's table is what it exports: names and types.
+  const exported = [...scrape.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => `${m[1]} ${m[2]}`).sort();
+  const doc = readFileSync(`${ROOT}/docs/dlq.md`, "utf8");
+  const documented = [...doc.matchAll(/^\| `(cdr_worker_dlq_table_[a-z_]+)` \| (\w+) \|/gm)].map((m) => `${m[1]} ${m[2]}`).sort();
+  expect(documented).toEqual(exported);
 });

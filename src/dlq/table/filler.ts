@@ -36,6 +36,8 @@ export type FillerConsumer = Pick<
   | "wake"
   | "onStanding"
   | "close"
+  | "watermarks"
+  | "positions"
 >;
 
 export interface FillerOptions {
@@ -96,6 +98,8 @@ interface Insert {
 
 export interface FillerCounts {
   stored: number;
+  /** Rows stored whose record was not an envelope, or had a field mended (their `unreadable` says why). */
+  unreadable: number;
   skipped: number;
   inserts: number;
   failedInserts: number;
@@ -124,7 +128,11 @@ export class DlqFiller {
   #lastProgress = performance.now();
   /** Monotonic ms of the loop's last pass: /healthz fails once it is old. */
   lastPass = performance.now();
-  readonly counts: FillerCounts = { stored: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0 };
+  readonly counts: FillerCounts = {
+    stored: 0, unreadable: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0,
+  };
+  /** Per owned partition, when (monotonic ms) the table last held every record the topic had, or it was assigned. */
+  readonly #caughtUp = new Map<number, number>();
 
   constructor(consumer: FillerConsumer, store: DlqStore, opts: FillerOptions) {
     this.#consumer = consumer;
@@ -142,6 +150,29 @@ export class DlqFiller {
   /** Bytes of rows read and not yet stored. */
   get buffered(): number {
     return this.#buffered;
+  }
+
+  /**
+   * How far the table stands behind the DLQ topic, per owned partition whose position is known: the
+   * offsets past it (the topic's end as the consumer last fetched it), and the seconds since the
+   * table last held every record (or since the partition was assigned here). With nothing read
+   * waiting, the position is the consumer's: past the transaction markers after the last envelope,
+   * which no row stands for.
+   */
+  lag(now = performance.now()): Array<{ partition: number; records: number; seconds: number }> {
+    const out: Array<{ partition: number; records: number; seconds: number }> = [];
+    const { topic } = this.#opts;
+    for (const [partition, next] of this.#next) {
+      const high = this.#consumer.watermarks(topic, partition)?.high;
+      if (high === undefined) continue;
+      const waiting = (this.#buffers.get(partition)?.rows.length ?? 0) > 0 || this.#insert?.partition === partition;
+      const read = waiting ? -1 : Number(this.#consumer.positions([{ topic, partition }])[0]?.offset ?? -1);
+      const records = Math.max(0, high - Math.max(next, read));
+      if (records === 0 || !this.#caughtUp.has(partition)) this.#caughtUp.set(partition, now);
+      const seconds = records === 0 ? 0 : Math.round(now - this.#caughtUp.get(partition)!) / 1000;
+      out.push({ partition, records, seconds });
+    }
+    return out;
   }
 
   /** Each owned partition's next offset to store, as the table holds it. */
@@ -308,6 +339,7 @@ export class DlqFiller {
         this.counts.inserts++;
         await this.#store.insert(rows, queryId, deadline);
         this.counts.stored += rows.length;
+        for (const r of rows) if (r.unreadable) this.counts.unreadable++;
         return last;
       } catch (e) {
         this.counts.failedInserts++;
@@ -366,6 +398,7 @@ export class DlqFiller {
       if (b) this.#buffered -= b.rows.reduce((s, r) => s + r.original_payload.length + r.error_detail.length + 512, 0);
       this.#buffers.delete(p);
       this.#next.delete(p);
+      this.#caughtUp.delete(p);
       this.#reading.delete(p);
       this.#committed.delete(p);
     }

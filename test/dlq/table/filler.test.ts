@@ -4,6 +4,7 @@
 // position go again; a refused insert is tried again, never dead-lettered.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelope } from "../../../src/dlq/envelope.ts";
+import { fillerMetricsText } from "../../../src/dlq/table/filler-metrics.ts";
 import { DlqFiller, type FillerConsumer } from "../../../src/dlq/table/filler.ts";
 import type { DlqRow } from "../../../src/dlq/table/row.ts";
 import type { DlqStore } from "../../../src/dlq/table/store.ts";
@@ -32,6 +33,8 @@ class FakeConsumer implements FillerConsumer {
   commitHold: Promise<void> | null = null;
   events: string[] = [];
   paused = new Set<number>();
+  /** Each partition's end as the fetcher last saw it; unknown where absent. */
+  high = new Map<number, number>();
   #standing: Array<(s: Standing) => void> = [];
   takeAssigned() {
     const a = this.assigned;
@@ -65,6 +68,15 @@ class FakeConsumer implements FillerConsumer {
     await Bun.sleep(Math.min(ms, 5));
   }
   wake() {}
+  /** Where the fetcher stands past what it handed out (markers included); the handed out's end where absent. */
+  position = new Map<number, number>();
+  positions(ps: readonly TopicPartition[]) {
+    return ps.map((t) => ({ ...t, offset: BigInt(this.position.get(t.partition) ?? -1001) }));
+  }
+  watermarks(_topic: string, partition: number) {
+    const high = this.high.get(partition);
+    return high === undefined ? null : { low: 0, high };
+  }
   onStanding(fn: (s: Standing) => void) {
     this.#standing.push(fn);
   }
@@ -228,5 +240,37 @@ test("a table filled from another topic (the topic made anew) stops the filler w
   const run = g.run();
   await until(() => g.positions.get(0) === 5, "the position past the table's row");
   g.stop();
+  await run;
+});
+
+test("/metrics: the table's lag in records and seconds per partition, rows stored and unreadable, inserts failed", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  const f = filler(c, s);
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  // Four envelopes and a record that is no envelope; the topic's end is past them (more not fetched yet).
+  const notEnvelope: Message = { topic: TOPIC, partition: 0, offset: 4, timestamp: -1, value: enc.encode("not json"), key: null, headers: [] };
+  c.queue = [...[0, 1, 2, 3].map((o) => envelope(o)), notEnvelope];
+  c.high.set(0, 8);
+  s.faults = ["refused"];
+  const run = f.run();
+  await until(() => s.rows.length === 5, "offsets 0 to 4 stored");
+  const t0 = performance.now();
+  expect(f.lag(t0)).toEqual([{ partition: 0, records: 3, seconds: 0 }]);
+  expect(f.lag(t0 + 90_000)).toEqual([{ partition: 0, records: 3, seconds: 90 }]);
+  const text = fillerMetricsText(f);
+  expect(text).toContain('cdr_worker_dlq_table_lag_records{partition="0"} 3\n');
+  expect(text).toContain("cdr_worker_dlq_table_rows_stored_total 5\n");
+  expect(text).toContain("cdr_worker_dlq_table_rows_unreadable_total 1\n");
+  expect(text).toContain("cdr_worker_dlq_table_inserts_failed_total 1\n");
+  expect(text).toContain("cdr_worker_dlq_table_inserts_total 2\n");
+  // Caught up: no lag, and the seconds start again from here.
+  c.high.set(0, 5);
+  expect(f.lag(t0 + 100_000)).toEqual([{ partition: 0, records: 0, seconds: 0 }]);
+  c.high.set(0, 6);
+  expect(f.lag(t0 + 130_000)).toEqual([{ partition: 0, records: 1, seconds: 30 }]);
+  // A transaction's marker at 5, nothing after: the consumer stands past it, and no row is missing.
+  c.position.set(0, 6);
+  expect(f.lag(t0 + 140_000)).toEqual([{ partition: 0, records: 0, seconds: 0 }]);
+  f.stop();
   await run;
 });
