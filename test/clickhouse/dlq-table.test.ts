@@ -4,9 +4,11 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { encodeEnvelope, provenanceHeaders, type DlqStage } from "../../src/dlq/envelope.ts";
-import { dlqRow, dateTimeText } from "../../src/dlq/table/row.ts";
+import { dlqRow, dateTimeText, type DlqRow } from "../../src/dlq/table/row.ts";
 import { parsePredicate, predicateSql } from "../../src/dlq/table/predicate.ts";
-import { ClickHouseDlqStore } from "../../src/dlq/table/store.ts";
+import { ClickHouseDlqStore, type DlqStore } from "../../src/dlq/table/store.ts";
+import { DlqFiller } from "../../src/dlq/table/filler.ts";
+import { FakeConsumer } from "../support/filler-consumer.ts";
 import type { FailureReason } from "../../src/cdr/fields.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
@@ -143,6 +145,48 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, s] as const))("%s", (_name,
     expect([Number(c!.rows), Number(c!.offsets)]).toEqual([HOSTILE_DLQ.length, HOSTILE_DLQ.length]);
     const read = await (await scope.ch.query({ query: `SELECT dlq_offset, unreadable FROM ${n.database}.${n.table}_dlq ORDER BY dlq_offset`, format: "JSONEachRow" })).json<{ dlq_offset: string; unreadable: string }>();
     HOSTILE_DLQ.forEach((h, i) => expect(read[i]!.unreadable).toMatch(h.mended));
+  });
+
+  test("a row the server refuses alone is stored as a row that says so in its place; the rows around it as they are, each once", async () => {
+    const n = await scope.names("dlqrefused");
+    const store = new ClickHouseDlqStore(scope.ch, n.database, n.table);
+    // A value the server really refuses (a DateTime it cannot parse), in the record's row at offset 6 alone.
+    const poisoned = (r: DlqRow) => r.dlq_offset === 6 && r.failure_reason !== "";
+    const poisoning: DlqStore = {
+      insert: (rows, queryId, deadline) =>
+        store.insert(rows.map((r) => (poisoned(r) ? { ...r, failed_at: "not a time" } : r)), queryId, deadline),
+      endInsert: (q) => store.endInsert(q),
+      positions: (ps) => store.positions(ps),
+      digestAt: (p, o) => store.digestAt(p, o),
+    };
+    const fixture: Fixture = { reason: "invalid_rat_value", field: "rat", stage: "decode", payload: toJson(withFields({ rat: 9 })), isObject: true, at: new Date() };
+    const consumer = new FakeConsumer();
+    consumer.assigned = [[{ topic: "cdr.raw.dlq", partition: 0 }]];
+    consumer.queue = Array.from({ length: 10 }, (_, o) => message(fixture, o));
+    const filler = new DlqFiller(consumer, poisoning, {
+      topic: "cdr.raw.dlq", batchRows: 10, batchBytes: 1 << 20, flushIntervalMs: 10, maxBufferedBytes: 1 << 20,
+      requestTimeoutMs: 10_000, drainTimeoutMs: 10_000, lease: { sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 300_000 }, row: {}, instance: "t",
+    });
+    const run = filler.run();
+    const deadline = Date.now() + 30_000;
+    while (filler.counts.stored < 10 && Date.now() < deadline) await Bun.sleep(20);
+    filler.stop();
+    await run;
+    const q = `SELECT count() AS rows, uniqExact(dlq_partition, dlq_offset) AS offsets FROM ${n.database}.${n.table}_dlq`;
+    const [c] = await (await scope.ch.query({ query: q, format: "JSONEachRow" })).json<{ rows: string; offsets: string }>();
+    expect([Number(c!.rows), Number(c!.offsets)]).toEqual([10, 10]);
+    const read = await (await scope.ch.query({
+      query: `SELECT dlq_offset, failure_reason, unreadable, source_offset FROM ${n.database}.${n.table}_dlq ORDER BY dlq_offset`,
+      format: "JSONEachRow",
+    })).json<{ dlq_offset: string; failure_reason: string; unreadable: string; source_offset: string }>();
+    expect(read.map((r) => r.failure_reason)).toEqual(Array.from({ length: 10 }, (_, o) => (o === 6 ? "" : "invalid_rat_value")));
+    expect(read[6]!.unreadable).toStartWith("the server refused the row: DLQ table insert: ");
+    expect(read[6]!.unreadable).toMatch(/Code: (27|41|6|72)|CANNOT_PARSE/);
+    expect(Number(read[6]!.source_offset)).toBe(1006); // where to find it upstream
+    expect(read.filter((r) => r.unreadable !== "").length).toBe(1);
+    expect(filler.counts.refused).toBe(1);
+    // Halves in offset order: the commit never passed the refused row before it was stored.
+    expect(consumer.commits.at(-1)?.offset).toBe(10n);
   });
 
   test("--where's number literals read as decimal: what 010 becomes equals 10 here, where 010 itself may not", async () => {

@@ -29,6 +29,8 @@ export function fillerMetricsText(filler: Pick<DlqFiller, "counts" | "lag" | "bu
     "Rows stored whose record was not an envelope, or had a field mended to be stored (their unreadable says why).",
     c.unreadable,
   );
+  const refused = "Rows the server refused alone, each stored as a row that says so in its place.";
+  counter("cdr_worker_dlq_table_rows_refused_total", refused, c.refused);
   counter("cdr_worker_dlq_table_inserts_total", "Inserts the filler sent.", c.inserts);
   counter("cdr_worker_dlq_table_inserts_failed_total", "Inserts that failed, each tried again.", c.failedInserts);
   const lost = "Inserts whose answer was lost, checked in the table.";

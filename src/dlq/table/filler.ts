@@ -20,7 +20,8 @@ import type { TopicPartition } from "../../kafka/partition-list.ts";
 import type { Message } from "../../kafka/message.ts";
 import { CdrWorkerError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { dateTimeText, dlqRow, type DlqRow, type RowContext } from "./row.ts";
+import { classifyInsertError } from "../../clickhouse/insert-error.ts";
+import { dateTimeText, dlqRow, refusedRow, type DlqRow, type RowContext } from "./row.ts";
 import type { DlqStore } from "./store.ts";
 
 export type FillerConsumer = Pick<
@@ -98,6 +99,8 @@ interface Insert {
 
 export interface FillerCounts {
   stored: number;
+  /** Rows the server refused alone, each stored as a row that says so in its place (refusedRow). */
+  refused: number;
   /** Rows stored whose record was not an envelope, or had a field mended (their `unreadable` says why). */
   unreadable: number;
   skipped: number;
@@ -129,7 +132,7 @@ export class DlqFiller {
   /** Monotonic ms of the loop's last pass: /healthz fails once it is old. */
   lastPass = performance.now();
   readonly counts: FillerCounts = {
-    stored: 0, unreadable: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0,
+    stored: 0, refused: 0, unreadable: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0,
   };
   /** Per owned partition, when (monotonic ms) the table last held every record the topic had, or it was assigned. */
   readonly #caughtUp = new Map<number, number>();
@@ -310,9 +313,11 @@ export class DlqFiller {
    * failure that may have stored them, the insert is ended and the position read again: only the
    * rows past it go. Resolves to the last offset stored, or null when aborted.
    */
-  async #storeRows(partition: number, rows: DlqRow[], signal: AbortSignal): Promise<number | null> {
+  async #storeRows(partition: number, rows: DlqRow[], signal: AbortSignal, inPlace = false): Promise<number | null> {
     const last = rows[rows.length - 1]!.dlq_offset;
     let unsure: string | null = null;
+    /** The server's words for rows it refused: what is not stored of them is isolated. */
+    let refusal: string | null = null;
     let delay = RETRY_FIRST_MS;
     for (;;) {
       if (signal.aborted) return null;
@@ -321,11 +326,12 @@ export class DlqFiller {
           await this.#store.endInsert(unsure);
           const at = (await this.#store.positions([partition])).get(partition) ?? -1;
           const left = rows.filter((r) => r.dlq_offset > at);
-          if (left.length < rows.length) this.counts.lostAnswers++;
+          if (left.length < rows.length && refusal === null) this.counts.lostAnswers++;
           rows = left;
           unsure = null;
           if (rows.length === 0) return last;
         }
+        if (refusal !== null) return this.#isolate(partition, rows, refusal, signal);
         await this.#lease.hold(signal);
         if (signal.aborted) return null;
         const leaseLeft = this.#lease.until - performance.now();
@@ -343,6 +349,13 @@ export class DlqFiller {
         return last;
       } catch (e) {
         this.counts.failedInserts++;
+        const refused = classifyInsertError(e, "DLQ table insert");
+        if (!inPlace && unsure !== null && (refused.kind === "data" || refused.kind === "shape")) {
+          // The same rows again can never succeed: once the insert is surely ended, and what it
+          // stored read back (none, as a rule), the rest are isolated.
+          refusal = refused.message;
+          continue;
+        }
         log.warn("DLQ table: an insert failed; tried again (the filler never dead-letters)", {
           partition,
           rows: rows.length,
@@ -353,6 +366,29 @@ export class DlqFiller {
         delay = Math.min(RETRY_MAX_MS, delay * 2);
       }
     }
+  }
+
+  /**
+   * Rows the server refused for their values (or their size together): stored in halves, in offset
+   * order, down to the row refused alone, which is stored as a row that says so in its place. In
+   * order, so no row past a refused one is stored before it: the table's position is its highest
+   * offset, and a kill in between would skip the refused one for good.
+   */
+  async #isolate(partition: number, rows: DlqRow[], refusal: string, signal: AbortSignal): Promise<number | null> {
+    if (rows.length === 1) {
+      const row = rows[0]!;
+      log.warn("DLQ table: the server refused a row alone; a row that says so is stored in its place", {
+        partition,
+        offset: row.dlq_offset,
+        refusal,
+      });
+      const last = await this.#storeRows(partition, [refusedRow(row, refusal)], signal, true);
+      if (last !== null) this.counts.refused++;
+      return last;
+    }
+    const mid = rows.length >> 1;
+    if ((await this.#storeRows(partition, rows.slice(0, mid), signal)) === null) return null;
+    return this.#storeRows(partition, rows.slice(mid), signal);
   }
 
   /** Advisory: how far the filler got, for lag; a failed commit is said and left to the next. */

@@ -171,6 +171,28 @@ const EMPTY: Omit<DlqRow, "dlq_partition" | "dlq_offset" | "stored_at"> = {
   unreadable: "",
 };
 
+/** Most characters of the server's words kept in a refused row's `unreadable`. */
+const REFUSAL_CHARS = 1_000;
+
+/**
+ * The row stored in place of one the server refused alone (filler.ts): its place (DLQ partition and
+ * offset, so the table's position passes it), its source and digest, and nothing read from the
+ * record's text, with `unreadable` giving the server's words. The record stays in the DLQ topic.
+ */
+export function refusedRow(row: DlqRow, refusal: string): DlqRow {
+  return fitRow({
+    ...EMPTY,
+    dlq_partition: row.dlq_partition,
+    dlq_offset: row.dlq_offset,
+    stored_at: row.stored_at,
+    source_topic: row.source_topic,
+    source_partition: row.source_partition,
+    source_offset: row.source_offset,
+    payload_sha256: row.payload_sha256,
+    unreadable: `the server refused the row: ${refusal.slice(0, REFUSAL_CHARS)}`,
+  });
+}
+
 function sourceFields(src: SignedSource | null): Pick<DlqRow, "source_topic" | "source_partition" | "source_offset"> {
   return src
     ? { source_topic: src.topic, source_partition: src.partition, source_offset: src.offset }

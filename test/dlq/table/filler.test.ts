@@ -5,12 +5,11 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelope } from "../../../src/dlq/envelope.ts";
 import { fillerMetricsText } from "../../../src/dlq/table/filler-metrics.ts";
-import { DlqFiller, type FillerConsumer } from "../../../src/dlq/table/filler.ts";
+import { DlqFiller } from "../../../src/dlq/table/filler.ts";
 import type { DlqRow } from "../../../src/dlq/table/row.ts";
 import type { DlqStore } from "../../../src/dlq/table/store.ts";
 import type { Message } from "../../../src/kafka/message.ts";
-import type { TopicPartition } from "../../../src/kafka/partition-list.ts";
-import type { Standing } from "../../../src/kafka/heartbeat-proof.ts";
+import { FakeConsumer } from "../../support/filler-consumer.ts";
 
 setDefaultTimeout(60_000);
 
@@ -20,70 +19,6 @@ const enc = new TextEncoder();
 function envelope(offset: number, partition = 0): Message {
   const value = enc.encode(encodeEnvelope({ reason: "malformed_json", field: null, payload: `x${offset}`, payloadIsObject: false }, new Date(0), "w"));
   return { topic: TOPIC, partition, offset, timestamp: -1, value, key: null, headers: [] };
-}
-
-/** A member whose heartbeats are accepted on every poll; records, assignments and revocations as the test says. */
-class FakeConsumer implements FillerConsumer {
-  queue: Message[] = [];
-  assigned: TopicPartition[][] = [];
-  pendingRevoke: readonly TopicPartition[] | null = null;
-  revokesCompleted = 0;
-  commits: TopicPartition[] = [];
-  /** While set, commits wait for it: a broker slow to answer. */
-  commitHold: Promise<void> | null = null;
-  events: string[] = [];
-  paused = new Set<number>();
-  /** Each partition's end as the fetcher last saw it; unknown where absent. */
-  high = new Map<number, number>();
-  #standing: Array<(s: Standing) => void> = [];
-  takeAssigned() {
-    const a = this.assigned;
-    this.assigned = [];
-    for (const ps of a) for (const t of ps) this.paused.add(t.partition);
-    return a;
-  }
-  completeRevoke() {
-    this.pendingRevoke = null;
-    this.revokesCompleted++;
-  }
-  poll(max = 512) {
-    for (const fn of this.#standing) fn({ kind: "accepted", sentAfter: performance.now(), rebalanceSince: null });
-    const out: Message[] = [];
-    while (out.length < max && this.queue.length && !this.paused.has(this.queue[0]!.partition)) out.push(this.queue.shift()!);
-    return out;
-  }
-  pause(ps: readonly TopicPartition[]) {
-    for (const t of ps) this.paused.add(t.partition);
-  }
-  resume(ps: readonly TopicPartition[]) {
-    for (const t of ps) this.paused.delete(t.partition);
-  }
-  async commit(offsets: readonly TopicPartition[]) {
-    if (this.commitHold) await this.commitHold;
-    this.commits.push(...offsets);
-    this.events.push(`committed ${offsets.map((o) => `${o.partition}:${o.offset}`).join(",")}`);
-    return [...offsets];
-  }
-  async waitForMessages(ms: number) {
-    await Bun.sleep(Math.min(ms, 5));
-  }
-  wake() {}
-  /** Where the fetcher stands past what it handed out (markers included); the handed out's end where absent. */
-  position = new Map<number, number>();
-  positions(ps: readonly TopicPartition[]) {
-    return ps.map((t) => ({ ...t, offset: BigInt(this.position.get(t.partition) ?? -1001) }));
-  }
-  watermarks(_topic: string, partition: number) {
-    const high = this.high.get(partition);
-    return high === undefined ? null : { low: 0, high };
-  }
-  onStanding(fn: (s: Standing) => void) {
-    this.#standing.push(fn);
-  }
-  async close() {
-    this.events.push("closed");
-    return true;
-  }
 }
 
 /** A table the test can hold an insert of, fail one after it stored, or refuse one. */
