@@ -30,10 +30,13 @@ export const DLQ_FILL_HELP = `cdr-worker dlq fill
   (read_committed), each record exactly once, and runs until SIGTERM/SIGINT. Run as many as the
   DLQ topic has partitions: they share them in the group <KAFKA_GROUP_ID>-dlq-table. It never
   dead-letters: while ClickHouse fails it waits and tries again, and catches up after. Serves
-  /healthz and /internal/stats (stored, skipped, inserts, lost answers, next offsets) on
+  /healthz, /internal/stats (stored, skipped, inserts, lost answers, next offsets) and /metrics on
   STATS_HOST:STATS_PORT.`;
 
-/** Payload bytes of one insert, and of the rows read and not yet stored (past it, consumption pauses). */
+/**
+ * Characters of one insert's rows, and of the rows read and not yet stored (past it, consumption
+ * pauses): every field counted, each capped (src/dlq/table/row.ts FIELD_CAPS, rowBytes).
+ */
 const BATCH_BYTES = 16 * 1024 * 1024;
 const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 

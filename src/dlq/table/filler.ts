@@ -21,7 +21,7 @@ import type { Message } from "../../kafka/message.ts";
 import { CdrWorkerError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { classifyInsertError } from "../../clickhouse/insert-error.ts";
-import { dateTimeText, dlqRow, refusedRow, type DlqRow, type RowContext } from "./row.ts";
+import { dateTimeText, dlqRow, refusedRow, rowBytes, type DlqRow, type RowContext } from "./row.ts";
 import type { DlqStore } from "./store.ts";
 
 export type FillerConsumer = Pick<
@@ -98,6 +98,8 @@ interface Insert {
 }
 
 export interface FillerCounts {
+  /** Records read that became rows (stored, or waiting to be). */
+  read: number;
   stored: number;
   /** Rows the server refused alone, each stored as a row that says so in its place (refusedRow). */
   refused: number;
@@ -132,7 +134,7 @@ export class DlqFiller {
   /** Monotonic ms of the loop's last pass: /healthz fails once it is old. */
   lastPass = performance.now();
   readonly counts: FillerCounts = {
-    stored: 0, refused: 0, unreadable: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0,
+    read: 0, stored: 0, refused: 0, unreadable: 0, skipped: 0, inserts: 0, failedInserts: 0, lostAnswers: 0,
   };
   /** Per owned partition, when (monotonic ms) the table last held every record the topic had, or it was assigned. */
   readonly #caughtUp = new Map<number, number>();
@@ -260,10 +262,11 @@ export class DlqFiller {
       return;
     }
     const row = dlqRow(m, { ...this.#opts.row, storedAt: Date.now() / 1000 });
+    this.counts.read++;
     let b = this.#buffers.get(m.partition);
     if (!b) this.#buffers.set(m.partition, (b = { rows: [], bytes: 0, since: performance.now() }));
     b.rows.push(row);
-    const bytes = row.original_payload.length + row.error_detail.length + 512;
+    const bytes = rowBytes(row);
     b.bytes += bytes;
     this.#buffered += bytes;
   }
@@ -279,9 +282,9 @@ export class DlqFiller {
       if (!due) continue;
       let n = 0, bytes = 0;
       while (n < b.rows.length && n < this.#opts.batchRows && (n === 0 || bytes < this.#opts.batchBytes))
-        bytes += b.rows[n++]!.original_payload.length + 512;
+        bytes += rowBytes(b.rows[n++]!);
       const rows = b.rows.splice(0, n);
-      const sent = rows.reduce((s, r) => s + r.original_payload.length + r.error_detail.length + 512, 0);
+      const sent = rows.reduce((s, r) => s + rowBytes(r), 0);
       b.bytes -= sent;
       b.since = now;
       this.#startInsert(p, rows, sent);
@@ -431,7 +434,7 @@ export class DlqFiller {
     }
     for (const p of ps) {
       const b = this.#buffers.get(p);
-      if (b) this.#buffered -= b.rows.reduce((s, r) => s + r.original_payload.length + r.error_detail.length + 512, 0);
+      if (b) this.#buffered -= b.rows.reduce((s, r) => s + rowBytes(r), 0);
       this.#buffers.delete(p);
       this.#next.delete(p);
       this.#caughtUp.delete(p);

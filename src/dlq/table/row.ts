@@ -9,7 +9,7 @@
 import type { CountryCode } from "libphonenumber-js/max";
 import { DATETIME_MAX } from "../../cdr/fields.ts";
 import type { Message } from "../../kafka/message.ts";
-import { envelopeSource, HEADERS } from "../envelope.ts";
+import { envelopeSource, HEADERS, MAX_PAYLOAD_CHARS } from "../envelope.ts";
 import { payloadDigest, provenBy, type ProvenanceKey, type SignedSource } from "../provenance-mac.ts";
 import { readEnvelope } from "../reader.ts";
 import { lenientFields } from "./lenient.ts";
@@ -113,6 +113,44 @@ const TEXT_FIELDS = [
   "payload_as_text",
 ] as const satisfies ReadonlyArray<keyof DlqRow>;
 
+/**
+ * Most characters each text column keeps. A DLQ record is whatever its writer chose, up to the DLQ
+ * topic's limit (8 MiB and more): a row's every field is capped, and counted (rowBytes), so that
+ * the rows a filler holds stay within its bound. The worker's own envelopes fit whole: its payload
+ * is at most MAX_PAYLOAD_CHARS, its detail a line.
+ */
+export const FIELD_CAPS = {
+  failure_reason: 64,
+  failed_field: 256,
+  stage: 64,
+  error_detail: 64 * 1024,
+  source_topic: 249, // Kafka's longest topic name
+  worker_instance: 256,
+  raw_id: 256,
+  device_id: 256,
+  caller_prefix: 256,
+  original_payload: MAX_PAYLOAD_CHARS,
+  payload_as_text: 16,
+  unreadable: 4096,
+} as const satisfies Partial<Record<keyof DlqRow, number>>;
+
+/** What a row holds, in characters of its text columns, and 512 for the rest: what the filler's bound counts. */
+export function rowBytes(row: DlqRow): number {
+  let n = 512;
+  for (const f of TEXT_FIELDS) n += row[f]?.length ?? 0;
+  return n + row.unreadable.length;
+}
+
+/**
+ * `s` cut to `max` characters, never inside a surrogate pair, as a string of its own: a slice of a
+ * long string keeps the whole of it alive (measured: 60 rows of 8 MB fields cut to 256 characters
+ * held 560 MiB), so the cut is copied out.
+ */
+function cut(s: string, max: number): string {
+  const end = max > 0 && /[\uD800-\uDBFF]/.test(s[max - 1]!) ? max - 1 : max;
+  return Buffer.from(s.slice(0, end), "utf16le").toString("utf16le");
+}
+
 const INT32 = 2 ** 31;
 const UINT32_MAX = 2 ** 32 - 1;
 
@@ -126,11 +164,17 @@ export function fitRow(row: DlqRow): DlqRow {
   const mended: string[] = [];
   const out = { ...row };
   for (const f of TEXT_FIELDS) {
-    const v = out[f];
-    if (typeof v === "string" && !v.isWellFormed()) {
-      (out as Record<string, unknown>)[f] = v.toWellFormed();
+    let v = out[f];
+    if (typeof v !== "string") continue;
+    if (v.length > FIELD_CAPS[f]) {
+      mended.push(`${f}: cut at ${FIELD_CAPS[f]} of its ${v.length} characters`);
+      v = cut(v, FIELD_CAPS[f]);
+    }
+    if (!v.isWellFormed()) {
+      v = v.toWellFormed();
       mended.push(`${f}: a lone surrogate replaced by U+FFFD`);
     }
+    (out as Record<string, unknown>)[f] = v;
   }
   if (!Number.isInteger(out.source_partition) || out.source_partition < -INT32 || out.source_partition >= INT32) {
     out.source_partition = -1;
@@ -144,7 +188,7 @@ export function fitRow(row: DlqRow): DlqRow {
     out.attempts = null;
     mended.push("attempts: out of UInt32");
   }
-  out.unreadable = [out.unreadable, ...mended].filter(Boolean).join("; ").toWellFormed();
+  out.unreadable = cut([out.unreadable, ...mended].filter(Boolean).join("; "), FIELD_CAPS.unreadable).toWellFormed();
   return out;
 }
 

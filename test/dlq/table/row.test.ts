@@ -1,9 +1,9 @@
 // A DLQ record as a row: where its source was, and whether the worker's MAC proves the envelope
 // (1), disproves it (0) or was not there to check (null), as the table's `mac_verified` says.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { encodeEnvelope, provenanceHeaders } from "../../../src/dlq/envelope.ts";
+import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../../src/dlq/envelope.ts";
 import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../../src/dlq/provenance-mac.ts";
-import { dlqRow } from "../../../src/dlq/table/row.ts";
+import { dlqRow, FIELD_CAPS, rowBytes } from "../../../src/dlq/table/row.ts";
 import { HOSTILE_DLQ } from "../../fixtures/hostile-dlq.ts";
 import type { Message } from "../../../src/kafka/message.ts";
 
@@ -61,4 +61,24 @@ test.each(HOSTILE_DLQ.map((h) => [h.what, h] as const))("every record becomes a 
   expect(Number.isSafeInteger(r.source_offset) && r.source_partition >= -(2 ** 31) && r.source_partition < 2 ** 31).toBe(true);
   expect(r.attempts === null || (r.attempts >= 0 && r.attempts <= 2 ** 32 - 1)).toBe(true);
   expect(r.unreadable).toMatch(h.mended);
+});
+
+test("every text field is capped, the cut said in unreadable and never inside a surrogate pair; rowBytes counts every field", () => {
+  const enc = new TextEncoder();
+  const worker = "w".repeat(FIELD_CAPS.worker_instance - 1) + "😀".repeat(10); // the cap falls inside a pair
+  const value = enc.encode(encodeEnvelope({ reason: "malformed_json", field: "f".repeat(100_000), payload: "{", payloadIsObject: false }, new Date(0), worker));
+  // As anyone who may write to the DLQ topic writes them: the worker's own detail is at most a line.
+  const headers = provenanceHeaders({ topic: "t".repeat(1_000), partition: 0, offset: 1, stage: "decode", detail: "why" })
+    .map(([k, v]) => [k, enc.encode(k === HEADERS.detail ? "d".repeat(200_000) : v)] as [string, Uint8Array]);
+  const row = dlqRow({ topic: "cdr.raw.dlq", partition: 0, offset: 5, timestamp: -1, value, key: null, headers }, { storedAt: 0 });
+  expect([row.failed_field!.length, row.source_topic.length, row.error_detail.length]).toEqual([FIELD_CAPS.failed_field, FIELD_CAPS.source_topic, FIELD_CAPS.error_detail]);
+  expect(row.worker_instance).toBe("w".repeat(FIELD_CAPS.worker_instance - 1));
+  expect(row.worker_instance.isWellFormed()).toBe(true);
+  expect(row.unreadable).toContain("failed_field: cut at 256 of its 100000 characters");
+  expect(row.unreadable).toContain("error_detail: cut at 65536 of its 200000 characters");
+  expect(row.unreadable).not.toContain("lone surrogate");
+  const chars = Object.values(row).reduce((s: number, v) => s + (typeof v === "string" ? v.length : 0), 0);
+  // Every text column counted (the DateTime columns' few characters go in the 512).
+  expect(rowBytes(row)).toBeGreaterThanOrEqual(chars - row.failed_at.length - row.stored_at.length - row.payload_sha256.length);
+  expect(rowBytes(row)).toBeLessThan(FIELD_CAPS.error_detail + 10_000);
 });
