@@ -129,7 +129,7 @@ export const FIELD_CAPS = {
   raw_id: 256,
   device_id: 256,
   caller_prefix: 256,
-  original_payload: MAX_PAYLOAD_CHARS,
+  original_payload: MAX_PAYLOAD_CHARS + 1024, // and the worker's "…[truncated: N in all]" after a cut
   payload_as_text: 16,
   unreadable: 4096,
 } as const satisfies Partial<Record<keyof DlqRow, number>>;
