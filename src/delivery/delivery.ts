@@ -517,6 +517,8 @@ export class Delivery {
   /** Newly assigned partitions: tracked afresh, paused while a reason holds, checked for replays. */
   assigned(partitions: readonly TopicPartition[]): void {
     this.#tracker.reset(partitions.map((p) => p.partition));
+    // A skip still read again under the last assignment belongs to it: its seek must not come now.
+    this.#gaps?.forget(partitions.map((p) => p.partition));
     // No proof of membership: the answer that carried the assignment may have been held up (a cut
     // from the brokers) past the member's session, and its send time is unknown. Sends wait for a
     // heartbeat proven (membership.ts). Without a lease yet (a worker that has just joined), the
