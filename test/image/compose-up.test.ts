@@ -150,15 +150,17 @@ async function upIngestDown(): Promise<void> {
   await run(["podman", "healthcheck", "run", `${PROJECT}_dlq-fill_1`]);
 
   // The observability profile's Prometheus (Grafana cannot be had here): it loads the shipped rules
-  // and scrapes the worker by its service name.
+  // and scrapes the worker and the filler by their service names.
   const t3 = performance.now();
   await compose("--profile", "observability", "up", "-d", "prometheus");
-  const target = await waitForServices(async () => {
+  // It scrapes the DLQ table's filler too, as the job cdr-worker-dlq-fill.
+  const jobs = await waitForServices(async () => {
     const r = await fetch("http://127.0.0.1:9090/api/v1/targets").catch(() => null);
-    const t = r?.ok ? ((await r.json()) as any).data.activeTargets[0] : undefined;
-    return t?.health === "up" ? t : undefined;
-  }, 90_000, "Prometheus scraping the worker");
-  expect(target.labels.job).toBe("cdr-worker");
+    const active: any[] = r?.ok ? ((await r.json()) as any).data.activeTargets : [];
+    const up = active.filter((t) => t.health === "up").map((t) => t.labels.job).sort();
+    return up.length === 2 ? up : undefined;
+  }, 90_000, "Prometheus scraping the worker and the filler");
+  expect(jobs).toEqual(["cdr-worker", "cdr-worker-dlq-fill"]);
   const rules = (await (await fetch("http://127.0.0.1:9090/api/v1/rules")).json()) as any;
   expect(rules.data.groups.flatMap((g: any) => g.rules).length).toBeGreaterThan(5);
   timings.prometheus_scraping_s = (performance.now() - t3) / 1000;
@@ -185,10 +187,11 @@ async function upIngestDown(): Promise<void> {
   expect(new Set(shares.map((g) => g.instance)).size).toBe(3);
   const targets = await waitForServices(async () => {
     const r = await fetch("http://127.0.0.1:9090/api/v1/targets").catch(() => null);
-    const active = r?.ok ? ((await r.json()) as any).data.activeTargets : [];
-    return active.length === 3 && active.every((t: any) => t.health === "up") ? active : undefined;
+    const active: any[] = r?.ok ? ((await r.json()) as any).data.activeTargets : [];
+    const workers = active.filter((t) => t.labels.job === "cdr-worker");
+    return workers.length === 3 && workers.every((t) => t.health === "up") ? workers : undefined;
   }, 90_000, "Prometheus scraping three workers");
-  expect(targets.map((t: any) => t.labels.job)).toEqual(["cdr-worker", "cdr-worker", "cdr-worker"]);
+  expect(new Set(targets.map((t: any) => t.labels.instance)).size).toBe(3);
   timings.scale_to_3_s = (performance.now() - t4) / 1000;
   // podman-compose's `down` removes the replicas the file names (one); Docker's removes them all.
   await run(["podman", "rm", "--force", "--time", "10", ...workers.slice(1)]);
