@@ -19,10 +19,13 @@ import type { Consumer } from "../../kafka/consumer.ts";
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import type { Message } from "../../kafka/message.ts";
 import { CdrWorkerError } from "../../errors.ts";
-import { log } from "../../log.ts";
+import { LineLimit, log } from "../../log.ts";
 import { classifyInsertError } from "../../clickhouse/insert-error.ts";
 import { dateTimeText, dlqRow, refusedRow, rowBytes, type DlqRow, type RowContext } from "./row.ts";
 import type { DlqStore } from "./store.ts";
+
+/** Anyone who may write to the DLQ topic chooses how many rows the server refuses: said ten times a minute. */
+const REFUSED_LINE = new LineLimit();
 
 export type FillerConsumer = Pick<
   Consumer,
@@ -380,11 +383,8 @@ export class DlqFiller {
   async #isolate(partition: number, rows: DlqRow[], refusal: string, signal: AbortSignal): Promise<number | null> {
     if (rows.length === 1) {
       const row = rows[0]!;
-      log.warn("DLQ table: the server refused a row alone; a row that says so is stored in its place", {
-        partition,
-        offset: row.dlq_offset,
-        refusal,
-      });
+      const said = REFUSED_LINE.take({ partition, offset: row.dlq_offset, refusal });
+      if (said) log.warn("DLQ table: the server refused a row alone; a row that says so is stored in its place", said);
       const last = await this.#storeRows(partition, [refusedRow(row, refusal)], signal, true);
       if (last !== null) this.counts.refused++;
       return last;
