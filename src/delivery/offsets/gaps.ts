@@ -216,15 +216,17 @@ export class Gaps {
   #reread(k: Skip): void {
     const { hold } = k;
     const [from] = hold.missing[0]!;
-    const asked = this.#clock.mono();
-    hold.onPassed = () => this.#passed(k);
+    // This read's own: a timer of an earlier read that has passed asks nothing again.
+    const passed = () => this.#passed(k);
+    hold.onPassed = passed;
     this.#deps.skips!.rewind(hold.partition, from);
-    const again = () => {
-      if (k.gone || hold.onPassed === undefined) return;
-      if (this.#clock.mono() - asked >= REREAD_AGAIN_MS) return this.#reread(k);
-      this.#clock.setTimeout(again, REREAD_AGAIN_MS, { unref: true });
-    };
-    this.#clock.setTimeout(again, REREAD_AGAIN_MS, { unref: true });
+    this.#clock.setTimeout(
+      () => {
+        if (!k.gone && hold.onPassed === passed) this.#reread(k);
+      },
+      REREAD_AGAIN_MS,
+      { unref: true },
+    );
   }
 
   /** A read again has passed the range: settled if nothing is missing, read again, or dead-lettered at the bound. */

@@ -237,3 +237,18 @@ test("with a library that does not say what it passes over, a gap above the log 
   expect(w.rewinds).toEqual([]);
   expect(w.positions()).toEqual([7]);
 });
+
+test("regression: a read again that passed in time leaves its timer nothing to ask: the next read waits its own 30 s", async () => {
+  const w = wired(true);
+  w.t.track(0, 0, {})!.done = true;
+  w.t.track(0, 10, {})!.done = true;
+  await w.run(0);
+  expect(w.rewinds.length).toBe(1);
+  await w.run(20_000);
+  expect(w.t.consumedAlready(0, 10)).toBe(true); // the first read passes the gap at 20 s: read again
+  expect(w.rewinds.length).toBe(2);
+  await w.run(10_000); // 30 s: the first read's timer, which once asked again here
+  expect(w.rewinds.length).toBe(2);
+  await w.run(20_000); // 50 s: the second read has not passed in its 30 s
+  expect(w.rewinds.length).toBe(3);
+});
