@@ -11,11 +11,13 @@ import { recordOffsets } from "../audit/sources.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { LIST_ANSWER_BYTES, queryText } from "../clickhouse/answer.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
+import { provenanceKeyOf } from "../dlq/provenance-mac.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
 import { Consumer } from "../kafka/consumer.ts";
+import { deadLetteredInTail } from "../trace/dlq-tail.ts";
 import { offsetVerdict, rawIdVerdict, type DeadLetteredRow, type Positions, type StoredRow } from "../trace/verdict.ts";
 import { numberFlag, type ParsedArgs } from "./args.ts";
 import { clientProps } from "./kafka-clients.ts";
@@ -27,7 +29,8 @@ export const TRACE_HELP = `cdr-worker trace <raw_id> | --partition P --offset O
   partition and offset, also: not_yet_consumed (at or past the group's commit, with the records
   waiting), not_yet_written, gone (below the partition's log start: deleted by the broker before it
   was stored), not_a_record (a transaction marker or an aborted record), missing (committed, and
-  neither stored nor dead-lettered: a loss; \`audit\` confirms it). A raw_id found nowhere is
+  neither stored nor dead-lettered: a loss; \`audit\` confirms it). Before it says missing it reads
+  the DLQ topic past what \`dlq fill\` has put in the DLQ table (all of it, with no table). A raw_id found nowhere is
   found_nowhere, with the group's positions. A raw_id is looked up by its cdr_id, which the table's
   sorting key does not lead with: that read scans the table. Exit 1 on missing, else 0.`;
 
@@ -57,10 +60,18 @@ export async function traceCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
     const p = positions[partition]!;
     const stored = await storedAt(cfg, ch, partition, offset);
     const where = `source_topic = ${quote(topic)} AND source_partition = ${partition} AND source_offset = ${offset}`;
-    const dead = await deadLettered(cfg, ch, where);
+    let dead = await deadLettered(cfg, ch, where);
     const readable = offset >= p.low && offset < p.high ? await recordAt(cfg, topic, partition, offset) : null;
-    const v = offsetVerdict({ offset, positions: p, stored, deadLettered: dead, readable });
-    print({ partition, offset, ...v, stored, dead_lettered: dead, position: p });
+    // Committed and found in neither table: the DLQ topic past the DLQ table's reach says whether
+    // it was dead-lettered before a loss is said.
+    const tail = stored.length === 0 && dead.length === 0 && readable && offset < p.committed
+      ? await dlqTail(cfg, ch, { topic, partition, offset })
+      : null;
+    if (tail) dead = tail.rows;
+    const fromDlqTopic = tail !== null;
+    const v = offsetVerdict({ offset, positions: p, stored, deadLettered: dead, readable, fromDlqTopic });
+    const dlqTopic = tail ? { dlq_topic: { envelopes_read: tail.read, unproven: tail.unproven } } : {};
+    print({ partition, offset, ...v, stored, dead_lettered: dead, ...dlqTopic, position: p });
     return v.verdict === "missing" ? "TRACE_MISSING" : "OK";
   } finally {
     await group.close();
@@ -124,6 +135,27 @@ async function deadLettered(cfg: Config, ch: ClickHouseClient, where: string): P
       `source_partition, source_offset FROM ${table} WHERE ${where} ORDER BY dlq_partition, dlq_offset`,
   );
 }
+
+/** The DLQ topic's envelopes of this source past what `dlq fill` has committed to the DLQ table. */
+async function dlqTail(cfg: Config, ch: ClickHouseClient, source: Source) {
+  const topic = cfg.kafka.topicDlq;
+  const partitions = partitionCount(cfg, topic);
+  const filled = await tableExists(ch, `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`);
+  const group = new Consumer({ props: clientProps(cfg, "dlqFiller"), topics: [] });
+  const props = clientProps(cfg, "auditReader", `trace-dlq-${process.pid}`);
+  const reader = new Consumer({ props, topics: [], readHeaders: true });
+  try {
+    const tps = Array.from({ length: partitions }, (_, partition) => ({ topic, partition }));
+    const committed = filled ? group.committed(tps) : [];
+    const starts = new Map(tps.map(({ partition }) => [partition, 0]));
+    for (const c of committed) starts.set(c.partition, Math.max(0, Number(c.offset ?? -1n)));
+    return await deadLetteredInTail(reader, { topic, partitions, starts }, source, provenanceKeyOf(cfg));
+  } finally {
+    await Promise.all([group.close(), reader.close()]);
+  }
+}
+
+type Source = { topic: string; partition: number; offset: number };
 
 /** Whether a read_committed reader finds a record at the offset: a marker or an aborted record is none. */
 async function recordAt(cfg: Config, topic: string, partition: number, offset: number): Promise<boolean> {

@@ -52,6 +52,8 @@ export interface OffsetFacts {
   deadLettered: readonly DeadLetteredRow[];
   /** Whether a read_committed reader finds a record at the offset (null: not read, outside the log). */
   readable: boolean | null;
+  /** Whether the DLQ topic was read past the DLQ table's reach (dlq-tail.ts). */
+  fromDlqTopic?: boolean;
 }
 
 /** The verdict for a partition and offset, and a line that says it to an operator. */
@@ -59,6 +61,8 @@ export function offsetVerdict(f: OffsetFacts): { verdict: Verdict; says: string 
   const { offset, positions: p } = f;
   const at = `offset ${offset} of partition ${p.partition}`;
   const found = foundVerdict(f.stored, f.deadLettered, at);
+  if (found && f.fromDlqTopic)
+    return { verdict: found.verdict, says: `${found.says} (in the DLQ topic; the DLQ table does not hold it yet)` };
   if (found) return found;
   if (offset >= p.high) return { verdict: "not_yet_written", says: `${at} is past the partition's end (${p.high})` };
   // Below the log start nothing can consume it any more, whatever the group committed.
@@ -74,7 +78,9 @@ export function offsetVerdict(f: OffsetFacts): { verdict: Verdict; says: string 
   }
   if (f.readable === false)
     return { verdict: "not_a_record", says: `${at} is a transaction marker or an aborted record: nothing to store` };
-  return { verdict: "missing", says: `${at} was committed (${p.committed}) yet is neither stored nor dead-lettered` };
+  const where = f.fromDlqTopic ? " (the DLQ topic read too, past the DLQ table's reach)" : "";
+  const says = `${at} was committed (${p.committed}) yet is neither stored nor dead-lettered${where}`;
+  return { verdict: "missing", says };
 }
 
 /** The verdict for a raw_id, which names no offset: stored, dead-lettered, or found nowhere. */

@@ -37,3 +37,12 @@ test("a raw_id: stored, dead-lettered, or found nowhere with the records still w
   expect(nowhere.verdict).toBe("found_nowhere");
   expect(nowhere.says).toContain("(5 records wait)");
 });
+
+test("found in the DLQ topic past the DLQ table: dead-lettered, and said to be not in the table yet", () => {
+  const v = offsetVerdict(at(20, { deadLettered: [dead], fromDlqTopic: true }));
+  expect(v.verdict).toBe("dead_lettered");
+  expect(v.says).toContain("the DLQ table does not hold it yet");
+  const lost = offsetVerdict(at(20, { fromDlqTopic: true }));
+  expect(lost.verdict).toBe("missing");
+  expect(lost.says).toContain("the DLQ topic read too");
+});

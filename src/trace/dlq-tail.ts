@@ -1,0 +1,61 @@
+/**
+ * The DLQ topic's envelopes for one raw record that the DLQ table does not hold yet. The table
+ * holds what `dlq fill` has committed; a worker without a filler, or a filler behind, leaves the
+ * rest in the topic alone, and a record dead-lettered there is not a loss. So trace reads each DLQ
+ * partition from the filler's committed offset (the whole partition where there is no table or no
+ * commit) to its end, keeping the envelopes that name this source. With a provenance key only an
+ * envelope whose MAC is right counts (provenance-mac.ts): the others are counted, never trusted.
+ */
+import type { RangeReader } from "../kafka/consumer.ts";
+import { envelopeSource } from "../dlq/envelope.ts";
+import type { ProvenanceKey } from "../dlq/provenance-mac.ts";
+import { readDlq } from "../dlq/reader.ts";
+import type { DeadLetteredRow } from "./verdict.ts";
+
+export interface DlqTail {
+  /** The envelopes found, as the DLQ table's rows would say them. */
+  rows: DeadLetteredRow[];
+  /** Envelopes naming the source without a valid MAC (forged, or from a worker without the key). */
+  unproven: number;
+  /** Envelopes read: the DLQ table's lag, as far as this read went. */
+  read: number;
+}
+
+type Headers = Parameters<typeof envelopeSource>[0];
+type Said = Pick<DeadLetteredRow, "failure_reason" | "failed_field" | "failed_at">;
+
+/** An envelope whose body does not read still names its source in its headers, but no reason. */
+const UNREAD: Said = { failure_reason: "unreadable envelope", failed_field: null, failed_at: "" };
+
+export async function deadLetteredInTail(
+  reader: RangeReader,
+  dlq: { topic: string; partitions: number; starts: ReadonlyMap<number, number> },
+  source: { topic: string; partition: number; offset: number },
+  key?: ProvenanceKey,
+): Promise<DlqTail> {
+  const out: DlqTail = { rows: [], unproven: 0, read: 0 };
+  const seen = (headers: Headers, at: { partition: number; offset: number }, said: Said) => {
+    out.read++;
+    const src = envelopeSource(headers);
+    if (!src || src.topic !== source.topic) return;
+    const { partition, offset, digest, mac, macVersion } = src;
+    if (partition !== source.partition || offset !== source.offset) return;
+    const proven = digest !== undefined && mac !== undefined &&
+      key?.verify(src.topic, partition, offset, digest, mac, macVersion);
+    if (key && !proven) {
+      out.unproven++;
+      return;
+    }
+    const where = { dlq_partition: at.partition, dlq_offset: at.offset };
+    out.rows.push({ ...where, ...said, source_partition: partition, source_offset: offset });
+  };
+  await readDlq(
+    reader,
+    dlq.topic,
+    dlq.partitions,
+    { starts: dlq.starts },
+    (e) => seen(e.headers, e, e.envelope),
+    (m) => seen(m.headers, m, UNREAD),
+  );
+  return out;
+}
