@@ -46,3 +46,12 @@ export const DATETIME_MAX = UINT32_MAX;
 
 // Texts have no length limit of their own: ClickHouse String stores any length, and the DLQ
 // envelope truncates an oversized payload itself (dlq/envelope.ts). Kafka's message size bounds them.
+
+/**
+ * Most characters of payload an envelope carries: every record the raw topic admits at its 1 MiB
+ * max.message.bytes, whole. The DLQ topic takes 8 MiB messages (topics/topology.ts), room for
+ * such a payload even as a string whose every character escapes (up to 6×). A larger record, only
+ * possible where an operator raised the raw topic's limit, travels truncated and says so
+ * (dlq.payload.truncated): an envelope the DLQ refuses would be fatal on every restart.
+ */
+export const MAX_PAYLOAD_CHARS = 1 << 20;

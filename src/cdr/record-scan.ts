@@ -11,7 +11,7 @@
  * test/cdr/record-scan.test.ts and the decode fuzz targets check that every record accepted here
  * is one decode() accepts, encoded to the same bytes.
  */
-import type { CdrRow } from "./decode.ts";
+import type { CdrRow } from "./row.ts";
 import { DATETIME_MAX, RAT_NAMES, UINT32_MAX } from "./fields.ts";
 import { parseIPv4Bytes } from "./ipv4.ts";
 import { BACKSLASH, CLOSE, COLON, COMMA, DOT, MINUS, NINE, OPEN, QUOTE, SPACE, ZERO } from "./json-bytes.ts";

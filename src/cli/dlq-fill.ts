@@ -5,7 +5,7 @@
 import { createClickHouse } from "../clickhouse/client.ts";
 import { dlqTable } from "../clickhouse/migrate.ts";
 import type { Config } from "../config.ts";
-import { provenanceKeyOf } from "../dlq/provenance-mac.ts";
+import { provenanceKeyOf } from "./provenance-key.ts";
 import { fillerMetricsText } from "../dlq/table/filler-metrics.ts";
 import { DlqFiller } from "../dlq/table/filler.ts";
 import { ClickHouseDlqStore } from "../dlq/table/store.ts";

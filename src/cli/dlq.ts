@@ -8,7 +8,8 @@
  */
 import type { Config } from "../config.ts";
 import { DLQ_STAGES, envelopeSource, HEADERS, type DlqStage } from "../dlq/envelope.ts";
-import { payloadDigest, provenanceKeyOf, provenBy } from "../dlq/provenance-mac.ts";
+import { payloadDigest, provenBy } from "../dlq/provenance-mac.ts";
+import { provenanceKeyOf } from "./provenance-key.ts";
 import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { exitNow, type ExitKind } from "../exits.ts";

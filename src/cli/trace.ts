@@ -11,7 +11,7 @@ import { recordOffsets } from "../audit/sources.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { LIST_ANSWER_BYTES, queryText } from "../clickhouse/answer.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
-import { provenanceKeyOf } from "../dlq/provenance-mac.ts";
+import { provenanceKeyOf } from "./provenance-key.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";

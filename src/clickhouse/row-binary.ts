@@ -15,7 +15,7 @@
  * The TSV encoder (row-encoder.ts) and formatRow (row-format.ts) stay the readable reference:
  * test/clickhouse/row-binary.test.ts decodes this body and compares it with formatRow.
  */
-import type { CdrRow, CellPart } from "../cdr/decode.ts";
+import type { CdrRow, CellPart } from "../cdr/row.ts";
 import type { ScannedRow } from "../cdr/record-scan.ts";
 import { ByteBuffer } from "./byte-buffer.ts";
 

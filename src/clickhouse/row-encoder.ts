@@ -3,7 +3,7 @@
  * without building a string per row and flattening them all in join() (4 µs a row, measured).
  * test/clickhouse/row-encoder.test.ts checks byte-equality with formatRow on fuzzed rows.
  */
-import type { CdrRow, CellPart } from "../cdr/decode.ts";
+import type { CdrRow, CellPart } from "../cdr/row.ts";
 import type { ScannedRow } from "../cdr/record-scan.ts";
 import { ByteBuffer } from "./byte-buffer.ts";
 import { escapeTsv } from "./row-format.ts";

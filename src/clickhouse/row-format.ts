@@ -17,7 +17,7 @@
  *   `date_time_input_format=basic`, because 18.16's `best_effort` adds two seconds to it.
  * UInt64 are exact digits, UUID its text, the Enum8 its names, strings TSV-escaped UTF-8.
  */
-import { cellId, type CdrRow } from "../cdr/decode.ts";
+import { cellId, type CdrRow } from "../cdr/row.ts";
 
 /** A DateTime value: ten digits of unix seconds. */
 export function dateTimeText(seconds: number): string {

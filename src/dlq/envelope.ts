@@ -2,7 +2,7 @@
  * The DLQ envelope (docs/internals.md "DLQ envelope"): exactly five fields. Provenance (source topic, partition,
  * offset, error detail, attempts) rides in Kafka headers, as Kafka Connect's dead-letter queues do.
  */
-import type { FailureReason } from "../cdr/fields.ts";
+import { MAX_PAYLOAD_CHARS, type FailureReason } from "../cdr/fields.ts";
 import { unportable } from "./portable-json.ts";
 
 export interface DlqEnvelope {
@@ -79,14 +79,8 @@ export function envelopeSource(
 export type DlqStage = "decode" | "clickhouse-refused" | "clickhouse-failed";
 export const DLQ_STAGES: readonly DlqStage[] = ["decode", "clickhouse-refused", "clickhouse-failed"];
 
-/**
- * Most characters of payload an envelope carries: every record the raw topic admits at its 1 MiB
- * max.message.bytes, whole. The DLQ topic takes 8 MiB messages (topics/topology.ts), room for
- * such a payload even as a string whose every character escapes (up to 6×). A larger record, only
- * possible where an operator raised the raw topic's limit, travels truncated and says so
- * (dlq.payload.truncated): an envelope the DLQ refuses would be fatal on every restart.
- */
-export const MAX_PAYLOAD_CHARS = 1 << 20;
+/** Re-exported: the envelope caps its payload at the raw record's largest (cdr/fields.ts). */
+export { MAX_PAYLOAD_CHARS };
 
 /** What every envelope starts with: the payload comes first, so readers can cut it out verbatim. */
 export const ENVELOPE_HEAD = '{"original_payload":';

@@ -17,7 +17,6 @@
  * docs/security.md "Provenance the DLQ cannot forge".
  */
 import { timingSafeEqual } from "node:crypto";
-import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 
 /** Fewest characters a signing key may have: 128 bits as hex (`openssl rand -hex 16` gives 32). */
@@ -110,15 +109,4 @@ export class ProvenanceKey {
     // HMAC-SHA256: a hasher given a key.
     return new Bun.CryptoHasher("sha256", key).update(input).digest("hex");
   }
-}
-
-/** The configuration's key (and the previous ones) over its group, DLQ topic and table; none when unset. */
-export function provenanceKeyOf(cfg: Config): ProvenanceKey | undefined {
-  if (!cfg.dlq.provenanceKey) return undefined;
-  const scope = {
-    group: cfg.kafka.groupId,
-    dlqTopic: cfg.kafka.topicDlq,
-    table: `${cfg.clickhouse.database}.${cfg.clickhouse.table}`,
-  };
-  return new ProvenanceKey(cfg.dlq.provenanceKey, scope, cfg.dlq.previousKeys);
 }

@@ -4,7 +4,7 @@
  * any run of rows can be inserted alone), what the DLQ needs if ClickHouse refuses it (original
  * payload, source partition and offset), and its rat code and service for the stats breakdowns.
  */
-import type { CdrRow } from "../../cdr/decode.ts";
+import type { CdrRow } from "../../cdr/row.ts";
 import { asciiText, type ScannedRow } from "../../cdr/record-scan.ts";
 
 /**
