@@ -30,7 +30,7 @@
  */
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import { Readable } from "node:stream";
-import { systemClock, type Clock } from "../delivery/clock.ts";
+import { systemClock, type Clock } from "../time/clock.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ClickHouseInsertError, classifyInsertError, HeldCheckError, refusal } from "./insert-error.ts";

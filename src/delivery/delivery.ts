@@ -9,7 +9,7 @@
  * gate (gate.ts). Partitions the group took away are dropped, not flushed (`abandon`).
  */
 import { undecodable, type Rejection, type Verdict } from "../cdr/decode.ts";
-import { systemClock, type Clock } from "./clock.ts";
+import { systemClock, type Clock } from "../time/clock.ts";
 import { ScannedRow } from "../cdr/record-scan.ts";
 import type { RetryPolicy } from "../clickhouse/retry.ts";
 import { RowBinaryBuffer } from "../clickhouse/row-binary.ts";

@@ -16,7 +16,7 @@
  * Delivery that is never run or stopped leaves nothing behind, and whatever runs first after a
  * freeze sees it. The first look starts the watch: a start that waited for the brokers is no gap.
  */
-import { systemClock, type Clock } from "./clock.ts";
+import { systemClock, type Clock } from "../time/clock.ts";
 import { log } from "../log.ts";
 
 /** How long sends wait after a gap, for librdkafka to say whether the assignment was lost. */

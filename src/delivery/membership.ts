@@ -21,7 +21,7 @@
  * monotonic one: its rate is assumed the coordinator's.
  */
 import type { Standing } from "../kafka/heartbeat-proof.ts";
-import { systemClock, type Clock } from "./clock.ts";
+import { systemClock, type Clock } from "../time/clock.ts";
 
 export interface LeaseTerms {
   sessionTimeoutMs: number;

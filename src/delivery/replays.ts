@@ -8,7 +8,7 @@
  * again after the rejoin, not fatal (they come most during a rolling restart). A check whose
  * partitions were revoked meanwhile is dropped: its generation no longer matches.
  */
-import { systemClock, type Clock } from "./clock.ts";
+import { systemClock, type Clock } from "../time/clock.ts";
 import { CdrWorkerError, KafkaError } from "../errors.ts";
 import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";

@@ -12,7 +12,7 @@ import { migrate } from "../../src/clickhouse/migrate.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { boundsInsertLife } from "../../src/clickhouse/server-version.ts";
 import { ClickHouseWriter, INSERT_END_MARGIN_MS, SILENT_ENDPOINT_HOLD_MS, storedRowKey } from "../../src/clickhouse/writer.ts";
-import { systemClock, type Clock } from "../../src/delivery/clock.ts";
+import { systemClock, type Clock } from "../../src/time/clock.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { CLICKHOUSE_SERVERS, uniqueName } from "../support/services.ts";
 import { TcpProxy } from "../support/tcp-proxy.ts";

@@ -1,7 +1,7 @@
 // membership.ts on a clock of the test's own: a pure unit test. The simulation (test/sim/) runs it
 // inside delivery against a group whose sessions end by the heartbeats the coordinator received.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import type { Clock } from "../../src/delivery/clock.ts";
+import type { Clock } from "../../src/time/clock.ts";
 import { leaseLength, MembershipLease } from "../../src/delivery/membership.ts";
 
 setDefaultTimeout(60_000);

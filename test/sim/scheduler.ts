@@ -7,7 +7,7 @@
  * until it thaws (a SIGSTOPped process: its timers and the answers that reach its sockets run when it
  * runs again), a dead actor's are dropped (kill -9). Each actor sees the wall clock with its own step.
  */
-import type { Clock } from "../../src/delivery/clock.ts";
+import type { Clock } from "../../src/time/clock.ts";
 import { rng } from "../../src/generate/synthetic.ts";
 
 /** The virtual wall clock's start: 2027-01-15 08:00:00 UTC. */

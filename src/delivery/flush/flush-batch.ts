@@ -6,7 +6,7 @@
  * the rows are the next owner's.
  */
 import type { Batch } from "../batch/batch.ts";
-import { systemClock, type Clock } from "../clock.ts";
+import { systemClock, type Clock } from "../../time/clock.ts";
 import type { RetryPolicy } from "../../clickhouse/retry.ts";
 import { storeBatch, type StoreOutcome } from "../../clickhouse/store.ts";
 import type { ClickHouseWriter } from "../../clickhouse/writer.ts";

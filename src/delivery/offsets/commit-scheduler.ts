@@ -8,7 +8,7 @@
  * 1 ms for a plain commit of the same envelopes (scripts/bench/transaction-cost.ts), while one
  * takes about 10 ms; back to back behind small inserts they would keep a broker core a third busy.
  */
-import { systemClock, type Clock } from "../clock.ts";
+import { systemClock, type Clock } from "../../time/clock.ts";
 import type { Advanced, OffsetTracker } from "./tracker.ts";
 
 export interface CommitSpacing {

@@ -23,8 +23,8 @@
  * so a start read after the gap is at least the one that deleted it; the range counts as expired
  * only up to the first offset handed over after it, which was not deleted.
  */
-import type { Clock } from "../clock.ts";
-import { systemClock } from "../clock.ts";
+import type { Clock } from "../../time/clock.ts";
+import { systemClock } from "../../time/clock.ts";
 import { log } from "../../log.ts";
 import type { Counters } from "../../stats/counters.ts";
 import type { GapHold } from "./tracker.ts";

@@ -8,7 +8,7 @@
  */
 import type { GroupConsumer } from "../../kafka/consumer.ts";
 import { log } from "../../log.ts";
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../../time/clock.ts";
 
 /** Least time between two reads of librdkafka's positions. */
 const INTERVAL_MS = 1_000;

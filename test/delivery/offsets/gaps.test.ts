@@ -3,7 +3,7 @@
 // position), and Gaps tells the range apart by the partition's log start: expired below it, passed
 // over (transaction markers, aborted records) at or above it.
 import { afterEach, beforeEach, expect, setDefaultTimeout, test } from "bun:test";
-import type { Clock } from "../../../src/delivery/clock.ts";
+import type { Clock } from "../../../src/time/clock.ts";
 import { Gaps, READS, type Gap } from "../../../src/delivery/offsets/gaps.ts";
 import { OffsetTracker } from "../../../src/delivery/offsets/tracker.ts";
 import { setLogSink } from "../../../src/log.ts";
