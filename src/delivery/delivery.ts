@@ -29,7 +29,7 @@ import { DlqBreaker } from "./breaker.ts";
 import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
 import { Gate } from "./gate.ts";
 import { Lease } from "./lease.ts";
-import { MembershipLease } from "./membership.ts";
+import { MembershipLease } from "../kafka/membership.ts";
 import { Pending } from "./pending.ts";
 import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";

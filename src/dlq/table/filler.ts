@@ -14,7 +14,7 @@
  * membership lease (delivery/membership.ts): a filler cut off from its group stops sending before
  * another can be given its partitions, and a revocation waits for an insert in flight to end.
  */
-import { MembershipLease, type LeaseTerms } from "../../delivery/membership.ts";
+import { MembershipLease, type LeaseTerms } from "../../kafka/membership.ts";
 import type { Consumer } from "../../kafka/consumer.ts";
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import type { Message } from "../../kafka/message.ts";

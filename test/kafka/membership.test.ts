@@ -2,7 +2,7 @@
 // inside delivery against a group whose sessions end by the heartbeats the coordinator received.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import type { Clock } from "../../src/time/clock.ts";
-import { leaseLength, MembershipLease } from "../../src/delivery/membership.ts";
+import { leaseLength, MembershipLease } from "../../src/kafka/membership.ts";
 
 setDefaultTimeout(60_000);
 

@@ -20,7 +20,7 @@
  * can give its partitions to another, however late librdkafka declares the loss. The clock is the
  * monotonic one: its rate is assumed the coordinator's.
  */
-import type { Standing } from "../kafka/heartbeat-proof.ts";
+import type { Standing } from "./heartbeat-proof.ts";
 import { systemClock, type Clock } from "../time/clock.ts";
 
 export interface LeaseTerms {
