@@ -38,7 +38,7 @@ import { AUTHENTICATION_CODES, saysNothingOfRows } from "./insert-error.ts";
 import { renewCredentials } from "./credentials.ts";
 import type { UncertainAttempt } from "./insert-error.ts";
 import { COLUMNS } from "./row-format.ts";
-import type { DeliveredOffsets, Owned } from "../delivery/offsets/replay-check.ts";
+import type { DeliveredOffsets, Owned } from "../ownership/delivered.ts";
 import { offsetsTable, tableProblems } from "./migrate.ts";
 import { boundsInsertLife, insertSettings, OLDEST_TESTED, olderThanTested } from "./server-version.ts";
 import { ANSWER_DEADLINE_MARGIN_MS, queryText, readCapped, versionOf, withDeadline } from "./answer.ts";

@@ -8,7 +8,7 @@
  */
 import type { RangeReader } from "../kafka/consumer.ts";
 import type { OffsetLookup } from "../kafka/offset-lookup.ts";
-import type { DeadLettered, Owned } from "../delivery/offsets/replay-check.ts";
+import type { DeadLettered, Owned } from "../ownership/delivered.ts";
 import { envelopeSource } from "./envelope.ts";
 import type { ProvenanceKey } from "./provenance-mac.ts";
 import { readDlq, type OffsetRange, type ReadProgress } from "./reader.ts";
