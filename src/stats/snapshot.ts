@@ -1,5 +1,4 @@
 /** The JSON of GET /internal/stats, computed from the counters without touching Kafka or ClickHouse. */
-import type { AuditSchedule } from "../audit/schedule.ts";
 import { inFlightOf, type Counters } from "./counters.ts";
 import { partitionLag } from "./lag.ts";
 
@@ -49,8 +48,15 @@ export interface StatsSource {
   /** Where librdkafka's fetcher stands for a partition (kafka/fetch-state.ts), null without its statistics. */
   fetchState?: (partition: number) => { state: string; nextOffset: number; queued: number } | null;
   /** The scheduled audit, when AUDIT_INTERVAL_SECONDS runs it. */
-  audit?: () => Pick<AuditSchedule, "last" | "runs"> | null;
+  audit?: () => AuditStanding | null;
 }
+
+/** What the scheduled audit (audit/schedule.ts) has found: its last run and the count of each result. */
+export interface AuditStanding {
+  last: { at: number; seconds: number; result: AuditVerdict; findings: Record<string, number> | null } | null;
+  runs: Record<AuditVerdict, number>;
+}
+type AuditVerdict = "clean" | "failed" | "error";
 
 const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
 const roundedSeconds = (v: number | null) => (v === null ? null : Math.round(v * 10) / 10);
