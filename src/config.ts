@@ -10,9 +10,11 @@ import { ConfigError, type ConfigProblem } from "./errors.ts";
 import { MIN_KEY_CHARS, MIN_PREVIOUS_KEY_CHARS } from "./dlq/provenance-mac.ts";
 import { HEAP_BYTES_PER_ROW } from "./stats/memory-bound.ts";
 import { ANSWER_DEADLINE_MARGIN_MS } from "./clickhouse/answer.ts";
+import type { ClickHouseOptions } from "./clickhouse/client.ts";
+import { PLAIN_IDENTIFIER } from "./clickhouse/migrate.ts";
 import { retryBudgetMs, type RetryPolicy } from "./clickhouse/retry.ts";
 import { readSecretFile } from "./secrets/secret-file.ts";
-import { withoutUserInfo } from "./secrets/url-mask.ts";
+import { withoutUserInfo } from "./redaction/url-mask.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -37,7 +39,7 @@ const text = v.pipe(v.string(), v.minLength(1, "a non-empty string"));
  * Names that go into SQL as text (18.16 has no identifier parameters): plain identifiers only,
  * checked here once, for every command that uses them (migrate's --cluster too).
  */
-export const PLAIN_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export { PLAIN_IDENTIFIER };
 const identifier = v.pipe(
   v.string(),
   v.regex(PLAIN_IDENTIFIER, "a plain identifier: letters, digits and _, not starting with a digit"),
@@ -270,18 +272,7 @@ export interface Config {
     /** librdkafka properties read from a file (KAFKA_PROP_<NAME>_FILE), by property: the file's path. */
     propFiles: Record<string, string>;
   };
-  clickhouse: {
-    url: string;
-    user: string;
-    password: string;
-    /** CLICKHOUSE_PASSWORD_FILE: the password follows it while the worker runs (clickhouse/credentials.ts). */
-    passwordFile?: string;
-    database: string;
-    table: string;
-    requestTimeoutMs: number;
-    keepAliveIdleMs?: number;
-    caCert?: Buffer;
-  };
+  clickhouse: ClickHouseOptions;
   /** backlogRows: what a batch may grow to while every insert slot is taken (≥ size). */
   batch: { size: number; backlogRows: number; maxBytes: number; flushIntervalMs: number; concurrency: number };
   retry: { maxAttempts: number; initialDelayMs: number; backoffFactor: number; whenUnreachable: "dlq" | "wait" };

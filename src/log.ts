@@ -3,7 +3,7 @@
  * Secrets never reach here: callers pass only what is safe, and `redact` masks known keys and the
  * user information of any URL anyway.
  */
-import { withoutUserInfo } from "./secrets/url-mask.ts";
+import { withoutUserInfo } from "./redaction/url-mask.ts";
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 const SECRET_KEY = /pass(word)?|secret|token|sasl\.(password|oauthbearer)|ssl\.key/i;

@@ -1,11 +1,24 @@
 /** The ClickHouse HTTP client of the worker, built from configuration. */
 import { createClient, type ClickHouseClient } from "@clickhouse/client";
-import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import { log } from "../log.ts";
 import { ANSWER_DEADLINE_MARGIN_MS } from "./answer.ts";
 import { rotatingClient } from "./credentials.ts";
 import { secretFile } from "../secrets/secret-file.ts";
+
+/** Where and as whom the worker reaches ClickHouse: the configuration's `clickhouse` section. */
+export interface ClickHouseOptions {
+  url: string;
+  user: string;
+  password: string;
+  /** CLICKHOUSE_PASSWORD_FILE: the password follows it while the worker runs (clickhouse/credentials.ts). */
+  passwordFile?: string;
+  database: string;
+  table: string;
+  requestTimeoutMs: number;
+  keepAliveIdleMs?: number;
+  caCert?: Buffer;
+}
 
 type LogParams = { module: string; message: string; args?: Record<string, unknown>; err?: Error };
 
@@ -39,7 +52,7 @@ export function clickhouseUrls(url: string): string[] {
 
 /** A client for each endpoint, named host:port (no credentials), and its ping, for ClickHouseWriter. */
 export function createClickHouseEndpoints(
-  cfg: Config["clickhouse"],
+  cfg: ClickHouseOptions,
 ): Array<{ name: string; client: ClickHouseClient; ping: Ping }> {
   return clickhouseUrls(cfg.url).map((url) => ({
     name: new URL(url).host,
@@ -79,14 +92,14 @@ export function pingOf(url: string, caCert?: Buffer): Ping {
  * A client for one endpoint: `url`, else the first of CLICKHOUSE_URL. With CLICKHOUSE_PASSWORD_FILE
  * it follows the file (credentials.ts): a rotated password is taken without a restart.
  */
-export function createClickHouse(cfg: Config["clickhouse"], database?: string, url?: string): ClickHouseClient {
+export function createClickHouse(cfg: ClickHouseOptions, database?: string, url?: string): ClickHouseClient {
   const make = (password: string) => clientFor(cfg, password, database, url);
   if (cfg.passwordFile === undefined) return make(cfg.password);
   const closeAfter = (cfg.requestTimeoutMs + ANSWER_DEADLINE_MARGIN_MS) * 2;
   return rotatingClient(secretFile(cfg.passwordFile, cfg.password), make, closeAfter);
 }
 
-function clientFor(cfg: Config["clickhouse"], password: string, database?: string, url?: string): ClickHouseClient {
+function clientFor(cfg: ClickHouseOptions, password: string, database?: string, url?: string): ClickHouseClient {
   return createClient({
     url: url ?? clickhouseUrls(cfg.url)[0]!,
     username: cfg.user,
@@ -111,7 +124,7 @@ function clientFor(cfg: Config["clickhouse"], password: string, database?: strin
  * The first of CLICKHOUSE_URL's endpoints that answers, in order: each holds every row (a server, or
  * a replica whose Distributed table reads every shard), so any one will do, but not only the first.
  */
-export async function answeringClient(cfg: Config["clickhouse"]): Promise<ClickHouseClient> {
+export async function answeringClient(cfg: ClickHouseOptions): Promise<ClickHouseClient> {
   const failures: string[] = [];
   for (const url of clickhouseUrls(cfg.url)) {
     const ch = createClickHouse(cfg, undefined, url);

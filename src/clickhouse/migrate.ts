@@ -7,11 +7,14 @@ import ddl from "../../sql/001_cdr.sql" with { type: "text" };
 import clusterDdl from "../../sql/cluster.sql" with { type: "text" };
 import dlqDdl from "../../sql/002_dlq.sql" with { type: "text" };
 import dlqClusterDdl from "../../sql/002_dlq-cluster.sql" with { type: "text" };
-import { PLAIN_IDENTIFIER as IDENT } from "../config.ts";
 import { CdrWorkerError, SchemaMismatchError, type ErrorCode } from "../errors.ts";
 import { LIST_ANSWER_BYTES, queryText } from "./answer.ts";
 import { serverError, withCode } from "./insert-error.ts";
 import { backfillOffsets, type BackfillOptions } from "./backfill.ts";
+
+/** A name ClickHouse takes as written in SQL text (18.16 has no identifier parameters). */
+export const PLAIN_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const IDENT = PLAIN_IDENTIFIER;
 
 
 /** The column list of sql/001_cdr.sql, "( … )", which sql/cluster.sql's local table takes too. */

@@ -11,7 +11,7 @@
  */
 import fc from "fast-check";
 import { dlqRow } from "../../src/dlq/table/row.ts";
-import { withoutUserInfo } from "../../src/secrets/url-mask.ts";
+import { withoutUserInfo } from "../../src/redaction/url-mask.ts";
 import { parsePredicate, PredicateError, predicateSql } from "../../src/dlq/table/predicate.ts";
 import { decode, type Decoded } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS } from "../../src/cdr/fields.ts";
