@@ -1,6 +1,7 @@
 // House rules a reader of src/ relies on, checked so they cannot erode.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
+import { circles, importsOf, roomImports } from "./support/imports.ts";
 import { ROOT } from "./support/services.ts";
 
 setDefaultTimeout(60_000);
@@ -33,4 +34,29 @@ test("the root of src/ keeps only the entry, configuration, errors, exits, log, 
   const root = readdirSync(`${ROOT}/src`, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name).sort();
   expect(root).toEqual(["assets.d.ts", "config.ts", "errors.ts", "exits.ts", "log.ts", "main.ts", "version.ts"]);
   expect(readFileSync(`${ROOT}/src/worker/worker.ts`, "utf8").split("\n").length).toBeLessThanOrEqual(125);
+});
+
+const imports = importsOf(ROOT, sources);
+
+test("imports in src/ run one way: no circle between files, none between rooms (each circle named by its imports)", () => {
+  expect(imports.length).toBeGreaterThan(300);
+  expect(circles(imports)).toEqual([]);
+  expect(circles(roomImports(imports))).toEqual([]);
+});
+
+test("the circle check finds a circle and names the imports that tie it, between files and between rooms", () => {
+  const tied = [
+    { from: "src/cdr/decode.ts", to: "src/dlq/envelope.ts" },
+    { from: "src/dlq/envelope.ts", to: "src/cdr/fields.ts" },
+    { from: "src/cdr/fields.ts", to: "src/cdr/decode.ts" },
+    { from: "src/log.ts", to: "src/errors.ts" },
+  ];
+  expect(circles(tied)).toEqual([["src/cdr/decode.ts -> src/dlq/envelope.ts", "src/cdr/fields.ts -> src/cdr/decode.ts", "src/dlq/envelope.ts -> src/cdr/fields.ts"]]);
+  expect(circles(roomImports(tied))).toEqual([["cdr/ -> dlq/ (src/cdr/decode.ts -> src/dlq/envelope.ts)", "dlq/ -> cdr/ (src/dlq/envelope.ts -> src/cdr/fields.ts)"]]);
+});
+
+test("configuration flows down as values: only the command line and the entry read config.ts", () => {
+  const readers = [...new Set(imports.filter((i) => i.to === "src/config.ts").map((i) => i.from))];
+  expect(readers.length).toBeGreaterThan(5);
+  expect(readers.filter((f) => !f.startsWith("src/cli/") && f !== "src/main.ts")).toEqual([]);
 });

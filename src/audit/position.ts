@@ -4,7 +4,7 @@
  * whole retention. Two positions, in one commit at the end of a run:
  *   - each raw partition's: the end of the range the run audited (the workers' commit then);
  *   - each DLQ partition's: where the next run must start reading envelopes, and in the commit's
- *     metadata (`dlq_table_to`) the DLQ offset the DLQ table's check reached (dlq-table.ts). An
+ *     metadata (`dlq_table_to`) the DLQ offset the DLQ table's check reached (dlq-table/audit.ts). An
  *     envelope of a record past the audited range can lie anywhere after the records the run
  *     audited were dead-lettered, even before the run's read ended (a batch that held the workers'
  *     commit back while later records were dead-lettered), so the start is the first envelope read

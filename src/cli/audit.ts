@@ -13,7 +13,7 @@ import { keepPosition, NextDlqStarts, readKeptPosition, type KeptPosition } from
 import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
-import { auditDlqTable, tableExists } from "../audit/dlq-table.ts";
+import { auditDlqTable, tableExists } from "../dlq-table/audit.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";

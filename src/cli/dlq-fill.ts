@@ -1,14 +1,14 @@
 /**
- * `cdr-worker dlq fill`: runs the DLQ table's filler (dlq/table/filler.ts) until SIGTERM/SIGINT.
+ * `cdr-worker dlq fill`: runs the DLQ table's filler (dlq-table/filler.ts) until SIGTERM/SIGINT.
  * Refuses to start without the DLQ topic or the table (run `topics ensure`, `migrate`).
  */
 import { createClickHouse } from "../clickhouse/client.ts";
 import { dlqTable } from "../clickhouse/migrate.ts";
 import type { Config } from "../config.ts";
 import { provenanceKeyOf } from "./provenance-key.ts";
-import { fillerMetricsText } from "../dlq/table/filler-metrics.ts";
-import { DlqFiller } from "../dlq/table/filler.ts";
-import { ClickHouseDlqStore } from "../dlq/table/store.ts";
+import { fillerMetricsText } from "../dlq-table/filler-metrics.ts";
+import { DlqFiller } from "../dlq-table/filler.ts";
+import { ClickHouseDlqStore } from "../dlq-table/store.ts";
 import { CdrWorkerError } from "../errors.ts";
 import type { ExitKind } from "../exits.ts";
 import { Admin } from "../kafka/admin.ts";
@@ -35,7 +35,7 @@ export const DLQ_FILL_HELP = `cdr-worker dlq fill
 
 /**
  * Characters of one insert's rows, and of the rows read and not yet stored (past it, consumption
- * pauses): every field counted, each capped (src/dlq/table/row.ts FIELD_CAPS, rowBytes).
+ * pauses): every field counted, each capped (src/dlq-table/row.ts FIELD_CAPS, rowBytes).
  */
 const BATCH_BYTES = 16 * 1024 * 1024;
 const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;

@@ -23,7 +23,7 @@ import { DLQ_FILL_HELP, dlqFillCommand } from "./dlq-fill.ts";
 import { queryText, ROWS_ANSWER_BYTES } from "../clickhouse/answer.ts";
 import { createClickHouse } from "../clickhouse/client.ts";
 import { dlqTable } from "../clickhouse/migrate.ts";
-import { parsePredicate, predicateSql } from "../dlq/table/predicate.ts";
+import { parsePredicate, predicateSql } from "../dlq-table/predicate.ts";
 
 export const DLQ_HELP = `cdr-worker dlq inspect [selection] [--samples K]
   Reads KAFKA_TOPIC_DLQ (commits nothing) and prints counts by failure_reason, failed_field and

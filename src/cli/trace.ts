@@ -6,7 +6,7 @@
  * operator would otherwise write by hand.
  */
 import type { ClickHouseClient } from "@clickhouse/client";
-import { tableExists } from "../audit/dlq-table.ts";
+import { tableExists } from "../dlq-table/audit.ts";
 import { recordOffsets } from "../audit/sources.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { LIST_ANSWER_BYTES, queryText } from "../clickhouse/answer.ts";

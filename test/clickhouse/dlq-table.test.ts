@@ -4,10 +4,10 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { encodeEnvelope, provenanceHeaders, type DlqStage } from "../../src/dlq/envelope.ts";
-import { dlqRow, dateTimeText, type DlqRow } from "../../src/dlq/table/row.ts";
-import { parsePredicate, predicateSql } from "../../src/dlq/table/predicate.ts";
-import { ClickHouseDlqStore, type DlqStore } from "../../src/dlq/table/store.ts";
-import { DlqFiller } from "../../src/dlq/table/filler.ts";
+import { dlqRow, dateTimeText, type DlqRow } from "../../src/dlq-table/row.ts";
+import { parsePredicate, predicateSql } from "../../src/dlq-table/predicate.ts";
+import { ClickHouseDlqStore, type DlqStore } from "../../src/dlq-table/store.ts";
+import { DlqFiller } from "../../src/dlq-table/filler.ts";
 import { FakeConsumer } from "../support/filler-consumer.ts";
 import type { FailureReason } from "../../src/cdr/fields.ts";
 import type { Message } from "../../src/kafka/message.ts";

@@ -2,7 +2,7 @@
 // chooses every field. 60 envelopes each carry an 8 MB string where the filler's bound once counted
 // nothing (failed_field, worker_instance, the dlq.payload.as_text and dlq.source.topic headers),
 // and come while ClickHouse is away, so the filler holds what it reads up to its bound. Every field
-// is now capped and counted (src/dlq/table/row.ts FIELD_CAPS, rowBytes): its peak RSS (VmHWM) stays
+// is now capped and counted (src/dlq-table/row.ts FIELD_CAPS, rowBytes): its peak RSS (VmHWM) stays
 // under the memory limit its manifest gives it, and every record is one row once ClickHouse is back.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";

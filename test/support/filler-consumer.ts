@@ -1,7 +1,7 @@
-// The DLQ table filler's consumer as a test drives it (src/dlq/table/filler.ts FillerConsumer): a
+// The DLQ table filler's consumer as a test drives it (src/dlq-table/filler.ts FillerConsumer): a
 // member whose heartbeats are accepted on every poll, its records, assignments and revocations as
 // the test says, its commits recorded. For the filler's unit tests and its tests on real servers.
-import type { FillerConsumer } from "../../src/dlq/table/filler.ts";
+import type { FillerConsumer } from "../../src/dlq-table/filler.ts";
 import type { Standing } from "../../src/kafka/heartbeat-proof.ts";
 import type { Message } from "../../src/kafka/message.ts";
 import type { TopicPartition } from "../../src/kafka/partition-list.ts";

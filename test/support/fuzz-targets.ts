@@ -10,9 +10,9 @@
  * worker's single pass (record-scan.ts) and decode(), which must agree.
  */
 import fc from "fast-check";
-import { dlqRow } from "../../src/dlq/table/row.ts";
+import { dlqRow } from "../../src/dlq-table/row.ts";
 import { withoutUserInfo } from "../../src/redaction/url-mask.ts";
-import { parsePredicate, PredicateError, predicateSql } from "../../src/dlq/table/predicate.ts";
+import { parsePredicate, PredicateError, predicateSql } from "../../src/dlq-table/predicate.ts";
 import { decode, type Decoded } from "../../src/cdr/decode.ts";
 import { FAILURE_REASONS } from "../../src/cdr/fields.ts";
 import { PhoneNormalizer } from "../../src/cdr/phone.ts";

@@ -5,8 +5,8 @@
  * so the text cannot carry other SQL: a function, a subquery, a comment, a second statement or an
  * unknown name is refused with where it stands.
  */
-import { DLQ_COLUMNS } from "../../clickhouse/migrate.ts";
-import { CdrWorkerError } from "../../errors.ts";
+import { DLQ_COLUMNS } from "../clickhouse/migrate.ts";
+import { CdrWorkerError } from "../errors.ts";
 
 export type Literal = { kind: "string"; value: string } | { kind: "number"; text: string } | { kind: "null" };
 export type Predicate =

@@ -3,7 +3,7 @@
  * what its inserts did. CdrWorkerDlqTableBehind and CdrWorkerDlqTableInsertsFailing watch them
  * (deploy/prometheus/cdr-worker.rules.yml; docs/runbooks.md).
  */
-import { Exposition } from "../../stats/exposition.ts";
+import { Exposition } from "../stats/exposition.ts";
 import type { DlqFiller } from "./filler.ts";
 
 export function fillerMetricsText(filler: Pick<DlqFiller, "counts" | "lag" | "buffered">): string {

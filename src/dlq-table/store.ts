@@ -6,9 +6,9 @@
  * it does not answer, the filler waits.
  */
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
-import { LIST_ANSWER_BYTES, queryText, SMALL_ANSWER_BYTES, versionOf, withDeadline } from "../../clickhouse/answer.ts";
-import { insertSettings } from "../../clickhouse/server-version.ts";
-import { dlqTable, plainIdentifiers } from "../../clickhouse/migrate.ts";
+import { LIST_ANSWER_BYTES, queryText, SMALL_ANSWER_BYTES, versionOf, withDeadline } from "../clickhouse/answer.ts";
+import { insertSettings } from "../clickhouse/server-version.ts";
+import { dlqTable, plainIdentifiers } from "../clickhouse/migrate.ts";
 import type { DlqRow } from "./row.ts";
 
 /**

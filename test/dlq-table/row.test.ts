@@ -1,11 +1,11 @@
 // A DLQ record as a row: where its source was, and whether the worker's MAC proves the envelope
 // (1), disproves it (0) or was not there to check (null), as the table's `mac_verified` says.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../../src/dlq/envelope.ts";
-import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../../src/dlq/provenance-mac.ts";
-import { dlqRow, FIELD_CAPS, rowBytes } from "../../../src/dlq/table/row.ts";
-import { HOSTILE_DLQ } from "../../fixtures/hostile-dlq.ts";
-import type { Message } from "../../../src/kafka/message.ts";
+import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
+import { dlqRow, FIELD_CAPS, rowBytes } from "../../src/dlq-table/row.ts";
+import { HOSTILE_DLQ } from "../fixtures/hostile-dlq.ts";
+import type { Message } from "../../src/kafka/message.ts";
 
 setDefaultTimeout(60_000);
 

@@ -7,7 +7,7 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { LIST_ANSWER_BYTES, queryText, ROWS_ANSWER_BYTES } from "../clickhouse/answer.ts";
 import type { Consumer } from "../kafka/consumer.ts";
-import { recordOffsets, type Range } from "./sources.ts";
+import { recordOffsets, type Range } from "../audit/sources.ts";
 
 export interface DlqTableFindings {
   dlq_table: string;

@@ -5,7 +5,7 @@
  * pattern. Null where a field is absent or unreadable; never throws.
  */
 import { getCountryCallingCode, Metadata, parsePhoneNumberFromString, type CountryCode } from "libphonenumber-js/max";
-import { withInternationalPrefix } from "../../cdr/phone.ts";
+import { withInternationalPrefix } from "../cdr/phone.ts";
 
 export interface LenientFields {
   raw_id: string | null;
@@ -77,7 +77,7 @@ const MIN_NSN_DIGITS = 2;
  * parse: calling codes are prefix-free (ITU-T E.164), so the one known code among its first 1–3
  * digits is it. The parse cost 8.5 µs a row, most of the filler's time a row; this takes well under
  * one. Null where it cannot decide (no known code, a national number out of the parse's bounds):
- * the caller then parses, so the shortcut never changes an answer (test/dlq/table/lenient.test.ts
+ * the caller then parses, so the shortcut never changes an answer (test/dlq-table/lenient.test.ts
  * holds the two together).
  */
 function plainCallingCode(s: string): string | null {

@@ -14,13 +14,13 @@
  * membership lease (delivery/membership.ts): a filler cut off from its group stops sending before
  * another can be given its partitions, and a revocation waits for an insert in flight to end.
  */
-import { MembershipLease, type LeaseTerms } from "../../kafka/membership.ts";
-import type { Consumer } from "../../kafka/consumer.ts";
-import type { TopicPartition } from "../../kafka/partition-list.ts";
-import type { Message } from "../../kafka/message.ts";
-import { CdrWorkerError } from "../../errors.ts";
-import { LineLimit, log } from "../../log.ts";
-import { classifyInsertError } from "../../clickhouse/insert-error.ts";
+import { MembershipLease, type LeaseTerms } from "../kafka/membership.ts";
+import type { Consumer } from "../kafka/consumer.ts";
+import type { TopicPartition } from "../kafka/partition-list.ts";
+import type { Message } from "../kafka/message.ts";
+import { CdrWorkerError } from "../errors.ts";
+import { LineLimit, log } from "../log.ts";
+import { classifyInsertError } from "../clickhouse/insert-error.ts";
 import { dateTimeText, dlqRow, refusedRow, rowBytes, type DlqRow, type RowContext } from "./row.ts";
 import type { DlqStore } from "./store.ts";
 

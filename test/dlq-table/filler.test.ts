@@ -3,13 +3,13 @@
 // the insert in flight; after a failure that may have stored, only the rows past the table's
 // position go again; a refused insert is tried again, never dead-lettered.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { encodeEnvelope } from "../../../src/dlq/envelope.ts";
-import { fillerMetricsText } from "../../../src/dlq/table/filler-metrics.ts";
-import { DlqFiller } from "../../../src/dlq/table/filler.ts";
-import type { DlqRow } from "../../../src/dlq/table/row.ts";
-import type { DlqStore } from "../../../src/dlq/table/store.ts";
-import type { Message } from "../../../src/kafka/message.ts";
-import { FakeConsumer } from "../../support/filler-consumer.ts";
+import { encodeEnvelope } from "../../src/dlq/envelope.ts";
+import { fillerMetricsText } from "../../src/dlq-table/filler-metrics.ts";
+import { DlqFiller } from "../../src/dlq-table/filler.ts";
+import type { DlqRow } from "../../src/dlq-table/row.ts";
+import type { DlqStore } from "../../src/dlq-table/store.ts";
+import type { Message } from "../../src/kafka/message.ts";
+import { FakeConsumer } from "../support/filler-consumer.ts";
 
 setDefaultTimeout(60_000);
 

@@ -2,7 +2,7 @@
 // written from the parsed tree, so no text of the predicate's reaches ClickHouse unparsed (the
 // fuzz target dlq-predicate holds it for any text).
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { parsePredicate, predicateSql, MAX_PREDICATE_CHARS } from "../../../src/dlq/table/predicate.ts";
+import { parsePredicate, predicateSql, MAX_PREDICATE_CHARS } from "../../src/dlq-table/predicate.ts";
 
 setDefaultTimeout(60_000);
 

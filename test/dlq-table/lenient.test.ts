@@ -2,8 +2,8 @@
 // from an object of any field types or from malformed text, null where nothing readable is there.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { getCountries, getCountryCallingCode, Metadata, parsePhoneNumberFromString, type CountryCode } from "libphonenumber-js/max";
-import { withInternationalPrefix } from "../../../src/cdr/phone.ts";
-import { callerPrefix, lenientFields } from "../../../src/dlq/table/lenient.ts";
+import { withInternationalPrefix } from "../../src/cdr/phone.ts";
+import { callerPrefix, lenientFields } from "../../src/dlq-table/lenient.ts";
 
 setDefaultTimeout(60_000);
 

@@ -7,11 +7,11 @@
  * server refuses would hold every row behind it. Pure.
  */
 import type { CountryCode } from "libphonenumber-js/max";
-import { DATETIME_MAX } from "../../cdr/fields.ts";
-import type { Message } from "../../kafka/message.ts";
-import { envelopeSource, HEADERS, MAX_PAYLOAD_CHARS } from "../envelope.ts";
-import { payloadDigest, provenBy, type ProvenanceKey, type SignedSource } from "../provenance-mac.ts";
-import { readEnvelope } from "../reader.ts";
+import { DATETIME_MAX } from "../cdr/fields.ts";
+import type { Message } from "../kafka/message.ts";
+import { envelopeSource, HEADERS, MAX_PAYLOAD_CHARS } from "../dlq/envelope.ts";
+import { payloadDigest, provenBy, type ProvenanceKey, type SignedSource } from "../dlq/provenance-mac.ts";
+import { readEnvelope } from "../dlq/reader.ts";
 import { lenientFields } from "./lenient.ts";
 
 export interface DlqRow {
