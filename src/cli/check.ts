@@ -14,15 +14,16 @@ import { classifyFailure, type Failure } from "./failure.ts";
 import { Admin } from "../kafka/admin.ts";
 import { clientProps } from "./kafka-clients.ts";
 import { missingKafkaGrants, transactionalWrite } from "./kafka-grants.ts";
-import { clickhousePreflight, decisive, kafkaPreflight } from "./preflight.ts";
+import { clickhousePreflight, compactedRawTopic, decisive, kafkaPreflight } from "./preflight.ts";
 
 export const CHECK_HELP = `cdr-worker check [--offline] [--wait SECONDS]: read the configuration, connect, and check
 what run needs: both topics, the group's session (exactly-once with group.protocol=consumer), each ClickHouse
 endpoint's table schema and the worker's grants, the Kafka ACLs run needs (group Read, topic Read and
 Write, DescribeConfigs, a TransactionalId Write under exactly-once: docs/security.md), the DLQ key,
-and each server's version; and refuses a SHUTDOWN_TIMEOUT_SECONDS below one insert's retry budget,
-which run only warns of. Consumes, produces and commits nothing (under exactly-once it registers the
-TransactionalId <KAFKA_GROUP_ID>-<WORKER_INSTANCE>-check to try the grant). One line a problem on
+and each server's version; and refuses a SHUTDOWN_TIMEOUT_SECONDS below one insert's retry budget
+and a raw topic whose cleanup.policy compacts, which run only says. Consumes, produces and commits
+nothing (under exactly-once it registers the TransactionalId <KAFKA_GROUP_ID>-<WORKER_INSTANCE>-check
+to try the grant). One line a problem on
 stderr (a warning for an endpoint that fails beside one that passes, as run would start), then a
 JSON summary on stdout; exits with the code run would
 (2 for that deadline). --offline checks the configuration alone (every variable, KAFKA_PROP_* through
@@ -73,8 +74,12 @@ async function checkOnce(
   let session: Awaited<ReturnType<typeof kafkaPreflight>>["session"];
   let kafkaPassed = false;
   try {
-    ({ session } = await kafkaPreflight(cfg));
+    let rawCompacted: string | null;
+    ({ session, rawCompacted } = await kafkaPreflight(cfg));
     kafkaPassed = true;
+    // run starts on it and says it; a deploy step refuses it before compaction empties an offset.
+    const compacted = rawCompacted && compactedRawTopic(cfg.kafka.topicRaw, rawCompacted);
+    if (compacted) problems.push(classifyFailure(new CdrWorkerError("TOPOLOGY", compacted)));
   } catch (e) {
     problems.push(classifyFailure(e));
   }

@@ -34,6 +34,8 @@ export interface KafkaSide {
   rawRetentionMs: number | null;
   /** The raw topic's partitions at start: what the group's workers should own between them. */
   rawPartitions: number;
+  /** The raw topic's cleanup.policy where it compacts, else null: `check` refuses it, `run` says it. */
+  rawCompacted: string | null;
 }
 
 /** Throws TOPOLOGY when a topic is missing (the operator runs `topics ensure`). */
@@ -47,7 +49,8 @@ export async function kafkaPreflight(cfg: Config): Promise<KafkaSide> {
         ? await groupSessionTerms(admin, cfg.kafka.groupId)
         : undefined;
     const rawPartitions = counts.get(cfg.kafka.topicRaw)!;
-    return { session, rawRetentionMs: await retentionMs(admin, cfg.kafka.topicRaw), rawPartitions };
+    const { retentionMs, compacted } = await rawTopicConfigs(admin, cfg.kafka.topicRaw);
+    return { session, rawRetentionMs: retentionMs, rawPartitions, rawCompacted: compacted };
   } catch (e) {
     throw await withTlsCause(e, cfg);
   } finally {
@@ -56,14 +59,20 @@ export async function kafkaPreflight(cfg: Config): Promise<KafkaSide> {
 }
 
 /**
- * How long the broker keeps a topic's records, which lag in time is compared with. The worker needs
- * no DescribeConfigs on the topic for anything else: without it, this is unknown and said once.
- * Its compression.type is said too when it is not the spec's lz4: on `producer` (a topic another
- * tool made) records keep whatever codec their producer chose. The worker's memory bound holds
- * either way (librdkafka caps every codec's output: scripts/librdkafka/patches/), but an operator
- * should know why the topic differs from what `topics ensure` makes.
+ * How long the broker keeps a topic's records, which lag in time is compared with, and whether it
+ * compacts them. The worker needs no DescribeConfigs on the topic for anything else: without it,
+ * both are unknown and said once. Its compression.type is said too when it is not the spec's lz4:
+ * on `producer` (a topic another tool made) records keep whatever codec their producer chose. The
+ * worker's memory bound holds either way (librdkafka caps every codec's output:
+ * scripts/librdkafka/patches/), but an operator should know why the topic differs from what
+ * `topics ensure` makes. A compacted raw topic loses records the worker never fetched, and leaves
+ * holes librdkafka skips: each is counted, read again and dead-lettered offset by offset
+ * (delivery/offsets/gaps.ts); run says it at start and check refuses it.
  */
-async function retentionMs(admin: Admin, topic: string): Promise<number | null> {
+async function rawTopicConfigs(
+  admin: Admin,
+  topic: string,
+): Promise<{ retentionMs: number | null; compacted: string | null }> {
   let configs: Awaited<ReturnType<Admin["describeConfigs"]>>;
   try {
     configs = await admin.describeConfigs(topic);
@@ -72,7 +81,7 @@ async function retentionMs(admin: Admin, topic: string): Promise<number | null> 
       topic,
       err: e as Error,
     });
-    return null;
+    return { retentionMs: null, compacted: null };
   }
   const codec = configs["compression.type"]?.value;
   if (codec !== undefined && codec !== null && codec !== RAW_TOPIC_CODEC)
@@ -80,8 +89,18 @@ async function retentionMs(admin: Admin, topic: string): Promise<number | null> 
       topic,
       compression_type: codec,
     });
+  const policy = configs["cleanup.policy"]?.value ?? "";
+  const compacted = policy.split(",").some((p) => p.trim() === "compact") ? policy : null;
   const ms = Number(configs["retention.ms"]?.value);
-  return Number.isFinite(ms) && ms > 0 ? ms : null;
+  return { retentionMs: Number.isFinite(ms) && ms > 0 ? ms : null, compacted };
+}
+
+/** What a compacted raw topic does, and the fix, in one line. */
+export function compactedRawTopic(topic: string, policy: string): string {
+  return (
+    `the raw topic ${topic} has cleanup.policy=${policy}: compaction deletes records before they are fetched, ` +
+    "and each offset it leaves empty is dead-lettered as skipped; set cleanup.policy=delete"
+  );
 }
 
 /** One endpoint's table, schema and grants, as the worker's user; throws what `run` would stop on. */

@@ -17,7 +17,7 @@ import { RecordTimes } from "../kafka/record-times.ts";
 import { LagTime } from "../stats/lag-time.ts";
 import { clientProps } from "./kafka-clients.ts";
 import { buildPipeline, type Pipeline } from "./pipeline.ts";
-import { clickhousePreflight, kafkaPreflight, onAny, untilPasses } from "./preflight.ts";
+import { clickhousePreflight, compactedRawTopic, kafkaPreflight, onAny, untilPasses } from "./preflight.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { serveStats } from "./stats-server.ts";
 
@@ -31,7 +31,10 @@ or SHUTDOWN_TIMEOUT_SECONDS passing, exits 1 without committing anything that is
  * is enough: the others are retried as the writer meets them.
  */
 async function preflight(cfg: Config) {
-  const { session, rawRetentionMs, rawPartitions } = await kafkaPreflight(cfg);
+  const { session, rawRetentionMs, rawPartitions, rawCompacted } = await kafkaPreflight(cfg);
+  // Said where the cause can still be seen; check refuses it (a deploy step), run goes on.
+  const topic = cfg.kafka.topicRaw;
+  if (rawCompacted) log.error(compactedRawTopic(topic, rawCompacted), { topic, cleanup_policy: rawCompacted });
   if (session)
     log.info("the group's session, as the broker keeps it (group.protocol=consumer)", {
       session_timeout_ms: session.sessionTimeoutMs,

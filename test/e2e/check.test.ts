@@ -5,7 +5,7 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Producer } from "../../src/kafka/producer.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { e2eScope } from "../support/e2e.ts";
-import { committedSum, props } from "../support/kafka.ts";
+import { committedSum, createTopic, props } from "../support/kafka.ts";
 import { CLICKHOUSE_SERVERS, ROOT } from "../support/services.ts";
 import { startWorker, workerEnv } from "../support/worker.ts";
 
@@ -114,6 +114,26 @@ test("a stop deadline below one insert's retry budget: check refuses it, one lin
   const w = await startWorker({ ...env, LOG_LEVEL: "info" });
   try {
     expect(w.logs.some((l) => l.includes('"level":"warn"') && l.includes("SHUTDOWN_TIMEOUT_SECONDS=20, expected at least 45"))).toBe(true);
+  } finally {
+    expect(await w.stop()).toBe(0);
+  }
+});
+
+test("a compacted raw topic: check refuses it, one line naming the policy and the fix; run starts and says it once", async () => {
+  const n = await pageScope.names("check-compact");
+  const raw = await createTopic("check-compacted-raw", 3, { "cleanup.policy": "compact,delete", "compression.type": "lz4" });
+  const env = workerEnv({ ...n, raw }, { DLQ_PROVENANCE_KEY: KEY });
+  const { code, stdout, stderr } = await cli(env, "check");
+  expect(stderr.trim().split("\n")).toEqual([
+    `error TOPOLOGY: the raw topic ${raw} has cleanup.policy=compact,delete: compaction deletes records before they are fetched, ` +
+      "and each offset it leaves empty is dead-lettered as skipped; set cleanup.policy=delete",
+  ]);
+  expect({ code, summary: JSON.parse(stdout) }).toMatchObject({ code: 1, summary: { check: "failed", problems: 1 } });
+  // The same worker on the spec's topic: no such line.
+  expect((await cli(workerEnv(n, { DLQ_PROVENANCE_KEY: KEY }), "check")).code).toBe(0);
+  const w = await startWorker({ ...env, LOG_LEVEL: "info" });
+  try {
+    expect(w.logs.filter((l) => l.includes('"level":"error"') && l.includes("cleanup.policy=compact,delete"))).toHaveLength(1);
   } finally {
     expect(await w.stop()).toBe(0);
   }
