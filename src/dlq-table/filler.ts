@@ -408,13 +408,14 @@ export class DlqFiller {
   #backpressure(): void {
     const over = this.#buffered > this.#opts.maxBufferedBytes;
     const under = this.#buffered <= this.#opts.maxBufferedBytes / 2;
-    const owned = [...this.#next.keys()].map((partition) => ({ topic: this.#opts.topic, partition }));
+    // Asked every pass of the loop, idle ones too: the partitions are listed only for a change.
+    const owned = () => [...this.#next.keys()].map((partition) => ({ topic: this.#opts.topic, partition }));
     if (over && !this.#paused) {
       this.#paused = true;
-      this.#consumer.pause(owned);
+      this.#consumer.pause(owned());
     } else if (under && this.#paused) {
       this.#paused = false;
-      this.#consumer.resume(owned);
+      this.#consumer.resume(owned());
     }
   }
 
