@@ -123,6 +123,8 @@ export interface DeliveryEvents {
 /** How often a batch the DLQ breaker holds is tried again. */
 export const HOLD_RETRY_MS = 5_000;
 
+const REFETCHED = "librdkafka handed out records already consumed";
+
 export class Delivery {
   readonly #opts: DeliveryOptions;
   readonly #deps: DeliveryDeps;
@@ -148,7 +150,7 @@ export class Delivery {
   /** The epoch's waits for a partition's earlier records to be durable (#reached), ended by its loss. */
   #reachWaiting = new Set<() => void>();
   /** Runs of records handed out again since the last poll, said once each (#sayRefetched). */
-  #refetchedRuns: Array<{ partition: number; from: number; to: number }> = [];
+  #refetchedRuns: Array<{ partition: number; from: number; to: number; ownSeek: boolean }> = [];
   /** The coordinator's last answer to a heartbeat said the group no longer counts this member. */
   #removed = false;
   /** The statistics showed a librdkafka without the heartbeat facts: said once, as the worker stops. */
@@ -198,8 +200,10 @@ export class Delivery {
           skips:
             deps.offsets.skipsTold && seek
               ? {
-                  rewind: (partition, offset) =>
-                    seek.call(deps.consumer, [{ topic: opts.topic, partition, offset: BigInt(offset) }]),
+                  rewind: (partition, offset) => {
+                    this.#tracker.rewound(partition, offset);
+                    seek.call(deps.consumer, [{ topic: opts.topic, partition, offset: BigInt(offset) }]);
+                  },
                   deadLetter: (partition, offsets, reads) => this.#deadLetterSkipped(partition, offsets, reads),
                 }
               : undefined,
@@ -403,7 +407,7 @@ export class Delivery {
       // after a pause and resume): its first copy is stored or on its way, a second would be a row
       // twice. Offsets only grow within an assignment; a new one resets the partition.
       counters.consumed--;
-      this.#refetched(m);
+      this.#refetched(m, this.#tracker.byOwnSeek(m.partition, m.offset));
       return;
     }
     if (this.#replays?.delivered(m.partition, m.offset, result)) {
@@ -560,14 +564,21 @@ export class Delivery {
     });
   }
 
-  /** Records handed out again: dropped, and said once per run of them. */
-  #refetched(m: Message): void {
+  /**
+   * Records handed out again: dropped, and said once per run of them. Those the worker's own seek
+   * back to a skipped range brings again are its doing, not librdkafka's: said apart, not counted
+   * as repeats (records_repeated pages nobody, but it is read as librdkafka's).
+   */
+  #refetched(m: Message, ownSeek: boolean): void {
     const { counters } = this.#deps;
-    counters.recordsRepeated++;
-    counters.partition(m.partition).repeated++;
+    if (!ownSeek) {
+      counters.recordsRepeated++;
+      counters.partition(m.partition).repeated++;
+    }
     const last = this.#refetchedRuns.at(-1);
-    if (last && last.partition === m.partition && m.offset === last.to) return void (last.to = m.offset + 1);
-    this.#refetchedRuns.push({ partition: m.partition, from: m.offset, to: m.offset + 1 });
+    if (last && last.partition === m.partition && m.offset === last.to && last.ownSeek === ownSeek)
+      return void (last.to = m.offset + 1);
+    this.#refetchedRuns.push({ partition: m.partition, from: m.offset, to: m.offset + 1, ownSeek });
   }
 
   /**
@@ -575,13 +586,11 @@ export class Delivery {
    * highest offset consumed under this assignment, so its first copy is stored or on its way.
    */
   #sayRefetched(): void {
-    for (const r of this.#refetchedRuns)
-      log.warn("librdkafka handed out records already consumed; dropped, not stored again", {
-        partition: r.partition,
-        from: r.from,
-        to: r.to,
-        records: r.to - r.from,
-      });
+    for (const { ownSeek, ...r } of this.#refetchedRuns) {
+      const range = { partition: r.partition, from: r.from, to: r.to, records: r.to - r.from };
+      const what = ownSeek ? "records read again after the seek back to skipped offsets" : REFETCHED;
+      (ownSeek ? log.info : log.warn)(`${what}; dropped, not stored again`, range);
+    }
     this.#refetchedRuns = [];
   }
 

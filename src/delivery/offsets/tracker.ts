@@ -52,6 +52,8 @@ interface PartitionState {
   reach: number;
   /** Gaps not settled whose offsets may still be handed over (read again). */
   open: GapHold[];
+  /** [from, to) the worker's own seek back to a gap will hand out again (`rewound`), or null. */
+  rewound: [number, number] | null;
 }
 
 /** The owner of holds made by trackAlone(): never extended, since track() is never given it. */
@@ -138,6 +140,21 @@ export class OffsetTracker {
     return !p.open.some((g) => missingAt(g, offset) >= 0);
   }
 
+  /**
+   * The worker seeks back to `from` to read a gap again: what it consumed from there on comes out a
+   * second time by its own doing, not librdkafka's (`byOwnSeek`).
+   */
+  rewound(partition: number, from: number): void {
+    const p = this.#parts.get(partition);
+    if (p !== undefined && from < p.consumed) p.rewound = [from, p.consumed];
+  }
+
+  /** Whether a record consumed already comes again because of the worker's own seek back (`rewound`). */
+  byOwnSeek(partition: number, offset: number): boolean {
+    const r = this.#parts.get(partition)?.rewound;
+    return r != null && offset >= r[0] && offset < r[1];
+  }
+
   /** Registers one record that is durable on its own (a DLQ send): always a hold of its own. */
   trackAlone(partition: number, offset: number): Hold {
     const p = this.#consume(partition, offset);
@@ -166,6 +183,7 @@ export class OffsetTracker {
     if (!p) {
       p = {
         holds: [], head: 0, position: -1, reported: -1, committed: -1, consumed: -1, first: offset, reach: 0, open: [],
+        rewound: null,
       };
       this.#parts.set(partition, p);
       const start = this.#starts.get(partition);
