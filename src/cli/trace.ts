@@ -30,9 +30,10 @@ export const TRACE_HELP = `cdr-worker trace <raw_id> | --partition P --offset O
   waiting), not_yet_written, gone (below the partition's log start: deleted by the broker before it
   was stored), not_a_record (a transaction marker or an aborted record), missing (committed, and
   neither stored nor dead-lettered: a loss; \`audit\` confirms it). Before it says missing it reads
-  the DLQ topic past what \`dlq fill\` has put in the DLQ table (all of it, with no table). A raw_id found nowhere is
-  found_nowhere, with the group's positions. A raw_id is looked up by its cdr_id, which the table's
-  sorting key does not lead with: that read scans the table. Exit 1 on missing, else 0.`;
+  the DLQ topic past what \`dlq fill\` has put in the DLQ table (all of it, with no table). A raw_id
+  found nowhere is found_nowhere, with the group's positions. A raw_id is looked up by its cdr_id,
+  which the table's sorting key does not lead with: that read scans the table. Exit 1 on missing,
+  else 0.`;
 
 export async function traceCommand(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
   const rawId = args.positionals[1];
