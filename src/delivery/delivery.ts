@@ -123,6 +123,7 @@ export interface DeliveryEvents {
 /** How often a batch the DLQ breaker holds is tried again. */
 export const HOLD_RETRY_MS = 5_000;
 
+/** The warning's words for records librdkafka hands out again (records_repeated counts them). */
 const REFETCHED = "librdkafka handed out records already consumed";
 
 export class Delivery {

@@ -205,6 +205,8 @@ export class OffsetTracker {
       }
     }
     if (p.open.length > 0) this.#passing(p, offset);
+    // Past what the seek back repeats: a record handed out again from here on is librdkafka's doing.
+    if (p.rewound && offset >= p.rewound[1]) p.rewound = null;
     p.consumed = Math.max(p.consumed, offset + 1);
     return p;
   }

@@ -165,3 +165,20 @@ test("librdkafka's position past a transaction's commit marker is taken once eve
   expect(positions(t)).toEqual([{ partition: 0, offset: 12 }]);
   expect(t.passOver(5, 3)).toBe(false); // a partition nothing was handed over for
 });
+
+test("a seek back of the worker's own: what it consumed from there on comes again by its doing, until a record past it", () => {
+  const t = new OffsetTracker();
+  const batch = {};
+  for (let o = 0; o < 15; o++) t.track(0, o, batch);
+  t.rewound(0, 5);
+  expect([4, 5, 12, 14, 15].map((o) => t.byOwnSeek(0, o))).toEqual([false, true, true, true, false]);
+  expect(t.byOwnSeek(1, 5)).toBe(false);
+  // The repeats end where the read again passes what was consumed: a repeat after that is librdkafka's.
+  t.track(0, 15, batch);
+  expect(t.byOwnSeek(0, 12)).toBe(false);
+  // A new assignment starts the partition afresh.
+  t.rewound(0, 3);
+  expect(t.byOwnSeek(0, 10)).toBe(true);
+  t.reset([0]);
+  expect(t.byOwnSeek(0, 10)).toBe(false);
+});
