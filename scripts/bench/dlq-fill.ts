@@ -8,6 +8,7 @@
  * (services running; nothing else heavy: it compares CPU)
  */
 import { encodeEnvelope, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { prepareRun } from "../lib/harness.ts";
 
@@ -22,23 +23,32 @@ const payload = (i: number) =>
       `"epoch_start":1700000000,"epoch_end":1700000120,"up_bytes":1000,"down_bytes":2000,"lac":1234,"ci":5678}`
     : `{"raw_id":"bench-${i}","device_id":"dev-${i % 89}","caller_num":"+447700900123","svc":"voice", oops`;
 
-function envelope(i: number): { value: string; headers: Array<[string, string]> } {
+/** An envelope as a worker with the filler's key writes it: signed, so the filler checks every MAC. */
+function envelope(i: number, key: ProvenanceKey): { value: string; headers: Array<[string, string]> } {
   const reason = i % 2 ? "invalid_rat_value" : "malformed_json";
   const value = encodeEnvelope({ reason, field: i % 2 ? "rat" : null, payload: payload(i), payloadIsObject: i % 2 === 1 }, new Date(), "bench-w");
-  const headers = provenanceHeaders({ topic: "cdr.raw", partition: i % 3, offset: i, stage: "decode", detail: "bench" });
-  return { value, headers };
+  const source = { topic: "cdr.raw", partition: i % 3, offset: i };
+  const digest = payloadDigest(payload(i));
+  const proof = { digest, mac: key.sign(source.topic, source.partition, source.offset, digest), version: MAC_VERSION };
+  return { value, headers: provenanceHeaders({ ...source, stage: "decode", detail: "bench", proof }) };
 }
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 
 for (const flush of FLUSHES) {
   const run = await prepareRun("dlqfill", "bench");
+  const env = run.env();
+  const key = new ProvenanceKey(env.DLQ_PROVENANCE_KEY!, {
+    group: env.KAFKA_GROUP_ID!,
+    dlqTopic: run.dlq,
+    table: `${run.database}.${run.table}`,
+  });
   try {
     const producer = new Producer({ "bootstrap.servers": run.brokers, "linger.ms": "20" });
     for (let i = 0; i < N; i += 5_000)
       await Promise.all(
         Array.from({ length: Math.min(5_000, N - i) }, (_, k) => {
-          const e = envelope(i + k);
+          const e = envelope(i + k, key);
           return producer.produce(run.dlq, e.value, { headers: e.headers });
         }),
       );
@@ -55,7 +65,7 @@ for (const flush of FLUSHES) {
       const filled = stored - first;
       const lags: number[] = [];
       for (let i = 0; i < 200; i++) {
-        const e = envelope(N + i);
+        const e = envelope(N + i, key);
         const report = await producer.produce(run.dlq, e.value, { headers: e.headers });
         const acked = performance.now();
         const q = `SELECT count() FROM ${run.database}.${run.table}_dlq WHERE dlq_offset = ${report.offset}`;
