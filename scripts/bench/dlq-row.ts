@@ -12,6 +12,7 @@ import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provena
 import { callerPrefix } from "../../src/dlq-table/lenient.ts";
 import { dlqRow } from "../../src/dlq-table/row.ts";
 import type { Message } from "../../src/kafka/message.ts";
+import { bestOf5 } from "../lib/best.ts";
 
 const N = Number(process.argv[2] ?? 100_000);
 const key = new ProvenanceKey("bench-provenance-key-0123456789abcdef0123", { group: "g", dlqTopic: "d", table: "t.c" });
@@ -33,15 +34,7 @@ const messages: Message[] = Array.from({ length: 1000 }, (_, i) => {
   return { topic: "cdr.raw.dlq", partition: 0, offset: i, timestamp: 0, key: null, value, headers: headers.map(([k, v]) => [k, utf8.encode(v)]) } as Message;
 });
 
-function best(fn: (i: number) => unknown): number {
-  let min = Infinity;
-  for (let round = 0; round < 5; round++) {
-    const t0 = performance.now();
-    for (let i = 0; i < N; i++) fn(i);
-    min = Math.min(min, ((performance.now() - t0) * 1000) / N);
-  }
-  return +min.toFixed(2);
-}
+const best = (fn: (i: number) => unknown) => bestOf5(N, fn);
 
 const parsed = (s: string, region?: "GB") => parsePhoneNumberFromString(s, region)?.countryCallingCode;
 const rows = messages.map((m) => dlqRow(m, { storedAt: 1.7e9, key }));

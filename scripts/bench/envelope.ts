@@ -10,6 +10,7 @@ import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import { SyntheticCdrs } from "../../src/generate/synthetic.ts";
+import { bestOf5 } from "../lib/best.ts";
 
 const N = Number(process.argv[2] ?? 100_000);
 const SECRET = "bench-provenance-key-0123456789abcdef0123";
@@ -30,15 +31,7 @@ while (rejections.length < 1000) {
 const payload = rejections[0]!.payload;
 const hmacInput = `v2\ncdr-worker\ncdr.raw.dlq\ncdr.cdr_records\ncdr.raw\n2\n41\n${payloadDigest(payload)}`;
 
-function best(fn: (i: number) => unknown): number {
-  let min = Infinity;
-  for (let round = 0; round < 5; round++) {
-    const t0 = performance.now();
-    for (let i = 0; i < N; i++) fn(i);
-    min = Math.min(min, ((performance.now() - t0) * 1000) / N);
-  }
-  return +min.toFixed(2);
-}
+const best = (fn: (i: number) => unknown) => bestOf5(N, fn);
 
 console.log(
   JSON.stringify({
