@@ -38,6 +38,9 @@ import { GroupMetadata } from "./transaction.ts";
 /** How long one watermark query waits before it is asked again (queryWatermarks). */
 const WATERMARK_SLICE_MS = 2_000;
 
+/** Between two asks of a coordinator that answered it is moving (committed). */
+const COMMITTED_RETRY_MS = 200;
+
 export interface ConsumerOptions {
   /** librdkafka properties; must include bootstrap.servers and group.id. */
   props: KafkaProps;
@@ -634,14 +637,27 @@ export class Consumer {
     });
   }
 
-  /** Committed offsets as the broker has them (blocking up to timeoutMs: for tools and tests). */
+  /**
+   * Committed offsets as the broker has them (blocking up to timeoutMs: for tools and tests). A
+   * coordinator that moves or loads (a broker restarted: NOT_COORDINATOR, LOAD_IN_PROGRESS) is
+   * asked again within the same deadline: librdkafka hands such an answer back at once.
+   */
   committed(partitions: readonly TopicPartition[], timeoutMs = 5000): TopicPartition[] {
     if (this.#closed) throw closedError("committed");
-    return withNativeList(partitions, (list) => {
-      const err = rdk().rd_kafka_committed(this.#h.rk, list, timeoutMs);
-      if (err !== 0) throw kafkaError("KAFKA_CLIENT", "committed", err);
-      return fromNativeList(list);
-    });
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const left = Math.max(1, Math.round(deadline - performance.now()));
+      try {
+        return withNativeList(partitions, (list) => {
+          const err = rdk().rd_kafka_committed(this.#h.rk, list, left);
+          if (err !== 0) throw kafkaError("KAFKA_CLIENT", "committed", err);
+          return fromNativeList(list);
+        });
+      } catch (e) {
+        if (!(e instanceof KafkaError) || !e.retryable || left <= COMMITTED_RETRY_MS) throw e;
+        Bun.sleepSync(COMMITTED_RETRY_MS);
+      }
+    }
   }
 
   /**
