@@ -71,7 +71,8 @@ export async function traceCommand(cfg: Config, args: ParsedArgs): Promise<ExitK
     if (tail) dead = tail.rows;
     const fromDlqTopic = tail !== null;
     const v = offsetVerdict({ offset, positions: p, stored, deadLettered: dead, readable, fromDlqTopic });
-    const dlqTopic = tail ? { dlq_topic: { envelopes_read: tail.read, unproven: tail.unproven } } : {};
+    const read = tail && { envelopes_read: tail.read, found: tail.found, unproven: tail.unproven };
+    const dlqTopic = read ? { dlq_topic: read } : {};
     print({ partition, offset, ...v, stored, dead_lettered: dead, ...dlqTopic, position: p });
     return v.verdict === "missing" ? "TRACE_MISSING" : "OK";
   } finally {

@@ -13,8 +13,10 @@ import { readDlq } from "../dlq/reader.ts";
 import type { DeadLetteredRow } from "./verdict.ts";
 
 export interface DlqTail {
-  /** The envelopes found, as the DLQ table's rows would say them. */
+  /** The first envelopes found (LISTED), as the DLQ table's rows would say them. */
   rows: DeadLetteredRow[];
+  /** Every envelope found for the source, listed or not. */
+  found: number;
   /** Envelopes naming the source without a valid MAC (forged, or from a worker without the key). */
   unproven: number;
   /** Envelopes read: the DLQ table's lag, as far as this read went. */
@@ -23,6 +25,13 @@ export interface DlqTail {
 
 type Headers = Parameters<typeof envelopeSource>[0];
 type Said = Pick<DeadLetteredRow, "failure_reason" | "failed_field" | "failed_at">;
+
+/**
+ * Envelopes listed, and characters kept of a text an envelope gives: anyone who may write to the
+ * DLQ topic chooses how many name one source, and how long their fields are.
+ */
+const LISTED = 10;
+const FIELD_CHARS = 256;
 
 /** An envelope whose body does not read still names its source in its headers, but no reason. */
 const UNREAD: Said = { failure_reason: "unreadable envelope", failed_field: null, failed_at: "" };
@@ -33,7 +42,7 @@ export async function deadLetteredInTail(
   source: { topic: string; partition: number; offset: number },
   key?: ProvenanceKey,
 ): Promise<DlqTail> {
-  const out: DlqTail = { rows: [], unproven: 0, read: 0 };
+  const out: DlqTail = { rows: [], found: 0, unproven: 0, read: 0 };
   const seen = (headers: Headers, at: { partition: number; offset: number }, said: Said) => {
     out.read++;
     const src = envelopeSource(headers);
@@ -46,8 +55,12 @@ export async function deadLetteredInTail(
       out.unproven++;
       return;
     }
+    if (out.found++ >= LISTED) return;
     const where = { dlq_partition: at.partition, dlq_offset: at.offset };
-    out.rows.push({ ...where, ...said, source_partition: partition, source_offset: offset });
+    const text = (v: string) => v.slice(0, FIELD_CHARS);
+    const { failure_reason, failed_field, failed_at } = said;
+    const fields = { failure_reason, failed_field: failed_field && text(failed_field), failed_at: text(failed_at) };
+    out.rows.push({ ...where, ...fields, source_partition: partition, source_offset: offset });
   };
   await readDlq(
     reader,

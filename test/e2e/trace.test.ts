@@ -42,7 +42,7 @@ test.each(SERVERS)("%s: trace says where a stored, a dead-lettered, an unconsume
   // No DLQ table yet: the dead-lettered record is found in the DLQ topic, not called a loss.
   const unfilled = await trace(env, "--partition", "0", "--offset", "1");
   expect({ code: unfilled.code, line: unfilled.line }).toMatchObject({ code: 0 });
-  expect(unfilled.line).toMatchObject({ verdict: "dead_lettered", dead_lettered: [{ failure_reason: "invalid_rat_value", failed_field: "rat", source_offset: 1 }], dlq_topic: { envelopes_read: 1, unproven: 0 } });
+  expect(unfilled.line).toMatchObject({ verdict: "dead_lettered", dead_lettered: [{ failure_reason: "invalid_rat_value", failed_field: "rat", source_offset: 1 }], dlq_topic: { envelopes_read: 1, found: 1, unproven: 0 } });
   expect(unfilled.line.says).toContain("the DLQ table does not hold it yet");
   // The DLQ table, as `dlq fill` keeps it.
   const filler = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env, stdout: "ignore", stderr: "ignore" });
