@@ -11,7 +11,9 @@ import { classifyInsertError, ClickHouseInsertError, HeldCheckError } from "../.
 import { migrate } from "../../src/clickhouse/migrate.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { boundsInsertLife } from "../../src/clickhouse/server-version.ts";
-import { ClickHouseWriter, INSERT_END_MARGIN_MS, SILENT_ENDPOINT_HOLD_MS, storedRowKey } from "../../src/clickhouse/writer.ts";
+import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
+import { INSERT_END_MARGIN_MS, SILENT_ENDPOINT_HOLD_MS } from "../../src/clickhouse/running-inserts.ts";
+import { storedRowKey } from "../../src/clickhouse/row-lookup.ts";
 import { systemClock, type Clock } from "../../src/time/clock.ts";
 import { toJson, withFields } from "../fixtures/records.ts";
 import { CLICKHOUSE_SERVERS, uniqueName } from "../support/services.ts";

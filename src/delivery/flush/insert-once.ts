@@ -16,7 +16,8 @@ import type { Batch } from "../batch/batch.ts";
 import { ClickHouseInsertError, classifyInsertError, HeldCheckError } from "../../clickhouse/insert-error.ts";
 import { saysNothingOfRows } from "../../clickhouse/insert-error.ts";
 import type { InsertRange } from "../../clickhouse/store.ts";
-import { storedRowKey, type ClickHouseWriter, type RowLookup } from "../../clickhouse/writer.ts";
+import type { ClickHouseWriter } from "../../clickhouse/writer.ts";
+import { storedRowKey, type RowLookup } from "../../clickhouse/row-lookup.ts";
 import { log } from "../../log.ts";
 
 export interface InsertOnce {
