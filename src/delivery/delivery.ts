@@ -4,9 +4,13 @@
  * (replays.ts). Each record gets its offset hold here (offsets/tracker.ts), and the hold is marked
  * done here when its destination acknowledged; a sealed batch goes through the flush stage
  * (flush/flush-batch.ts) and what is durable is committed (offsets/). A DLQ or commit failure is
- * fatal: `onFatal`, and nothing is committed after it. The DLQ breaker (breaker.ts), ClickHouse
- * waits, replay checks, revocations and a possible freeze (lease.ts) pause consumption through one
- * gate (gate.ts). Partitions the group took away are dropped, not flushed (`abandon`).
+ * fatal: `onFatal`, and nothing is committed after it. The DLQ breaker, ClickHouse waits, replay
+ * checks, revocations and a possible freeze (lease.ts) pause consumption through one gate
+ * (gate.ts). Partitions the group took away are dropped, not flushed (`abandon`).
+ *
+ * Delivery keeps the hand-over and the routing. It no longer owns: the breaker's trips and held
+ * batches (breaker-hold.ts); how a position is committed, and a refused commit sent again
+ * (committer.ts); the runs of records handed out again and their lines (repeats.ts).
  */
 import { undecodable, type Rejection, type Verdict } from "../cdr/decode.ts";
 import { systemClock, type Clock } from "../time/clock.ts";
@@ -15,9 +19,8 @@ import type { RetryPolicy } from "../clickhouse/retry.ts";
 import { RowBinaryBuffer } from "../clickhouse/row-binary.ts";
 import type { ClickHouseWriter } from "../clickhouse/writer.ts";
 import type { DlqPublisher } from "../dlq/publisher.ts";
-import { AssignmentLostError, CdrWorkerError, KafkaError } from "../errors.ts";
+import { AssignmentLostError, CdrWorkerError } from "../errors.ts";
 import type { GroupConsumer } from "../kafka/consumer.ts";
-import { REBALANCE_REFUSALS } from "../kafka/handle.ts";
 import type { Standing } from "../kafka/heartbeat-proof.ts";
 import type { Message } from "../kafka/message.ts";
 import type { TopicPartition } from "../kafka/partition-list.ts";
@@ -25,18 +28,19 @@ import { log } from "../log.ts";
 import type { Counters, PartitionCounters } from "../stats/counters.ts";
 import type { Batch } from "./batch/batch.ts";
 import { Batcher } from "./batch/batcher.ts";
-import { DlqBreaker } from "./breaker.ts";
+import { BreakerHold } from "./breaker-hold.ts";
+import { Committer } from "./committer.ts";
 import { flushBatch, type FlushDeps } from "./flush/flush-batch.ts";
 import { Gate } from "./gate.ts";
 import { Lease } from "./lease.ts";
 import { MembershipLease } from "../kafka/membership.ts";
 import { Pending } from "./pending.ts";
-import { commitMetadata } from "./offsets/commit-metadata.ts";
 import { CommitScheduler } from "./offsets/commit-scheduler.ts";
 import { Gaps } from "./offsets/gaps.ts";
-import { OffsetTracker, type Advanced, type Hold } from "./offsets/tracker.ts";
+import { OffsetTracker, type Hold } from "./offsets/tracker.ts";
 import { PassOver } from "./offsets/pass-over.ts";
 import type { GroupToken, TransactionalCommits } from "./offsets/transactional-commits.ts";
+import { Repeats } from "./repeats.ts";
 import { Replays, type ReplayFinder } from "./replays.ts";
 
 /**
@@ -46,8 +50,6 @@ import { Replays, type ReplayFinder } from "./replays.ts";
  */
 const TRANSACTION_SPACING_MS = 100;
 
-/** Pause before a refused commit is sent again: the rebalance needs the poll loop meanwhile. */
-const COMMIT_RETRY_MS = 500;
 /** Most DLQ deliveries awaited at once before polling pauses. */
 const MAX_DLQ_AWAITED = 10_000;
 /** Most bytes of DLQ envelopes (as written) awaited at once before polling pauses. */
@@ -120,19 +122,13 @@ export interface DeliveryEvents {
   onSettled: () => void;
 }
 
-/** How often a batch the DLQ breaker holds is tried again. */
-export const HOLD_RETRY_MS = 5_000;
-
-/** The warning's words for records librdkafka hands out again (records_repeated counts them). */
-const REFETCHED = "librdkafka handed out records already consumed";
-
 export class Delivery {
   readonly #opts: DeliveryOptions;
   readonly #deps: DeliveryDeps;
   readonly #batcher: Batcher;
   readonly #tracker: OffsetTracker;
   readonly #clock: Clock;
-  readonly #breaker: DlqBreaker;
+  readonly #breaker: BreakerHold;
   readonly #gate: Gate;
   readonly #holds = new Map<Batch, Hold[]>();
   readonly #flushDeps: FlushDeps;
@@ -150,8 +146,9 @@ export class Delivery {
   #epoch = new AbortController();
   /** The epoch's waits for a partition's earlier records to be durable (#reached), ended by its loss. */
   #reachWaiting = new Set<() => void>();
-  /** Runs of records handed out again since the last poll, said once each (#sayRefetched). */
-  #refetchedRuns: Array<{ partition: number; from: number; to: number; ownSeek: boolean }> = [];
+  /** Records handed out again since the last poll, said once a run. */
+  readonly #repeats: Repeats;
+  readonly #committer: Committer;
   /** The coordinator's last answer to a heartbeat said the group no longer counts this member. */
   #removed = false;
   /** The statistics showed a librdkafka without the heartbeat facts: said once, as the worker stops. */
@@ -164,10 +161,6 @@ export class Delivery {
   #dlqSettledBytes = 0;
   /** Batches waiting for an unreachable ClickHouse (CH_UNREACHABLE_POLICY=wait). */
   #waitingBatches = 0;
-  /** Counts the operator's resets of the breaker: a batch held before one goes its usual way. */
-  #released = 0;
-  /** The waits of held batches, cut short by a reset. */
-  readonly #heldWaiting: Array<() => void> = [];
   /**
    * Recent bytes a record holds in a batch (row plus payload: twice its size), for pollMax. It
    * starts at what the largest record the raw topic admits (1 MiB) holds, so the first poll cannot
@@ -219,18 +212,17 @@ export class Delivery {
       backlogRows: opts.batchBacklogRows ?? opts.batchSize,
       clock: () => clock.mono(),
     });
-    this.#breaker = new DlqBreaker(opts.dlqMaxRatio, opts.dlqRatioWindow);
     this.#gate = new Gate(deps.consumer);
+    this.#breaker = new BreakerHold(opts.dlqMaxRatio, opts.dlqRatioWindow, this.#gate, clock);
+    this.#repeats = new Repeats(deps.counters);
     const { writer, dlq, counters } = deps;
     const onWaiting = (waiting: boolean) => this.#onWaiting(waiting);
     const admit = (signal: AbortSignal) => this.#admit(signal);
     this.#flushDeps = { writer, dlq, counters, topic: opts.topic, retry: opts.retry, onWaiting, admit, clock };
     // Every record counts once, where it ended: a valid one when its batch settles.
-    this.#flushDeps.onSettled = (stored, dead) => {
-      if (this.#breaker.recordMany(stored, false) || this.#breaker.recordMany(dead, true)) this.#trip();
-    };
-    this.#flushDeps.holdBatch = (stored, dead, signal) => this.#holdBatch(stored, dead, signal);
-    this.#flushDeps.heldTaken = () => this.#heldTaken();
+    this.#flushDeps.onSettled = (stored, dead) => this.#breaker.settled(stored, dead);
+    this.#flushDeps.holdBatch = (stored, dead, signal) => this.#breaker.hold(stored, dead, signal);
+    this.#flushDeps.heldTaken = () => this.#breaker.taken();
     if (deps.transactions) {
       this.#flushDeps.envelopesReady = (batch, signal) => this.#batchReached(batch, signal);
       this.#flushDeps.admitEnvelopes = (signal) => this.#admitEnvelopes(signal);
@@ -265,9 +257,20 @@ export class Delivery {
       (e) => this.#events.onFatal(e),
       () => this.#events.onSettled(),
     );
+    this.#committer = new Committer({
+      topic: opts.topic,
+      consumer: deps.consumer,
+      counters,
+      tracker: this.#tracker,
+      clock,
+      transactions: deps.transactions,
+      replays: () => this.#replays,
+      epoch: () => this.#epoch.signal,
+      schedule: () => this.#commits.schedule(),
+    });
     this.#commits = new CommitScheduler(
       this.#tracker,
-      async (positions) => void (await this.#commit(positions)),
+      async (positions) => void (await this.#committer.commit(positions)),
       (e) => this.#events.onFatal(e),
       deps.transactions ? { spacingMs: TRANSACTION_SPACING_MS, clock } : undefined,
     );
@@ -286,7 +289,7 @@ export class Delivery {
       this.#replays = new Replays(this.#deps.replays, this.#gate, this.#deps.counters, {
         onFatal: (e) => events.onFatal(e),
         onReady: () => events.onSettled(),
-        commitMarks: (marks) => this.#commitMarks(marks),
+        commitMarks: (marks) => this.#committer.commitMarks(marks),
         started: (partition, committed) => this.#tracker.startAt(partition, committed),
       }, this.#clock);
   }
@@ -360,7 +363,7 @@ export class Delivery {
 
   /** A poll's records arrive: their sizes steer pollMax, their count the counters. */
   received(messages: readonly Message[]): void {
-    if (this.#refetchedRuns.length > 0) this.#sayRefetched();
+    if (this.#repeats.unsaid) this.#repeats.say();
     let bytes = 0;
     let records = 0;
     for (const m of messages) {
@@ -408,7 +411,7 @@ export class Delivery {
       // after a pause and resume): its first copy is stored or on its way, a second would be a row
       // twice. Offsets only grow within an assignment; a new one resets the partition.
       counters.consumed--;
-      this.#refetched(m, this.#tracker.byOwnSeek(m.partition, m.offset));
+      this.#repeats.note(m.partition, m.offset, this.#tracker.byOwnSeek(m.partition, m.offset));
       return;
     }
     if (this.#replays?.delivered(m.partition, m.offset, result)) {
@@ -434,74 +437,13 @@ export class Delivery {
       if (this.#replays?.unsure(m.partition, m.offset)) batch.unsure[batch.count - 1] = 1;
     } else {
       this.#deadLetter(m, result.rejection);
-      if (this.#breaker.record(true)) this.#trip();
+      this.#breaker.rejected();
     }
-  }
-
-  /**
-   * Paused, not stopped: the loop goes on polling (the group keeps the member), flushing and
-   * committing what was consumed before the trip. Records wait in Kafka until the operator's word
-   * (resetBreaker) or a restart.
-   */
-  #trip(): void {
-    this.#gate.closeAll("breaker");
-    log.error(
-      "DLQ circuit breaker tripped: consumption paused; fix the producer or the table, then reset it " +
-        "(cdr-worker probe --post http://127.0.0.1:<STATS_PORT>/internal/breaker/reset) or restart",
-      { ratio: this.#breaker.ratio, max_ratio: this.#opts.dlqMaxRatio },
-    );
   }
 
   /** The operator's word: the breaker's window starts anew and consumption resumes. False if it was not tripped. */
   resetBreaker(): boolean {
-    if (!this.#breaker.tripped) return false;
-    this.#breaker.reset();
-    this.#gate.openAll("breaker");
-    // Batches held meanwhile go their usual way now, their envelopes counted in the new window.
-    this.#released++;
-    for (const go of [...this.#heldWaiting]) go();
-    log.info("DLQ circuit breaker reset by the operator; consumption resumed");
-    return true;
-  }
-
-  /**
-   * A batch whose envelopes would trip the breaker (or go while it is tripped) is held: the breaker
-   * trips, consumption pauses, and the batch is tried again every HOLD_RETRY_MS (true), until
-   * ClickHouse takes it whole (heldTaken) or the operator resets the breaker (false: it goes on).
-   */
-  async #holdBatch(stored: number, dead: number, signal: AbortSignal): Promise<boolean> {
-    const epoch = this.#released;
-    if (!this.#breaker.wouldTrip(stored, dead)) return false;
-    if (!this.#breaker.tripped) {
-      this.#breaker.hold();
-      this.#trip();
-    }
-    log.warn("a batch whose envelopes the DLQ breaker would not let through is held and tried again", {
-      rows: stored + dead,
-      dead,
-      retry_ms: HOLD_RETRY_MS,
-    });
-    await new Promise<void>((go) => {
-      const done = () => {
-        cancel();
-        signal.removeEventListener("abort", done);
-        const at = this.#heldWaiting.indexOf(done);
-        if (at >= 0) this.#heldWaiting.splice(at, 1);
-        go();
-      };
-      const cancel = this.#clock.setTimeout(done, HOLD_RETRY_MS);
-      signal.addEventListener("abort", done);
-      this.#heldWaiting.push(done);
-    });
-    return this.#released === epoch && !signal.aborted;
-  }
-
-  /** A held batch was taken whole: what tripped the breaker is gone, consumption resumes. */
-  #heldTaken(): void {
-    if (!this.#breaker.tripped) return;
-    this.#breaker.reset();
-    this.#gate.openAll("breaker");
-    log.info("a batch the DLQ breaker held was taken whole by ClickHouse; the breaker is reset, consumption resumed");
+    return this.#breaker.reset();
   }
 
   /**
@@ -565,39 +507,9 @@ export class Delivery {
     });
   }
 
-  /**
-   * Records handed out again: dropped, and said once per run of them. Those the worker's own seek
-   * back to a skipped range brings again are its doing, not librdkafka's: said apart, not counted
-   * as repeats (records_repeated pages nobody, but it is read as librdkafka's).
-   */
-  #refetched(m: Message, ownSeek: boolean): void {
-    const { counters } = this.#deps;
-    if (!ownSeek) {
-      counters.recordsRepeated++;
-      counters.partition(m.partition).repeated++;
-    }
-    const last = this.#refetchedRuns.at(-1);
-    if (last && last.partition === m.partition && m.offset === last.to && last.ownSeek === ownSeek)
-      return void (last.to = m.offset + 1);
-    this.#refetchedRuns.push({ partition: m.partition, from: m.offset, to: m.offset + 1, ownSeek });
-  }
-
-  /**
-   * One line a run of records handed out again: the range and the count. Every one lies below the
-   * highest offset consumed under this assignment, so its first copy is stored or on its way.
-   */
-  #sayRefetched(): void {
-    for (const { ownSeek, ...r } of this.#refetchedRuns) {
-      const range = { partition: r.partition, from: r.from, to: r.to, records: r.to - r.from };
-      const what = ownSeek ? "records read again after the seek back to skipped offsets" : REFETCHED;
-      (ownSeek ? log.info : log.warn)(`${what}; dropped, not stored again`, range);
-    }
-    this.#refetchedRuns = [];
-  }
-
   /** Flushes what is buffered and waits until every record is durable and its offset committed. */
   async settle(): Promise<void> {
-    if (this.#refetchedRuns.length > 0) this.#sayRefetched();
+    if (this.#repeats.unsaid) this.#repeats.say();
     const epoch = this.#epoch;
     for (;;) {
       if (this.#batcher.current.count > 0 && this.#batcher.sealed < this.#batcher.concurrency)
@@ -833,110 +745,4 @@ export class Delivery {
     }
   }
 
-  /**
-   * A commit the group refuses because it is rebalancing (REBALANCE_IN_PROGRESS; after a session or
-   * coordinator loss UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION; under KIP-848 STALE_MEMBER_EPOCH or
-   * FENCED_MEMBER_EPOCH) advanced nothing and is no commit failure: the partitions may have moved.
-   * Nor does one a later attempt gets past (a retryable error: the coordinator loading its groups
-   * after a broker restart, moving, or not answering in time). Their positions are handed out again
-   * after COMMIT_RETRY_MS for the partitions still owned; a partition revoked meanwhile is reset on
-   * release, so its records replay at the next owner. Every other failure is fatal (the scheduler's
-   * onError).
-   */
-  async #commit(positions: Advanced[]): Promise<boolean> {
-    const { consumer, counters, transactions } = this.#deps;
-    // The assignment the positions were handed out under.
-    const { signal } = this.#epoch;
-    let sent = positions;
-    try {
-      if (transactions) {
-        // Asked once every envelope of the transaction is delivered: every position as it stands
-        // then, so each envelope's record is passed (transactional-commits.ts checks it). An
-        // assignment lost while this commit waited for the one before (a coordinator that did not
-        // answer, a freeze) leaves its positions unsent: the same partitions may be back under a
-        // new generation, which would accept them though what they pass was never made durable.
-        const committed = await transactions.commit(() => {
-          sent = signal.aborted ? [] : this.#inTransaction(positions);
-          return this.#offsets(sent, true);
-        });
-        if (!committed) {
-          this.#refused(sent, transactions.refusal);
-          return false;
-        }
-      } else {
-        // Each position carries what the partition's next owner needs to skip what was delivered
-        // past it (offsets/commit-metadata.ts), whichever delivery mode runs now or next.
-        await consumer.commit(this.#offsets(positions, false));
-      }
-    } catch (e) {
-      if (!(e instanceof KafkaError) || !(REBALANCE_REFUSALS.has(e.kafkaName ?? "") || e.retryable)) throw e;
-      this.#refused(sent, e.kafkaName);
-      return false;
-    }
-    this.#tracker.confirm(sent);
-    counters.commits++;
-    counters.lastCommitAt = this.#clock.now();
-    return true;
-  }
-
-  /**
-   * The replay check's first marks (partitions whose commit carries no metadata), committed as
-   * this member's own commits are: through the transaction, with every other partition's standing
-   * position. The open transaction may hold envelopes of those partitions; a commit of the marks
-   * alone would leave them past their commit, abort, and do so again at every try.
-   */
-  async #commitMarks(marks: readonly TopicPartition[]): Promise<void> {
-    const transactions = this.#deps.transactions;
-    if (!transactions) throw new Error("the replay check's marks need exactly-once's transactions");
-    const marked = new Set(marks.map((m) => m.partition));
-    let standing: Advanced[] = [];
-    const committed = await transactions.commit(() => {
-      standing = this.#inTransaction([]).filter((p) => !marked.has(p.partition));
-      return [...marks, ...this.#offsets(standing, true)];
-    });
-    if (!committed) {
-      this.#tracker.refused(standing);
-      const refusal = transactions.refusal;
-      throw new KafkaError("KAFKA_COMMIT", "the replay check's commit was refused", undefined, refusal, true);
-    }
-    this.#tracker.confirm(standing);
-  }
-
-  /** The positions handed out, and every other partition's as it stands now (newer wins). */
-  #inTransaction(positions: readonly Advanced[]): Advanced[] {
-    const now = this.#clock.now();
-    this.#tracker.advanced(now);
-    const all = new Map(positions.map((p) => [p.partition, p]));
-    for (const p of this.#tracker.standing(now)) all.set(p.partition, p);
-    return [...all.values()];
-  }
-
-  #offsets(positions: readonly Advanced[], transactional: boolean): TopicPartition[] {
-    const replays = this.#replays;
-    return positions.map(({ partition, offset, since }) => ({
-      topic: this.#opts.topic,
-      partition,
-      offset: BigInt(offset),
-      metadata: commitMetadata(
-        replays?.commitSince(partition, offset, since) ?? since,
-        transactional && (replays?.commitTransactional(partition, offset) ?? true),
-      ),
-    }));
-  }
-
-  #refused(positions: Advanced[], code: string | undefined): void {
-    this.#deps.counters.commitsRefused++;
-    log.warn("commit refused (a rebalance, or a coordinator not ready); sent again for the partitions still owned", {
-      code,
-      partitions: positions.map((p) => p.partition),
-    });
-    this.#clock.setTimeout(
-      () => {
-        this.#tracker.refused(positions);
-        this.#commits.schedule();
-      },
-      COMMIT_RETRY_MS,
-      { unref: true },
-    );
-  }
 }
