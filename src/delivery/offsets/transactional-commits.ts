@@ -16,8 +16,9 @@
  */
 import type { TopicPartition } from "../../kafka/partition-list.ts";
 import type { DeliveryReport, ProduceOptions } from "../../kafka/producer.ts";
-import { CdrWorkerError, type KafkaError } from "../../errors.ts";
-import { readCommitNonce, withNonce } from "./commit-metadata.ts";
+import type { KafkaError } from "../../errors.ts";
+import { withNonce } from "./commit-metadata.ts";
+import { commitNonce, landed, type Unsettled } from "./commit-outcome.ts";
 import { TransactionError } from "../../kafka/transaction.ts";
 import { log } from "../../log.ts";
 
@@ -129,12 +130,6 @@ export const MAX_TRANSACTION_BYTES = 32 << 20;
 
 function sizeOf(value: string | Uint8Array | null): number {
   return value === null ? 0 : value.length;
-}
-
-/** A commit asked of the coordinator whose answer never came: its offsets, and the nonce they carry. */
-interface Unsettled {
-  offsets: TopicPartition[];
-  nonce: string;
 }
 
 export class TransactionalCommits<G extends GroupToken> {
@@ -296,8 +291,8 @@ export class TransactionalCommits<G extends GroupToken> {
       await new Promise<void>((r) => setImmediate(r));
       if (this.#sent === sent) break;
     }
-    // Told apart from every other commit of the group's offsets by this nonce (#landed).
-    const nonce = Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex");
+    // Told apart from every other commit of the group's offsets by this nonce (commit-outcome.ts).
+    const nonce = commitNonce();
     let carried: TopicPartition[] = [];
     return this.#closed(async () => {
       let group: G | null = null;
@@ -479,7 +474,8 @@ export class TransactionalCommits<G extends GroupToken> {
     old.close();
     this.#renewals++;
     await this.init();
-    if (unknown && (await this.#landed(unknown.offsets, unknown.nonce))) {
+    const read = this.#opts.committed;
+    if (unknown && read && (await landed(read, unknown, this.#opts.sleep ?? Bun.sleep))) {
       log.warn("the transaction whose answer was lost committed: its envelopes are not sent again", {
         envelopes: owned.length,
       });
@@ -488,29 +484,6 @@ export class TransactionalCommits<G extends GroupToken> {
     }
     this.#requeue(owned);
     return false;
-  }
-
-  /**
-   * Whether the group's committed offsets carry this commit's nonce (all of them or none: the
-   * transaction is atomic). Read until it answers: nothing of the transaction is sent again before.
-   */
-  async #landed(offsets: readonly TopicPartition[], nonce: string): Promise<boolean> {
-    const read = this.#opts.committed;
-    if (!read) return false;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const committed = await read(offsets.map((o) => o.partition));
-        return committed.some((c) => readCommitNonce(c.metadata) === nonce);
-      } catch (err) {
-        if (err instanceof CdrWorkerError && !err.retryable) throw err;
-        if (attempt === 1 || attempt % 10 === 0)
-          log.warn("the group's offsets could not be read to learn a commit's outcome; read again", {
-            attempt,
-            err: err as Error,
-          });
-        await (this.#opts.sleep ?? Bun.sleep)(Math.min(5_000, 100 * 2 ** attempt));
-      }
-    }
   }
 
   #send(entry: Produced): void {
