@@ -155,7 +155,7 @@ export class ClickHouseInsertError extends CdrWorkerError {
    * is spent on it (retry.ts), whatever CH_UNREACHABLE_POLICY says.
    */
   readonly held: boolean;
-  /** The attempts that may have stored rows: each one's endpoint and query id (writer.ts's endInserts). */
+  /** The attempts that may have stored rows: each one's endpoint and query id (running-inserts.ts's end). */
   attempts: UncertainAttempt[] = [];
   constructor(
     message: string,

@@ -79,7 +79,7 @@ export function insertOnce(
    * The check, failing as an insert would: a ClickHouse that does not answer is `unreachable`, so the
    * retry policy waits for it under CH_UNREACHABLE_POLICY=wait instead of spending attempts; a check
    * only the silent endpoint that took the insert can answer, while others answer, is `held`, and
-   * waited for under either policy (writer.ts's endInserts bounds how long).
+   * waited for under either policy (running-inserts.ts's end bounds how long).
    */
   const checkOrFail = async (): Promise<void> => {
     try {
