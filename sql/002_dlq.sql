@@ -11,7 +11,8 @@
 -- who may write to the topic can put anything there): counted, never dropped.
 -- raw_id, cdr_id, device_id and caller_prefix are read leniently from the payload, null where it has
 -- none readable; cdr_id is the worker's UUIDv5 of raw_id (18.16 cannot compute one).
--- mac_verified: null where the envelope carries no MAC or the filler has no key to check it.
+-- mac_verified: 1 where the MAC proves the whole envelope (form 3), 0 where it does not (an older
+-- form proves the source only), null where the envelope carries no MAC or the filler has no key.
 CREATE TABLE IF NOT EXISTS {database}.{table}_dlq
 (
     failed_at          DateTime('UTC'),

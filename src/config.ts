@@ -16,6 +16,9 @@ import { retryBudgetMs, type RetryPolicy } from "./clickhouse/retry.ts";
 import { readSecretFile } from "./secrets/secret-file.ts";
 import { withoutUserInfo } from "./redaction/url-mask.ts";
 
+/** A date (UTC midnight) or a time with its zone, as DLQ_PROVENANCE_OLDER_FORMS_UNTIL takes it. */
+const ISO_DATE_OR_TIME = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?(\.\d+)?(Z|[+-]\d{2}:\d{2}))?$/;
+
 type Env = Record<string, string | undefined>;
 
 const int = (min: number, max: number) =>
@@ -192,6 +195,23 @@ export const VARIABLES = {
       "earlier DLQ_PROVENANCE_KEYs, comma-separated (or DLQ_PROVENANCE_KEYS_PREVIOUS_FILE, one a line): they " +
       "verify envelopes signed before a rotation, never sign (docs/security.md)",
   },
+  DLQ_PROVENANCE_OLDER_FORMS_UNTIL: {
+    schema: v.union([
+      v.literal(""),
+      v.pipe(
+        v.string(),
+        v.check(
+          (s) => ISO_DATE_OR_TIME.test(s) && !Number.isNaN(Date.parse(s)),
+          "an ISO 8601 date (2027-01-15) or UTC time (2027-01-15T00:00:00Z)",
+        ),
+      ),
+    ]),
+    default: "",
+    help:
+      "from this date (UTC) on, DLQ envelopes whose MAC proves their source only (the forms before the " +
+      "whole-envelope MAC) no longer verify: set it to the upgrade's day plus the DLQ topic's retention; empty: " +
+      "they verify for as long as the DLQ keeps them (docs/security.md)",
+  },
   DLQ_RATIO_WINDOW: { schema: int(10, 10_000_000), default: "1000", help: "records in the breaker's sliding window" },
   DEFAULT_PHONE_REGION: {
     schema: v.union([v.literal(""), oneOf(COUNTRIES)], "an ISO 3166-1 alpha-2 region such as DE, or empty"),
@@ -286,6 +306,8 @@ export interface Config {
     previousKeys: string[];
     /** DLQ_PROVENANCE: `signed` needs a key under exactly-once (`run` checks: keyRequired). */
     provenance: "signed" | "unsigned";
+    /** DLQ_PROVENANCE_OLDER_FORMS_UNTIL (ms since the epoch): older MAC forms verify before it only. */
+    olderFormsUntil: number | undefined;
   };
   delivery: "exactly-once" | "at-least-once";
   phone: { defaultRegion: CountryCode | undefined; cacheSize: number };
@@ -496,6 +518,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       provenanceKey: p.DLQ_PROVENANCE_KEY,
       previousKeys: previousKeys(p.DLQ_PROVENANCE_KEYS_PREVIOUS),
       provenance: p.DLQ_PROVENANCE,
+      olderFormsUntil: p.DLQ_PROVENANCE_OLDER_FORMS_UNTIL ? Date.parse(p.DLQ_PROVENANCE_OLDER_FORMS_UNTIL) : undefined,
     },
     delivery: p.DELIVERY,
     phone: {

@@ -7,8 +7,9 @@
  * Usage: bun scripts/bench/dlq-fill.ts [envelopes=100000] [flush seconds=2,0.2] [binary=bun src/main.ts]
  * (services running; nothing else heavy: it compares CPU)
  */
-import { encodeEnvelope, provenanceHeaders } from "../../src/dlq/envelope.ts";
-import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
+import { encodeEnvelope } from "../../src/dlq/envelope.ts";
+import { envelopeHeaders } from "../../src/dlq/publisher.ts";
+import { ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 import { Producer } from "../../src/kafka/producer.ts";
 import { prepareRun } from "../lib/harness.ts";
 
@@ -28,9 +29,7 @@ function envelope(i: number, key: ProvenanceKey): { value: string; headers: Arra
   const reason = i % 2 ? "invalid_rat_value" : "malformed_json";
   const value = encodeEnvelope({ reason, field: i % 2 ? "rat" : null, payload: payload(i), payloadIsObject: i % 2 === 1 }, new Date(), "bench-w");
   const source = { topic: "cdr.raw", partition: i % 3, offset: i };
-  const digest = payloadDigest(payload(i));
-  const proof = { digest, mac: key.sign(source.topic, source.partition, source.offset, digest), version: MAC_VERSION };
-  return { value, headers: provenanceHeaders({ ...source, stage: "decode", detail: "bench", proof }) };
+  return { value, headers: envelopeHeaders({ ...source, stage: "decode", detail: "bench" }, value, payload(i), key) };
 }
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;

@@ -7,8 +7,9 @@
  * Usage: bun scripts/bench/dlq-row.ts [records=100000]
  */
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
-import { encodeEnvelope, provenanceHeaders } from "../../src/dlq/envelope.ts";
-import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
+import { encodeEnvelope } from "../../src/dlq/envelope.ts";
+import { envelopeHeaders } from "../../src/dlq/publisher.ts";
+import { ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 import { callerPrefix } from "../../src/dlq-table/lenient.ts";
 import { dlqRow } from "../../src/dlq-table/row.ts";
 import type { Message } from "../../src/kafka/message.ts";
@@ -27,10 +28,9 @@ const payload = (i: number) =>
 const messages: Message[] = Array.from({ length: 1000 }, (_, i) => {
   const input = { reason: i % 2 ? "invalid_rat_value" : "malformed_json", field: i % 2 ? "rat" : null, payload: payload(i), payloadIsObject: i % 2 === 1 } as const;
   const source = { topic: "cdr.raw", partition: i % 3, offset: i };
-  const digest = payloadDigest(payload(i));
-  const proof = { digest, mac: key.sign(source.topic, source.partition, source.offset, digest), version: MAC_VERSION };
-  const headers = provenanceHeaders({ ...source, stage: "decode", detail: "bench", proof });
-  const value = utf8.encode(encodeEnvelope(input, new Date(), "bench-w"));
+  const text = encodeEnvelope(input, new Date(), "bench-w");
+  const headers = envelopeHeaders({ ...source, stage: "decode", detail: "bench" }, text, payload(i), key);
+  const value = utf8.encode(text);
   return { topic: "cdr.raw.dlq", partition: 0, offset: i, timestamp: 0, key: null, value, headers: headers.map(([k, v]) => [k, utf8.encode(v)]) } as Message;
 });
 

@@ -8,7 +8,7 @@
  */
 import type { Config } from "../config.ts";
 import { DLQ_STAGES, envelopeSource, HEADERS, type DlqStage } from "../dlq/envelope.ts";
-import { payloadDigest, provenBy } from "../dlq/provenance-mac.ts";
+import { payloadDigest, type ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { provenanceKeyOf } from "./provenance-key.ts";
 import { readDlq, type OffsetRange, type ReadProgress, type StoredEnvelope } from "../dlq/reader.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -300,7 +300,7 @@ async function replay(cfg: Config, args: ParsedArgs): Promise<ExitKind> {
         notTheRows++;
         return;
       }
-      if (key && !provenBy(key, envelopeSource(e.headers), payloadDigest(e.payloadText))) {
+      if (key && !provenToSend(key, e)) {
         unproven++;
         return;
       }
@@ -381,6 +381,18 @@ const TRUNCATION_MARK = /…\[truncated: \d+ (bytes|characters) in all\]$/;
  * (an envelope whose headers were lost or changed). Sending it would put a part of a record, not
  * the record, into the raw topic.
  */
+/**
+ * Whether the key proves the envelope, and its payload is the record its MAC names (its digest):
+ * only such a payload may go back to the raw topic. A cut payload the whole envelope's MAC proves
+ * is the worker's, and counted as truncated instead.
+ */
+function provenToSend(key: ProvenanceKey, e: StoredEnvelope): boolean {
+  const src = envelopeSource(e.headers);
+  const proof = key.proves(src, e.message);
+  if (proof === "whole" && holdsTruncated(e)) return true;
+  return proof !== null && src?.digest === payloadDigest(e.payloadText);
+}
+
 function holdsTruncated(e: StoredEnvelope): boolean {
   return e.headers[HEADERS.truncated] === "true" || TRUNCATION_MARK.test(e.payloadText);
 }

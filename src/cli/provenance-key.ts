@@ -13,5 +13,5 @@ export function provenanceKeyOf(cfg: Config): ProvenanceKey | undefined {
     dlqTopic: cfg.kafka.topicDlq,
     table: `${cfg.clickhouse.database}.${cfg.clickhouse.table}`,
   };
-  return new ProvenanceKey(cfg.dlq.provenanceKey, scope, cfg.dlq.previousKeys);
+  return new ProvenanceKey(cfg.dlq.provenanceKey, scope, cfg.dlq.previousKeys, { until: cfg.dlq.olderFormsUntil });
 }

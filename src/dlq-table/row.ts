@@ -10,7 +10,7 @@ import type { CountryCode } from "libphonenumber-js/max";
 import { DATETIME_MAX } from "../cdr/fields.ts";
 import type { Message } from "../kafka/message.ts";
 import { envelopeSource, HEADERS, MAX_PAYLOAD_CHARS } from "../dlq/envelope.ts";
-import { payloadDigest, provenBy, type ProvenanceKey, type SignedSource } from "../dlq/provenance-mac.ts";
+import { payloadDigest, type ProvenanceKey, type SignedSource } from "../dlq/provenance-mac.ts";
 import { readEnvelope } from "../dlq/reader.ts";
 import { lenientFields } from "./lenient.ts";
 
@@ -86,7 +86,7 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
     attempts: h[HEADERS.attempts] !== undefined && Number.isInteger(attempts) && attempts >= 0 ? attempts : null,
     worker_instance: e.worker_instance,
     payload_sha256: digest,
-    mac_verified: macVerified(src, digest, ctx.key),
+    mac_verified: macVerified(src, m, ctx.key),
     raw_id: lenient.raw_id,
     cdr_id: lenient.raw_id === null ? null : Bun.randomUUIDv5(lenient.raw_id, "dns"),
     device_id: lenient.device_id,
@@ -243,8 +243,12 @@ function sourceFields(src: SignedSource | null): Pick<DlqRow, "source_topic" | "
     : { source_topic: "", source_partition: -1, source_offset: -1 };
 }
 
-/** 1 when the MAC verifies for its source and the payload is the one its digest names; null when unchecked. */
-function macVerified(src: SignedSource | null, payloadSha256: string, key?: ProvenanceKey): 0 | 1 | null {
+/**
+ * 1 when the MAC proves the whole envelope as it lies in the topic (provenance-mac.ts, form 3), so
+ * every field of the row is the worker's; 0 when it does not, an older form's included (it proves
+ * the source only); null when unchecked (no key, or no MAC).
+ */
+function macVerified(src: SignedSource | null, m: Message, key?: ProvenanceKey): 0 | 1 | null {
   if (!key || !src?.mac || !src.digest) return null;
-  return provenBy(key, src, payloadSha256) ? 1 : 0;
+  return key.proves(src, m) === "whole" ? 1 : 0;
 }

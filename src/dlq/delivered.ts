@@ -8,6 +8,7 @@
  */
 import type { RangeReader } from "../kafka/consumer.ts";
 import type { OffsetLookup } from "../kafka/offset-lookup.ts";
+import type { Message } from "../kafka/message.ts";
 import type { DeadLettered, Owned } from "../ownership/delivered.ts";
 import { envelopeSource } from "./envelope.ts";
 import type { ProvenanceKey } from "./provenance-mac.ts";
@@ -50,14 +51,13 @@ export async function sourceOffsets(
   key?: ProvenanceKey,
 ): Promise<SourceOffsets> {
   const out: SourceOffsets = { offsets: new Map(), digests: new Map(), unproven: 0, next: new Map() };
-  const source = (headers: Parameters<typeof envelopeSource>[0], at: DlqPosition) => {
-    const src = envelopeSource(headers);
+  const source = (m: Message, at: DlqPosition) => {
+    const src = envelopeSource(m.headers);
     if (!src || src.topic !== rawTopic || !wanted(src.partition, src.offset, at)) return;
     if (key) {
-      const { digest, mac, macVersion } = src;
-      const proven = digest !== undefined && mac !== undefined &&
-        key.verify(rawTopic, src.partition, src.offset, digest, mac, macVersion);
-      if (!proven) {
+      // The whole envelope proven, or its source by an older form: either names the record.
+      const digest = src.digest;
+      if (digest === undefined || key.proves(src, m) === null) {
         out.unproven++;
         return;
       }
@@ -74,8 +74,8 @@ export async function sourceOffsets(
     dlqTopic,
     dlqPartitions,
     range,
-    (e) => source(e.headers, e),
-    (m) => source(m.headers, m),
+    (e) => source(e.message, e),
+    (m) => source(m, m),
     onProgress,
   );
   return out;

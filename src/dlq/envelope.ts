@@ -143,8 +143,11 @@ export interface Provenance {
   truncated?: boolean;
   /** Why an object payload travels as a string (EncodedEnvelope.asText). */
   asText?: string | null;
-  /** With a provenance key: the payload's SHA-256, the MAC and its form (provenance-mac.ts). */
-  proof?: { digest: string; mac: string; version: string };
+  /**
+   * With a provenance key: the payload's SHA-256 and the MAC's form (provenance-mac.ts). The MAC
+   * itself, where given; the publisher adds it last, as it covers the headers before it.
+   */
+  proof?: { digest: string; version: string; mac?: string };
 }
 
 export function provenanceHeaders(p: Provenance): Array<[string, string]> {
@@ -153,16 +156,15 @@ export function provenanceHeaders(p: Provenance): Array<[string, string]> {
     [HEADERS.sourcePartition, String(p.partition)],
     [HEADERS.sourceOffset, String(p.offset)],
     [HEADERS.stage, p.stage],
-    [HEADERS.detail, p.detail.slice(0, 1024)],
+    // Well-formed: a cut inside a surrogate pair would travel as U+FFFD, and the MAC covers the bytes sent.
+    [HEADERS.detail, p.detail.slice(0, 1024).toWellFormed()],
   ];
   if (p.attempts !== undefined) h.push([HEADERS.attempts, String(p.attempts)]);
   if (p.truncated) h.push([HEADERS.truncated, "true"]);
   if (p.asText) h.push([HEADERS.asText, p.asText]);
-  if (p.proof)
-    h.push(
-      [HEADERS.sourceDigest, p.proof.digest],
-      [HEADERS.sourceMac, p.proof.mac],
-      [HEADERS.macVersion, p.proof.version],
-    );
+  if (p.proof) {
+    h.push([HEADERS.sourceDigest, p.proof.digest], [HEADERS.macVersion, p.proof.version]);
+    if (p.proof.mac !== undefined) h.push([HEADERS.sourceMac, p.proof.mac]);
+  }
   return h;
 }

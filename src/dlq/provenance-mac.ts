@@ -5,11 +5,15 @@
  * also carries
  *   dlq.source.sha256       the SHA-256 of the record's payload as the worker read it (UTF-8 text),
  *   dlq.source.mac          HMAC-SHA256(key, the MAC's input), hex, and
- *   dlq.source.mac.version  2: the input names the group, the DLQ topic and the table beside the
- *                           source (topic, partition, offset, digest), so workers of two groups
- *                           that share the topics and a key do not accept each other's envelopes.
- * Envelopes without the version header carry the first form (the source alone): they verify as
- * such for as long as the DLQ keeps them. The check and the audit count an envelope as delivered
+ *   dlq.source.mac.version  3: the input names the group, the DLQ topic and the table, the source
+ *                           (topic, partition, offset, digest), the envelope's bytes and every
+ *                           other header the worker writes. So the MAC proves the whole envelope:
+ *                           its reason, field, time, stage, attempts and flags too, not only its
+ *                           source, and workers of two groups that share a key do not accept each
+ *                           other's envelopes.
+ * The forms before proved the source only: 2 (the scope and the source) and the first (the source
+ * alone, no version header). They verify as such until DLQ_PROVENANCE_OLDER_FORMS_UNTIL, when set:
+ * the DLQ's retention past the upgrade (docs/security.md). The check and the audit count an envelope as delivered
  * for offset N only when its MAC is right; the check also skips the raw record at N only when its
  * payload has that SHA-256 (an envelope of another record at the same offset, e.g. of a topic
  * deleted and made again, is not taken for it), and `dlq replay` sends only envelopes whose MAC and
@@ -18,13 +22,37 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { CdrWorkerError } from "../errors.ts";
+import { HEADERS } from "./envelope.ts";
 
 /** Fewest characters a signing key may have: 128 bits as hex (`openssl rand -hex 16` gives 32). */
 export const MIN_KEY_CHARS = 32;
 /** Fewest characters a previous (verifying) key may have: what signing keys needed before. */
 export const MIN_PREVIOUS_KEY_CHARS = 16;
-/** The MAC's form this worker writes (dlq.source.mac.version). */
-export const MAC_VERSION = "2";
+/** The MAC's form this worker writes (dlq.source.mac.version): the whole envelope. */
+export const MAC_VERSION = "3";
+/** The form before it, which proves the source only; it and the first verify until the cutoff. */
+export const SOURCE_MAC_VERSION = "2";
+
+/** The headers form 3 covers: every header the worker writes but the MAC itself. */
+const SIGNED_HEADERS: ReadonlySet<string> = new Set(Object.values(HEADERS).filter((h) => h !== HEADERS.sourceMac));
+
+/** A DLQ record as it lies in the topic (a Message), or as the worker is about to send it: what form 3 covers. */
+export interface EnvelopeBytes {
+  value: Uint8Array | string | null;
+  headers?: ReadonlyArray<readonly [string, Uint8Array | string]> | undefined;
+}
+
+/**
+ * What a key proves of an envelope: the whole of it (form 3), its source only (the older forms,
+ * until the cutoff), or nothing (null).
+ */
+export type Proof = "whole" | "source" | null;
+
+/** When the older forms stop verifying (ms since the epoch), and the clock that says when now is. */
+export interface OlderForms {
+  until?: number | undefined;
+  now?: () => number;
+}
 
 /** What a MAC binds an envelope to beside its source: where it was written, for whom. */
 export interface MacScope {
@@ -55,21 +83,13 @@ export interface SignedSource {
   macVersion?: string;
 }
 
-/**
- * Whether an envelope is the worker's: its MAC verifies for its source, and its payload, whose
- * SHA-256 is `payloadSha256`, is the one the MAC's digest names.
- */
-export function provenBy(key: ProvenanceKey, src: SignedSource | null, payloadSha256: string): boolean {
-  if (!src?.digest || !src.mac) return false;
-  const { topic, partition, offset, digest, mac, macVersion } = src;
-  return payloadSha256 === digest && key.verify(topic, partition, offset, digest, mac, macVersion);
-}
-
 export class ProvenanceKey {
   readonly #keys: Buffer[];
   readonly #scope: string;
+  readonly #olderUntil: number | undefined;
+  readonly #now: () => number;
 
-  constructor(key: string, scope: MacScope, previous: readonly string[] = []) {
+  constructor(key: string, scope: MacScope, previous: readonly string[] = [], older: OlderForms = {}) {
     if (key.length < MIN_KEY_CHARS)
       throw new CdrWorkerError("CONFIG_INVALID", `DLQ_PROVENANCE_KEY: at least ${MIN_KEY_CHARS} characters`);
     if (previous.some((k) => k.length < MIN_PREVIOUS_KEY_CHARS))
@@ -80,20 +100,52 @@ export class ProvenanceKey {
     this.#keys = [key, ...previous].map((k) => Buffer.from(k, "utf8"));
     // Newlines separate the fields; none of them holds one (Kafka and ClickHouse names cannot).
     this.#scope = `${scope.group}\n${scope.dlqTopic}\n${scope.table}`;
-  }
-
-  /** The MAC of a source record (hex), in the current form, with the signing key. */
-  sign(topic: string, partition: number, offset: number, digest: string): string {
-    return this.#mac(this.#keys[0]!, MAC_VERSION, topic, partition, offset, digest);
+    this.#olderUntil = older.until;
+    this.#now = older.now ?? Date.now;
   }
 
   /**
-   * True when `mac` is the MAC of the source by the signing key or a previous one, in the form
-   * `version` names (undefined: the first form), compared in constant time.
+   * The MAC of an envelope (hex) in the current form, with the signing key: over its source, its
+   * value and every header the worker writes (`bytes.headers`, without the MAC's own).
+   */
+  signEnvelope(topic: string, partition: number, offset: number, digest: string, bytes: EnvelopeBytes): string {
+    return this.#wholeMac(this.#keys[0]!, topic, partition, offset, digest, bytes)!;
+  }
+
+  /** The MAC of a source record (hex) in the form before (2), which proves the source only. */
+  sign(topic: string, partition: number, offset: number, digest: string): string {
+    return this.#mac(this.#keys[0]!, SOURCE_MAC_VERSION, topic, partition, offset, digest);
+  }
+
+  /**
+   * What this key proves of an envelope whose headers name `src`: the whole envelope when its MAC is
+   * of the current form and covers `bytes` as they are; its source when it is of an older form and
+   * the cutoff has not passed; else nothing. Any key, the signing one or a previous one.
+   */
+  proves(src: SignedSource | null, bytes: EnvelopeBytes): Proof {
+    if (!src?.digest || !src.mac) return null;
+    const { topic, partition, offset, digest, mac, macVersion } = src;
+    if (macVersion !== MAC_VERSION)
+      return this.verify(topic, partition, offset, digest, mac, macVersion) ? "source" : null;
+    if (!HEX64.test(mac) || !HEX64.test(digest)) return null;
+    const given = Buffer.from(mac, "hex");
+    let ok = false;
+    for (const key of this.#keys) {
+      const expected = this.#wholeMac(key, topic, partition, offset, digest, bytes);
+      ok = (expected !== null && timingSafeEqual(Buffer.from(expected, "hex"), given)) || ok;
+    }
+    return ok ? "whole" : null;
+  }
+
+  /**
+   * True when `mac` is the MAC of the source by the signing key or a previous one, in the older form
+   * `version` names (undefined: the first form), compared in constant time; false for every form
+   * once the cutoff has passed. Form 3 is proves()'s: it needs the envelope's bytes.
    */
   verify(topic: string, partition: number, offset: number, digest: string, mac: string, version?: string): boolean {
     if (!HEX64.test(mac) || !HEX64.test(digest)) return false;
-    if (version !== undefined && version !== MAC_VERSION) return false;
+    if (version !== undefined && version !== SOURCE_MAC_VERSION) return false;
+    if (this.#olderUntil !== undefined && this.#now() >= this.#olderUntil) return false;
     const given = Buffer.from(mac, "hex");
     let ok = false;
     for (const key of this.#keys) {
@@ -101,6 +153,33 @@ export class ProvenanceKey {
       ok = timingSafeEqual(expected, given) || ok;
     }
     return ok;
+  }
+
+  /**
+   * Form 3 over the source, the value and the worker's headers, each part with its length in bytes
+   * (no text can pass for another's boundary), the headers by name. Null when a header the worker
+   * writes appears twice: no worker envelope has that, and which copy a reader takes is its own.
+   */
+  #wholeMac(
+    key: Buffer,
+    topic: string,
+    partition: number,
+    offset: number,
+    digest: string,
+    bytes: EnvelopeBytes,
+  ): string | null {
+    const signed = (bytes.headers ?? []).filter(([name]) => SIGNED_HEADERS.has(name));
+    signed.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    for (let i = 1; i < signed.length; i++) if (signed[i]![0] === signed[i - 1]![0]) return null;
+    const h = new Bun.CryptoHasher("sha256", key);
+    h.update(`v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\n`);
+    const part = (name: string, v: Uint8Array | string | null) => {
+      h.update(`${name} ${v === null ? -1 : typeof v === "string" ? Buffer.byteLength(v) : v.length}\n`);
+      if (v !== null) h.update(v);
+    };
+    part("value", bytes.value);
+    for (const [name, v] of signed) part(name, v);
+    return h.digest("hex");
   }
 
   #mac(key: Buffer, version: string, topic: string, partition: number, offset: number, digest: string): string {

@@ -5,7 +5,8 @@
 import type { Rejection } from "../cdr/decode.ts";
 import type { FailureReason } from "../cdr/fields.ts";
 import type { ProduceOptions } from "../kafka/producer.ts";
-import { encodeEnvelopeOf, provenanceHeaders, type DlqStage, type EnvelopeInput } from "./envelope.ts";
+import { encodeEnvelopeOf, HEADERS, provenanceHeaders, type DlqStage, type EnvelopeInput } from "./envelope.ts";
+import type { Provenance } from "./envelope.ts";
 import { MAC_VERSION, payloadDigest, type ProvenanceKey } from "./provenance-mac.ts";
 
 /** A record of the source topic, as the DLQ needs it. */
@@ -55,6 +56,25 @@ export interface RecordProducer {
   ): Promise<unknown>;
 }
 
+/**
+ * An envelope's headers as the worker writes them: its provenance and, with a key, the digest of
+ * the record's payload, the MAC's form and the MAC, which covers the envelope's text (`value`) and
+ * every header before it (provenance-mac.ts, form 3).
+ */
+export function envelopeHeaders(
+  provenance: Omit<Provenance, "proof">,
+  value: string,
+  payload: string,
+  key?: ProvenanceKey,
+): Array<[string, string]> {
+  if (!key) return provenanceHeaders(provenance);
+  const digest = payloadDigest(payload);
+  const headers = provenanceHeaders({ ...provenance, proof: { digest, version: MAC_VERSION } });
+  const { topic, partition, offset } = provenance;
+  headers.push([HEADERS.sourceMac, key.signEnvelope(topic, partition, offset, digest, { value, headers })]);
+  return headers;
+}
+
 export class DlqPublisher {
   readonly #producer: RecordProducer;
   readonly #opts: DlqPublisherOptions;
@@ -94,19 +114,11 @@ export class DlqPublisher {
     attempts?: number,
   ): OutgoingEnvelope {
     const { text, truncated, asText } = encodeEnvelopeOf(input, new Date(), this.#opts.workerInstance);
-    const proof = this.#proof(source.topic, source.partition, source.offset, input.payload);
     const provenance = { ...source, stage, detail, attempts, truncated, asText };
-    const headers = provenanceHeaders(proof ? { ...provenance, proof } : provenance);
+    const headers = envelopeHeaders(provenance, text, input.payload, this.#opts.key);
     let bytes = Buffer.byteLength(text);
     for (const [k, v] of headers) bytes += Buffer.byteLength(k) + Buffer.byteLength(v);
     return { value: text, headers, bytes, source };
-  }
-
-  #proof(topic: string, partition: number, offset: number, payload: string) {
-    const key = this.#opts.key;
-    if (!key) return undefined;
-    const digest = payloadDigest(payload);
-    return { digest, mac: key.sign(topic, partition, offset, digest), version: MAC_VERSION };
   }
 
   /**

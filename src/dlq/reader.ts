@@ -19,6 +19,8 @@ export interface StoredEnvelope {
   payloadText: string;
   headers: Record<string, string>;
   stage: DlqStage;
+  /** The record as it lies in the topic: what the MAC of the current form covers (provenance-mac.ts). */
+  message: Message;
 }
 
 /** Offsets to read, the same for every partition: [from, to), each clamped to the watermarks. */
@@ -179,6 +181,7 @@ export function readEnvelope(m: Message): StoredEnvelope | string {
     payloadText,
     headers,
     stage: stageOf(headers),
+    message: m,
   };
 }
 

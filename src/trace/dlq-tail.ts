@@ -7,6 +7,7 @@
  * envelope whose MAC is right counts (provenance-mac.ts): the others are counted, never trusted.
  */
 import type { RangeReader } from "../kafka/consumer.ts";
+import type { Message } from "../kafka/message.ts";
 import { envelopeSource } from "../dlq/envelope.ts";
 import type { ProvenanceKey } from "../dlq/provenance-mac.ts";
 import { readDlq } from "../dlq/reader.ts";
@@ -23,7 +24,6 @@ export interface DlqTail {
   read: number;
 }
 
-type Headers = Parameters<typeof envelopeSource>[0];
 type Said = Pick<DeadLetteredRow, "failure_reason" | "failed_field" | "failed_at">;
 
 /**
@@ -43,15 +43,14 @@ export async function deadLetteredInTail(
   key?: ProvenanceKey,
 ): Promise<DlqTail> {
   const out: DlqTail = { rows: [], found: 0, unproven: 0, read: 0 };
-  const seen = (headers: Headers, at: { partition: number; offset: number }, said: Said) => {
+  const seen = (m: Message, at: { partition: number; offset: number }, said: Said) => {
     out.read++;
-    const src = envelopeSource(headers);
+    const src = envelopeSource(m.headers);
     if (!src || src.topic !== source.topic) return;
-    const { partition, offset, digest, mac, macVersion } = src;
+    const { partition, offset } = src;
     if (partition !== source.partition || offset !== source.offset) return;
-    const proven = digest !== undefined && mac !== undefined &&
-      key?.verify(src.topic, partition, offset, digest, mac, macVersion);
-    if (key && !proven) {
+    // The whole envelope proven, or its source by an older form: either names the record.
+    if (key && key.proves(src, m) === null) {
       out.unproven++;
       return;
     }
@@ -67,8 +66,8 @@ export async function deadLetteredInTail(
     dlq.topic,
     dlq.partitions,
     { starts: dlq.starts },
-    (e) => seen(e.headers, e, e.envelope),
-    (m) => seen(m.headers, m, UNREAD),
+    (e) => seen(e.message, e, e.envelope),
+    (m) => seen(m, m, UNREAD),
   );
   return out;
 }

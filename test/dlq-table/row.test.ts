@@ -2,7 +2,8 @@
 // (1), disproves it (0) or was not there to check (null), as the table's `mac_verified` says.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
-import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
+import { envelopeHeaders } from "../../src/dlq/publisher.ts";
+import { payloadDigest, ProvenanceKey, SOURCE_MAC_VERSION } from "../../src/dlq/provenance-mac.ts";
 import { dlqRow, FIELD_CAPS, rowBytes } from "../../src/dlq-table/row.ts";
 import { HOSTILE_DLQ } from "../fixtures/hostile-dlq.ts";
 import type { Message } from "../../src/kafka/message.ts";
@@ -15,12 +16,18 @@ const key = new ProvenanceKey("a-secret-of-32-characters-length", scope);
 const other = new ProvenanceKey("another-secret-of-32-characters!", scope);
 const PAYLOAD = '{"raw_id":"r-1","caller_num":"+4915112345678", oops';
 
-/** The worker's envelope of PAYLOAD from cdr.raw[2]@41, signed by `signer` over `signedPayload`. */
-function record(opts: { signer?: ProvenanceKey; signedPayload?: string; value?: string } = {}): Message {
-  const digest = payloadDigest(opts.signedPayload ?? PAYLOAD);
-  const proof = opts.signer ? { digest, mac: opts.signer.sign("cdr.raw", 2, 41, digest), version: MAC_VERSION } : undefined;
-  const headers = provenanceHeaders({ topic: "cdr.raw", partition: 2, offset: 41, stage: "decode", detail: "d", ...(proof ? { proof } : {}) });
-  const value = opts.value ?? encodeEnvelope({ reason: "malformed_json", field: null, payload: PAYLOAD, payloadIsObject: false }, new Date(0), "w");
+/**
+ * The worker's envelope of PAYLOAD from cdr.raw[2]@41, signed by `signer` as the worker signs it;
+ * `value` replaces its text after signing; `sourceForm` signs it in the older form (the source only).
+ */
+function record(opts: { signer?: ProvenanceKey; value?: string; sourceForm?: boolean } = {}): Message {
+  const text = encodeEnvelope({ reason: "malformed_json", field: null, payload: PAYLOAD, payloadIsObject: false }, new Date(0), "w");
+  const provenance = { topic: "cdr.raw", partition: 2, offset: 41, stage: "decode", detail: "d" } as const;
+  const digest = payloadDigest(PAYLOAD);
+  const headers = opts.sourceForm
+    ? provenanceHeaders({ ...provenance, proof: { digest, version: SOURCE_MAC_VERSION, mac: opts.signer!.sign("cdr.raw", 2, 41, digest) } })
+    : envelopeHeaders(provenance, text, PAYLOAD, opts.signer);
+  const value = opts.value ?? text;
   return { topic: "cdr.raw.dlq", partition: 0, offset: 7, timestamp: -1, key: null, value: enc.encode(value), headers: headers.map(([k, v]) => [k, enc.encode(v)]) };
 }
 
@@ -37,9 +44,11 @@ test("an envelope the worker signed: its source from the headers, its payload's 
   });
 });
 
-test("a MAC of another key, or one over another payload, is 0; no key or no MAC leaves it unchecked (null)", () => {
+test("a MAC of another key, a copy with its reason changed, or an older form's proof of the source alone is 0; no key or no MAC leaves it unchecked (null)", () => {
   expect(row(record({ signer: other })).mac_verified).toBe(0);
-  expect(row(record({ signer: key, signedPayload: '{"raw_id":"r-2"}' })).mac_verified).toBe(0);
+  const text = encodeEnvelope({ reason: "malformed_json", field: null, payload: PAYLOAD, payloadIsObject: false }, new Date(0), "w");
+  expect(row(record({ signer: key, value: text.replace("malformed_json", "invalid_rat_value") }))).toMatchObject({ failure_reason: "invalid_rat_value", mac_verified: 0 });
+  expect(row(record({ signer: key, sourceForm: true })).mac_verified).toBe(0);
   expect(row(record({ signer: key }), false).mac_verified).toBeNull();
   expect(row(record()).mac_verified).toBeNull();
 });

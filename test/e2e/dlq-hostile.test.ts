@@ -91,12 +91,12 @@ test("hostile raw records and records written to the DLQ topic, the filler kille
     format: "JSONEachRow",
   })).json<{ failure_reason: string; mac_verified: number | null; worker_instance: string; payload_truncated: number; unreadable: string }>();
   const verified = rows.filter((r) => r.mac_verified === 1);
-  // Every worker envelope with its reason, verified: all but the one whose payload the envelope
-  // carries cut (its MAC names the whole record's digest, which the row cannot show). Nothing else.
+  // Every worker envelope with its reason, verified whole: the one whose payload travels cut too
+  // (the MAC covers the envelope as written). Nothing else.
   const ours = rows.filter((r) => r.worker_instance.startsWith("e2e-worker"));
   expect(ours.length).toBe(workerEnvelopes);
-  expect(ours.filter((r) => r.payload_truncated === 1).map((r) => r.mac_verified)).toEqual([0]);
-  expect(verified.length).toBe(workerEnvelopes - 1);
+  expect(ours.filter((r) => r.payload_truncated === 1).map((r) => r.mac_verified)).toEqual([1]);
+  expect(verified.length).toBe(workerEnvelopes);
   expect(verified.every((r) => ["invalid_rat_value", "missing_required_field"].includes(r.failure_reason))).toBe(true);
   expect(rows.filter((r) => r.worker_instance === "w-evil").every((r) => r.mac_verified !== 1)).toBe(true);
   // The mended fields say so: the lone surrogates, the cut pair, the numbers past their columns.

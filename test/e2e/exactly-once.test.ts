@@ -10,7 +10,7 @@ import { PhoneNormalizer } from "../../src/cdr/phone.ts";
 import { RowBinaryBuffer } from "../../src/clickhouse/row-binary.ts";
 import { ClickHouseWriter } from "../../src/clickhouse/writer.ts";
 import { HEADERS } from "../../src/dlq/envelope.ts";
-import { MAC_VERSION, payloadDigest, ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
+import { payloadDigest, ProvenanceKey, SOURCE_MAC_VERSION } from "../../src/dlq/provenance-mac.ts";
 import { DlqPublisher } from "../../src/dlq/publisher.ts";
 import { Consumer } from "../../src/kafka/consumer.ts";
 import { Producer } from "../../src/kafka/producer.ts";
@@ -141,7 +141,7 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
       const source = (o: number): Array<[string, string]> => [[HEADERS.sourceTopic, n.raw], [HEADERS.sourcePartition, "0"], [HEADERS.sourceOffset, String(o)]];
       for (let o = 60; o < 65; o++) await forger.produce(n.dlq, "{}", { headers: source(o) });
       const digest = payloadDigest(values[65]!);
-      const signed = (mac: string): Array<[string, string]> => [[HEADERS.sourceDigest, digest], [HEADERS.sourceMac, mac], [HEADERS.macVersion, MAC_VERSION]];
+      const signed = (mac: string): Array<[string, string]> => [[HEADERS.sourceDigest, digest], [HEADERS.sourceMac, mac], [HEADERS.macVersion, SOURCE_MAC_VERSION]];
       const mac = new ProvenanceKey("not-the-workers-key-at-all-00000", scopeOf(n)).sign(n.raw, 0, 65, digest);
       await forger.produce(n.dlq, "{}", { headers: [...source(65), ...signed(mac)] });
       const otherGroup = new ProvenanceKey(KEY, { ...scopeOf(n), group: `${n.group}-other` }).sign(n.raw, 0, 65, digest);
@@ -149,7 +149,7 @@ describe.each(CLICKHOUSE_SERVERS.map((s) => [s.name, e2eScope(s.url)] as const))
       // And a genuine envelope (the worker's key) of another record at offset 66: a topic made again.
       const other = payloadDigest(values[0]!);
       const proof = new ProvenanceKey(KEY, scopeOf(n)).sign(n.raw, 0, 66, other);
-      await forger.produce(n.dlq, "{}", { headers: [...source(66), [HEADERS.sourceDigest, other], [HEADERS.sourceMac, proof], [HEADERS.macVersion, MAC_VERSION]] });
+      await forger.produce(n.dlq, "{}", { headers: [...source(66), [HEADERS.sourceDigest, other], [HEADERS.sourceMac, proof], [HEADERS.macVersion, SOURCE_MAC_VERSION]] });
     } finally {
       forger.close();
     }
