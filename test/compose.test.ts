@@ -12,18 +12,26 @@ test("compose.yml: Kafka (KRaft), ClickHouse, one-shot topics and migrate, the w
   const s = doc.services;
   const notCluster = Object.keys(s).filter((k) => !s[k].profiles?.includes("cluster"));
   expect(notCluster.sort()).toEqual(["clickhouse", "dlq-fill", "generator", "grafana", "kafka", "migrate", "prometheus", "topics", "worker"]);
-  // The DLQ table's filler: the worker's user, secrets and hardening, healthchecked on its loop.
+  // The DLQ table's filler: the worker's hardening, the DLQ table's own user and secret (never the
+  // worker's), healthchecked on its loop.
   expect(s["dlq-fill"].command).toEqual(["dlq", "fill"]);
-  for (const k of ["env_file", "secrets", "read_only", "cap_drop", "security_opt", "ulimits"]) expect({ [k]: s["dlq-fill"][k] }).toEqual({ [k]: s.worker[k] });
-  expect(s["dlq-fill"].environment.CLICKHOUSE_USER).toBe("cdr_worker");
+  for (const k of ["env_file", "read_only", "cap_drop", "security_opt", "ulimits"]) expect({ [k]: s["dlq-fill"][k] }).toEqual({ [k]: s.worker[k] });
+  expect(s["dlq-fill"].environment.CLICKHOUSE_USER).toBe("cdr_dlq");
+  expect(s["dlq-fill"].environment.CLICKHOUSE_PASSWORD_FILE).toBe("/run/secrets/clickhouse-dlq-password");
+  expect(s["dlq-fill"].secrets).toEqual(["clickhouse-dlq-password", "dlq-provenance-key"]);
   expect(s["dlq-fill"].healthcheck.test).toEqual(["CMD", "/usr/local/bin/cdr-worker", "probe", "http://127.0.0.1:8081/healthz"]);
   expect(s.kafka.image).toMatch(/^apache\/kafka:4\./);
   expect(s.kafka.environment.KAFKA_PROCESS_ROLES).toBe("broker,controller");
   expect(s.clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:/);
   // An operator's topic configs survive every `up`: compose creates what is missing and keeps the rest.
   expect(s.topics.command).toEqual(["topics", "ensure", "--keep-configs"]);
-  // migrate, as the admin, makes the worker's role and user; the worker logs in as that user, its password a file.
-  expect(s.migrate.command).toEqual(["migrate", "--role", "cdr_worker", "--user", "cdr_worker", "--password-file", "/run/secrets/clickhouse-worker-password"]);
+  // migrate, as the admin, makes the worker's role and user and the DLQ table's; each logs in as its
+  // own user, its password a file.
+  expect(s.migrate.command).toEqual([
+    "migrate", "--role", "cdr_worker", "--user", "cdr_worker", "--password-file", "/run/secrets/clickhouse-worker-password",
+    "--dlq-role", "cdr_dlq", "--dlq-user", "cdr_dlq", "--dlq-password-file", "/run/secrets/clickhouse-dlq-password",
+  ]);
+  expect(s.migrate.secrets).toEqual(["clickhouse-worker-password", "clickhouse-dlq-password"]);
   expect(s.worker.environment.CLICKHOUSE_USER).toBe("cdr_worker");
   expect(s.worker.environment.CLICKHOUSE_PASSWORD_FILE).toBe("/run/secrets/clickhouse-worker-password");
   expect(s.worker.environment.CLICKHOUSE_PASSWORD).toBeUndefined();
@@ -53,6 +61,7 @@ test("compose.yml: no default password (every use of CLICKHOUSE_PASSWORD require
   for (const u of uses) expect(u).toStartWith(":?");
   // The worker's own password: a file compose refuses to start without.
   expect(text).toContain("file: ${CLICKHOUSE_WORKER_PASSWORD_FILE:?");
+  expect(text).toContain("file: ${CLICKHOUSE_DLQ_PASSWORD_FILE:?");
   // …and the key that signs the DLQ's envelopes.
   expect(text).toContain("file: ${DLQ_PROVENANCE_KEY_FILE:?");
   const s = (Bun.YAML.parse(text) as { services: Record<string, any> }).services;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compose.yml under podman on this host: builds the stand-in images and the worker's image, then
 # runs podman-compose (PyPI, provisioned) with compose.podman.yml over compose.yml.
-# CLICKHOUSE_PASSWORD, CLICKHOUSE_WORKER_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE, GRAFANA_ADMIN_PASSWORD and
+# CLICKHOUSE_PASSWORD, CLICKHOUSE_WORKER_PASSWORD_FILE, CLICKHOUSE_DLQ_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE,
+# GRAFANA_ADMIN_PASSWORD and
 # CDRWORKER_DOCS_URL must be set, as for any compose run.
 # Usage: scripts/image/compose.sh up -d | ps | logs worker | down -v | …  (podman-compose's arguments)
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"

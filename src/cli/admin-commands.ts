@@ -1,7 +1,9 @@
 /** `migrate`, `topics ensure`, `topics describe`: idempotent set-up commands for operators. */
 import type { ClickHouseClient } from "@clickhouse/client";
 import { clickhouseUrls, createClickHouse } from "../clickhouse/client.ts";
-import { readerRoleStatements, roleStatements, userStatements } from "../clickhouse/grants.ts";
+import { DEFAULT_ROLES, dlqNeeds, readerRoleStatements, roleStatements } from "../clickhouse/grants.ts";
+import { userStatements, workerNeeds } from "../clickhouse/grants.ts";
+import type { Need } from "../clickhouse/grants.ts";
 import { migrate } from "../clickhouse/migrate.ts";
 import { dlqKeepDays, MIN_KEEP_DAYS, prunedTable, pruneTable, type Pruned } from "../clickhouse/prune.ts";
 import { parseVersion } from "../clickhouse/server-version.ts";
@@ -23,12 +25,15 @@ export const MIGRATE_HELP = `cdr-worker migrate [--cluster NAME]: create the dat
   <table>_local as ReplicatedReplacingMergeTree on every node and
   <table> as the Distributed table the worker writes to (sql/cluster.sql); over a single server's
   table it stops with one line and changes nothing (docs/upgrade.md, "From one server to a cluster").
-cdr-worker migrate --print-grants [--role NAME] [--user NAME]: print, and change nothing, the statements that
-  make role NAME (default cdr_worker) hold exactly the privileges the worker needs, and make it USER's default.
-cdr-worker migrate --role NAME [--user NAME --password-file F]: migrate, then run those statements (run as an
-  admin; ClickHouse 20.4 or later, which has SQL roles); with --user, create that user (or set its password)
-  from the file's content first, on every endpoint of CLICKHOUSE_URL (a server keeps its own users). The
-  worker then runs as that user: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.
+cdr-worker migrate --print-grants [--role NAME] [--user NAME] [--dlq-role NAME] [--dlq-user NAME]: print, and
+  change nothing, the statements that make role NAME (default cdr_worker) hold exactly the privileges the
+  ingesting worker needs, and the DLQ role (default cdr_dlq) those of dlq fill, dlq replay, audit and trace;
+  each role its user's default.
+cdr-worker migrate --role NAME [--user NAME --password-file F] [--dlq-role NAME [--dlq-user NAME
+  --dlq-password-file F]]: migrate, then run those statements (run as an admin; ClickHouse 20.4 or later,
+  which has SQL roles); with a user, create it (or set its password) from the file's content first, on every
+  endpoint of CLICKHOUSE_URL (a server keeps its own users). The worker then runs as its user, and dlq fill,
+  replay and audit as theirs: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD_FILE.
 cdr-worker migrate --prune-offsets [--keep-days N] [--cluster NAME]: drop the monthly partitions of
   <table>_offsets whose every row is older than N days (default ${DEFAULT_KEEP_DAYS}, at least
   ${MIN_KEEP_DAYS}): what the replay check and audit read lies within the raw topic's retention, and
@@ -57,6 +62,9 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
   const role = stringFlag(args, "role");
   const user = stringFlag(args, "user");
   const passwordFile = stringFlag(args, "password-file");
+  const dlqRole = stringFlag(args, "dlq-role");
+  const dlqUser = stringFlag(args, "dlq-user");
+  const dlqPasswordFile = stringFlag(args, "dlq-password-file");
   const { database, table } = cfg.clickhouse;
   const pruned: Pruned | null =
     args.flags.has("prune-offsets") ? "offsets" : args.flags.has("prune-dlq") ? "dlq" : null;
@@ -78,32 +86,51 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
     return "OK";
   }
   if (args.flags.has("print-grants")) {
-    for (const s of roleStatements(role ?? "cdr_worker", database, table, user)) console.log(`${s};`);
+    const worker = roleStatements(role ?? DEFAULT_ROLES.worker, workerNeeds(database, table), user);
+    const dlq = roleStatements(dlqRole ?? DEFAULT_ROLES.dlq, dlqNeeds(database, table), dlqUser);
+    for (const s of [...worker, ...dlq]) console.log(`${s};`);
     return "OK";
   }
   if (user !== undefined && (role === undefined || passwordFile === undefined))
     throw new CdrWorkerError("CONFIG_INVALID", "--user needs --role and --password-file");
+  if (dlqUser !== undefined && (dlqRole === undefined || dlqPasswordFile === undefined))
+    throw new CdrWorkerError("CONFIG_INVALID", "--dlq-user needs --dlq-role and --dlq-password-file");
+  if (dlqUser !== undefined && dlqUser === user)
+    throw new CdrWorkerError("CONFIG_INVALID", "--dlq-user must differ from --user: each principal its own user");
   const password = passwordFile === undefined ? undefined : readPassword(passwordFile);
+  const dlqPassword = dlqPasswordFile === undefined ? undefined : readPassword(dlqPasswordFile);
   const ch = createClickHouse(cfg.clickhouse, "default");
   try {
     const added = await migrate(ch, database, table, cluster);
     const migrated = `${database}.${table}`;
     console.log(JSON.stringify({ migrated, ...(cluster ? { cluster } : {}), columns_added: added }));
     const readerRoles = args.flags.has("reader-roles");
-    if (role === undefined && !readerRoles) return "OK";
+    if (role === undefined && dlqRole === undefined && !readerRoles) return "OK";
     // A server keeps its own users and roles: each endpoint the workers may insert through gets them,
     // or the one left without refuses the worker while the others are down.
     const endpoints: string[] = [];
     for (const url of clickhouseUrls(cfg.clickhouse.url)) {
       const each = createClickHouse(cfg.clickhouse, "default", url);
       try {
-        await accessOn(each, { role, user, password, readerRoles, database, table });
+        const roles: Principals = [
+          ...(role === undefined ? [] : [{ role, needs: workerNeeds(database, table), user, password }]),
+          ...(dlqRole === undefined
+            ? []
+            : [{ role: dlqRole, needs: dlqNeeds(database, table), user: dlqUser, password: dlqPassword }]),
+        ];
+        await accessOn(each, { roles, readerRoles, database, table });
       } finally {
         await each.close();
       }
       endpoints.push(new URL(url).host);
     }
-    const made = { role, ...(user ? { user } : {}), ...(readerRoles ? { reader_roles: true } : {}) };
+    const made = {
+      ...(role ? { role } : {}),
+      ...(user ? { user } : {}),
+      ...(dlqRole ? { dlq_role: dlqRole } : {}),
+      ...(dlqUser ? { dlq_user: dlqUser } : {}),
+      ...(readerRoles ? { reader_roles: true } : {}),
+    };
     console.log(JSON.stringify({ ...made, endpoints }));
     return "OK";
   } finally {
@@ -111,10 +138,13 @@ export async function migrateCommand(cfg: Config, args: ParsedArgs): Promise<Exi
   }
 }
 
-/** The worker's user, role and the readers' roles on one server (20.4 or later: SQL users). */
+/** Each principal's role with its needs, and its user with its password where one is made. */
+type Principals = Array<{ role: string; needs: Need[]; user?: string | undefined; password?: string | undefined }>;
+
+/** The principals' users and roles, and the readers' roles, on one server (20.4 or later: SQL users). */
 async function accessOn(
   ch: ClickHouseClient,
-  a: { role?: string; user?: string; password?: string; readerRoles: boolean; database: string; table: string },
+  a: { roles: Principals; readerRoles: boolean; database: string; table: string },
 ): Promise<void> {
   const version = versionOf(await queryText(ch, "SELECT version()", SMALL_ANSWER_BYTES));
   const v = parseVersion(version);
@@ -124,11 +154,11 @@ async function accessOn(
       `ClickHouse ${version.trim()} has no SQL roles or users (20.4 added them): define the worker's user in ` +
         "users.xml instead (docs/security.md), and run migrate without --role",
     );
-  if (a.user !== undefined && a.password !== undefined)
-    for (const query of userStatements(a.user, a.password)) await ch.command({ query });
+  for (const p of a.roles)
+    if (p.user !== undefined && p.password !== undefined)
+      for (const query of userStatements(p.user, p.password)) await ch.command({ query });
   if (a.readerRoles) for (const query of readerRoleStatements(a.database, a.table)) await ch.command({ query });
-  if (a.role !== undefined)
-    for (const query of roleStatements(a.role, a.database, a.table, a.user)) await ch.command({ query });
+  for (const p of a.roles) for (const query of roleStatements(p.role, p.needs, p.user)) await ch.command({ query });
 }
 
 /** The DLQ topic's retention.ms in whole days: the DLQ table's window unless --keep-days says otherwise. */

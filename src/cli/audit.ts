@@ -13,6 +13,7 @@ import { keepPosition, NextDlqStarts, readKeptPosition, type KeptPosition } from
 import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
+import { serverError } from "../clickhouse/insert-error.ts";
 import { auditDlqTable, tableExists } from "../dlq-table/audit.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -233,7 +234,19 @@ async function auditFilledDlq(
   from: ReadonlyMap<number, number> | null,
 ) {
   const table = `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`;
-  if (!(await tableExists(ch, table))) return null;
+  // The DLQ table is its own role's (grants.ts): the worker's user may not even see it. Said, not failed.
+  const notChecked = (e: unknown): null => {
+    const { code } = serverError(e);
+    if (code === null || !REFUSED_READ.has(code)) throw e;
+    const why =
+      `ClickHouse user ${cfg.clickhouse.user} may not read ${table}: run audit as the DLQ table's user ` +
+      "(migrate --dlq-role; docs/security.md) to check it";
+    log.warn(why, { code });
+    console.log(JSON.stringify({ dlq_table: "not_checked", why }));
+    return null;
+  };
+  const exists = await tableExists(ch, table).catch(notChecked);
+  if (!exists) return null;
   const topic = cfg.kafka.topicDlq;
   const group = new Consumer({ props: clientProps(cfg, "dlqFiller"), topics: [] });
   const reader = new Consumer({ props: clientProps(cfg, "auditReader", `dlq-table-${process.pid}`), topics: [] });
@@ -247,11 +260,15 @@ async function auditFilledDlq(
       const start = Math.max(low, from?.get(c.partition) ?? low);
       ranges.push({ partition: c.partition, from: Math.min(start, to), to });
     }
-    return ranges.length === 0 ? null : await auditDlqTable(ch, table, reader, topic, ranges);
+    if (ranges.length === 0) return null;
+    return await auditDlqTable(ch, table, reader, topic, ranges).catch(notChecked);
   } finally {
     await Promise.all([group.close(), reader.close()]);
   }
 }
+
+/** ACCESS_DENIED, READONLY, DATABASE_ACCESS_DENIED: the user may not read the DLQ table. */
+const REFUSED_READ = new Set([497, 164, 291]);
 
 /** Missing offsets of one partition looked up by cdr_id; past this many, the rest stay missing. */
 const MAX_REPLAY_CANDIDATES = 100_000;

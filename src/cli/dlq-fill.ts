@@ -2,6 +2,7 @@
  * `cdr-worker dlq fill`: runs the DLQ table's filler (dlq-table/filler.ts) until SIGTERM/SIGINT.
  * Refuses to start without the DLQ topic or the table (run `topics ensure`, `migrate`).
  */
+import { checkGrants } from "../clickhouse/grants.ts";
 import { createClickHouse } from "../clickhouse/client.ts";
 import { dlqTable } from "../clickhouse/migrate.ts";
 import type { Config } from "../config.ts";
@@ -65,6 +66,8 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
       "CLICKHOUSE_SCHEMA",
       `table ${database}.${dlqTable(table)} does not exist; run \`cdr-worker migrate\``,
     );
+  // Its own role's grants (grants.ts dlqNeeds): one line naming a missing one, before anything is read.
+  await checkGrants(ch, cfg.clickhouse.user, database, table, "dlq");
   const topics = [cfg.kafka.topicDlq];
   const consumer = new Consumer({ props, topics, readHeaders: true, assignPaused: true, maxBatch: 512 });
   const key = provenanceKeyOf(cfg);

@@ -1,15 +1,24 @@
 /**
- * What the worker does on ClickHouse, as privileges: one list that both the role `migrate` makes
- * (`--print-grants`, `--role`) and the start-up check read, so the two cannot drift apart.
+ * What each principal does on ClickHouse, as privileges: one list each that both the role `migrate`
+ * makes (`--print-grants`, `--role`, `--dlq-role`) and the start-up check read, so the two cannot
+ * drift apart. Two principals, each with its own role, user and secret:
+ *
+ * The ingesting worker (`run`, role cdr_worker):
  * - INSERT on the table: the batches.
  * - SELECT on the table: which rows are stored (a lost answer's check, `audit`).
  * - SELECT on the offsets table: which offsets are stored (the replay check, `audit`).
- * - INSERT and SELECT on the DLQ table: `dlq fill` stores envelopes and reads its position there;
- *   `dlq replay --where` selects by it.
  * - SELECT on system.columns: the schema check at start.
  * - SELECT on system.processes: whether its own inserts have ended (insertsEnded, KILL QUERY's own
  *   read). Killing its own queries needs no KILL QUERY grant: ClickHouse asks for it only to kill
  *   another user's, which the worker never does.
+ * It holds nothing on the DLQ table: a forged row there cannot be its doing, and its credentials
+ * cannot write one.
+ *
+ * The DLQ table's own (`dlq fill`, `dlq replay --where`, `audit` and `trace`; role cdr_dlq):
+ * - INSERT and SELECT on the DLQ table: the filler stores envelopes and reads its position there;
+ *   replay selects by it; audit and trace read it.
+ * - SELECT on the table and the offsets table: audit and trace read what was stored.
+ * - SELECT on system.columns and system.processes: the schema, and the end of the filler's own inserts.
  * ClickHouse 18.16 has no SQL users or grants (docs/security.md says what holds there); the
  * start-up check runs on every server, since users.xml's readonly and allow_databases refuse the
  * same probes.
@@ -28,18 +37,33 @@ export interface Need {
   probe: string;
 }
 
+/** Whose privileges: the ingesting worker's, or the DLQ table's filler, replay and audit's. */
+export type Principal = "worker" | "dlq";
+
+/** The roles `migrate` makes by default, one a principal. */
+export const DEFAULT_ROLES: Readonly<Record<Principal, string>> = { worker: "cdr_worker", dlq: "cdr_dlq" };
+
+/** What each principal's refusal line calls it. */
+const WHO: Readonly<Record<Principal, string>> = { worker: "the worker", dlq: "dlq fill, replay and audit" };
+
+// A zero-row INSERT … SELECT from system.one (readable by every user) asks for INSERT alone.
+const ZERO = `CAST(0 AS ${COLUMN_TYPES.get("kafka_partition")!})`;
+const nothingFrom = (from: string) => `SELECT count() FROM ${from} WHERE 0`;
+
+/** The privileges `principal` needs on this table and its offsets and DLQ tables. */
+export function needsOf(principal: Principal, database: string, table: string): Need[] {
+  return principal === "worker" ? workerNeeds(database, table) : dlqNeeds(database, table);
+}
+
 export function workerNeeds(database: string, table: string): Need[] {
   plainIdentifiers({ database, table });
   const t = `${database}.${table}`;
-  // A zero-row INSERT … SELECT from system.one (readable by every user) asks for INSERT alone.
-  const zero = `CAST(0 AS ${COLUMN_TYPES.get("kafka_partition")!})`;
-  const nothingFrom = (from: string) => `SELECT count() FROM ${from} WHERE 0`;
   return [
     {
       privilege: "INSERT",
       on: t,
       why: "insert batches",
-      probe: `INSERT INTO ${t} (kafka_partition) SELECT ${zero} FROM system.one WHERE 0`,
+      probe: `INSERT INTO ${t} (kafka_partition) SELECT ${ZERO} FROM system.one WHERE 0`,
     },
     { privilege: "SELECT", on: t, why: "read which rows are stored", probe: nothingFrom(t) },
     {
@@ -48,18 +72,32 @@ export function workerNeeds(database: string, table: string): Need[] {
       why: "read which offsets are stored",
       probe: nothingFrom(`${database}.${offsetsTable(table)}`),
     },
+    ...systemNeeds(),
+  ];
+}
+
+/** What `dlq fill`, `dlq replay --where`, `audit` and `trace` need: the DLQ table's own role. */
+export function dlqNeeds(database: string, table: string): Need[] {
+  plainIdentifiers({ database, table });
+  const dlq = `${database}.${dlqTable(table)}`;
+  const t = `${database}.${table}`;
+  const offsets = `${database}.${offsetsTable(table)}`;
+  return [
     {
       privilege: "INSERT",
-      on: `${database}.${dlqTable(table)}`,
-      why: "fill the DLQ table (dlq fill)",
-      probe: `INSERT INTO ${database}.${dlqTable(table)} (dlq_partition) SELECT ${zero} FROM system.one WHERE 0`,
+      on: dlq,
+      why: "fill the DLQ table",
+      probe: `INSERT INTO ${dlq} (dlq_partition) SELECT ${ZERO} FROM system.one WHERE 0`,
     },
-    {
-      privilege: "SELECT",
-      on: `${database}.${dlqTable(table)}`,
-      why: "read the DLQ table's position (dlq fill)",
-      probe: nothingFrom(`${database}.${dlqTable(table)}`),
-    },
+    { privilege: "SELECT", on: dlq, why: "read the DLQ table's position and rows", probe: nothingFrom(dlq) },
+    { privilege: "SELECT", on: t, why: "read what was stored (audit, trace)", probe: nothingFrom(t) },
+    { privilege: "SELECT", on: offsets, why: "read which offsets are stored (audit)", probe: nothingFrom(offsets) },
+    ...systemNeeds(),
+  ];
+}
+
+function systemNeeds(): Need[] {
+  return [
     { privilege: "SELECT", on: "system.columns", why: "check the schema", probe: nothingFrom("system.columns") },
     {
       privilege: "SELECT",
@@ -71,14 +109,14 @@ export function workerNeeds(database: string, table: string): Need[] {
 }
 
 /**
- * The statements that make `role` hold exactly the worker's privileges (REVOKE first, so a role
- * made by an older release loses what it no longer needs), and, with a user, make the role that
- * user's default. The password is never part of them: see userStatements.
+ * The statements that make `role` hold exactly `needs` (REVOKE first, so a role made by an older
+ * release loses what it no longer needs: the worker's role its grants on the DLQ table), and, with
+ * a user, make the role that user's default. The password is never part of them: see userStatements.
  */
-export function roleStatements(role: string, database: string, table: string, user?: string): string[] {
+export function roleStatements(role: string, needs: readonly Need[], user?: string): string[] {
   plainIdentifiers({ role, ...(user === undefined ? {} : { user }) }, "CONFIG_INVALID");
   const grants = new Map<string, string[]>();
-  for (const n of workerNeeds(database, table)) grants.set(n.on, [...(grants.get(n.on) ?? []), n.privilege]);
+  for (const n of needs) grants.set(n.on, [...(grants.get(n.on) ?? []), n.privilege]);
   return [
     `CREATE ROLE IF NOT EXISTS ${role}`,
     `REVOKE ALL ON *.* FROM ${role}`,
@@ -134,17 +172,18 @@ const REFUSED = new Set([497, 164, 291]);
 const MISSING = new Set([60, 81]);
 
 /**
- * Runs each need's probe as the worker's user. A refusal stops the worker with one line naming the
- * privilege, the object and what it is for; an unreachable server is retryable; a missing table is
- * left to the schema check.
+ * Runs each of the principal's probes as its user. A refusal stops the command with one line naming
+ * the privilege, the object and what it is for; an unreachable server is retryable; a missing table
+ * is left to the schema check.
  */
 export async function checkGrants(
   ch: ClickHouseClient,
   user: string,
   database: string,
   table: string,
+  principal: Principal = "worker",
 ): Promise<void> {
-  for (const need of workerNeeds(database, table)) {
+  for (const need of needsOf(principal, database, table)) {
     try {
       await ch.command({ query: need.probe });
     } catch (cause) {
@@ -154,7 +193,7 @@ export async function checkGrants(
       const said = withCode(text, code, type).trim();
       const what = `${need.privilege} ON ${need.on}`;
       const message = refused
-        ? `ClickHouse user ${user} lacks ${what}, which the worker needs to ${need.why}: grant it ` +
+        ? `ClickHouse user ${user} lacks ${what}, which ${WHO[principal]} needs to ${need.why}: grant it ` +
           `(cdr-worker migrate --print-grants lists every grant); the server said: ${said}`
         : `cannot check the ClickHouse grants (${what}): ${said}`;
       throw new CdrWorkerError("CLICKHOUSE_ACCESS", message.replace(/\s*\n\s*/g, " "), code === null, { cause });

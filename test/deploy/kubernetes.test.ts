@@ -122,14 +122,26 @@ test("the Deployment is held to the worker: memory bound, shutdown deadline, pro
   expect(policy.ingress).toEqual([{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { "app.kubernetes.io/name": "prometheus" } } }], ports: [{ protocol: "TCP", port: 8081 }] }]);
 });
 
-test("the DLQ table's filler runs the worker's pod (image, ConfigMap, secrets, security) with `dlq fill`, probed on its /healthz", () => {
+/** The DLQ table's own user and secrets, as the filler, audit and replay run them (docs/security.md). */
+const DLQ_ENV = [
+  { name: "CLICKHOUSE_USER", value: "cdr_dlq" },
+  { name: "CLICKHOUSE_PASSWORD_FILE", value: "/run/secrets/cdr-dlq/clickhouse-dlq-password" },
+  { name: "DLQ_PROVENANCE_KEY_FILE", value: "/run/secrets/cdr-dlq/dlq-provenance-key" },
+];
+
+test("the DLQ table's filler runs the worker's pod (image, ConfigMap, security) with `dlq fill` as the DLQ table's own user, its Secret alone, probed on its /healthz", () => {
   const worker = one(rendered(DIR), "Deployment").spec.template.spec;
   const filler = one(rendered(`${DIR}/dlq-fill`), "Deployment").spec.template.spec;
   const [w] = worker.containers;
   const [c] = filler.containers;
   expect(c.args).toEqual(["dlq", "fill"]);
-  for (const k of ["image", "envFrom", "securityContext", "volumeMounts", "env"]) expect({ [k]: c[k] }).toEqual({ [k]: w[k] });
-  for (const k of ["securityContext", "automountServiceAccountToken", "volumes"]) expect({ [k]: filler[k] }).toEqual({ [k]: worker[k] });
+  for (const k of ["image", "envFrom", "securityContext"]) expect({ [k]: c[k] }).toEqual({ [k]: w[k] });
+  for (const k of ["securityContext", "automountServiceAccountToken"]) expect({ [k]: filler[k] }).toEqual({ [k]: worker[k] });
+  // Its own user and Secret; the worker's Secret is not mounted, so its password is not there to read.
+  expect(c.env).toEqual([...w.env, ...DLQ_ENV]);
+  expect(filler.volumes.find((v: { name: string }) => v.name === "secrets").secret.secretName).toBe("cdr-dlq");
+  expect(filler.volumes.map((v: { secret?: { secretName: string } }) => v.secret?.secretName)).not.toContain("cdr-worker");
+  expect(c.volumeMounts.find((m: { name: string }) => m.name === "secrets").mountPath).toBe("/run/secrets/cdr-dlq");
   expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "stats" });
   // The stats port the probes name is the one the ConfigMap gives every process.
   expect(c.ports).toEqual(w.ports);
@@ -157,10 +169,22 @@ test("every Job and CronJob runs the worker's pod: its image, ConfigMap, secrets
     for (const m of w.volumeMounts) expect(c.volumeMounts).toContainEqual(m);
     // As the admin: its password from the Secret cdr-worker-admin, never the worker's.
     const admin = ["cdr-worker-migrate", "cdr-worker-prune-offsets", "cdr-worker-prune-dlq"].includes(name);
+    // audit and replay as the DLQ table's own user, from the Secret cdr-dlq.
+    const dlq = ["cdr-worker-audit", "cdr-worker-dlq-replay"].includes(name);
     const user = (c.env ?? []).find((e: { name: string }) => e.name === "CLICKHOUSE_USER")?.value;
-    expect({ name, user }).toEqual({ name, user: admin ? "default" : undefined });
+    expect({ name, user }).toEqual({ name, user: admin ? "default" : dlq ? "cdr_dlq" : undefined });
     if (admin) expect(pod.volumes).toContainEqual({ name: "admin", secret: { secretName: "cdr-worker-admin", defaultMode: 0o440 } });
+    if (dlq) expect({ name, env: c.env }).toEqual({ name, env: DLQ_ENV });
+    if (dlq || name === "cdr-worker-migrate") {
+      expect(pod.volumes).toContainEqual({ name: "dlq-secrets", secret: { secretName: "cdr-dlq", defaultMode: 0o440 } });
+      expect(c.volumeMounts).toContainEqual({ name: "dlq-secrets", mountPath: "/run/secrets/cdr-dlq", readOnly: true });
+    }
   }
+  // migrate makes both users, each from its own Secret's file.
+  expect(args["cdr-worker-migrate"]).toEqual([
+    "migrate", "--role", "cdr_worker", "--user", "cdr_worker", "--password-file", "/run/secrets/cdr-worker/clickhouse-worker-password",
+    "--dlq-role", "cdr_dlq", "--dlq-user", "cdr_dlq", "--dlq-password-file", "/run/secrets/cdr-dlq/clickhouse-dlq-password",
+  ]);
   expect(args["cdr-worker-topics"]).toEqual(["topics", "ensure", "--keep-configs", "--replication-factor", "3"]);
   // Started beside topics and migrate, it checks again until what they make is there (10 minutes at most).
   expect(args["cdr-worker-check"]).toEqual(["check", "--wait", "600"]);

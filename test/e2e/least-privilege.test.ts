@@ -1,7 +1,8 @@
-// The worker under exactly the privileges `migrate --print-grants` lists. On the 26.9 engine the
-// engine itself checks them on every statement (chdb-http.py --grants gives its one user the role's
-// grants and nothing else): the worker ingests, replays its check after a restart, and `audit`
-// reads; DDL is refused. A grant missing stops the worker at start with one line naming it, on the
+// The worker under exactly the privileges `migrate --print-grants` lists for its role, and dlq fill
+// and audit under the DLQ table's own role. On the 26.9 engine the engine itself checks them on
+// every statement (chdb-http.py --grants gives its one user the role's grants and nothing else): the
+// worker ingests, replays its check after a restart, and `audit` reads; DDL is refused, and so is
+// any write to the DLQ table under the worker's role. A grant missing stops the worker at start with one line naming it, on the
 // 26.9 engine (a grant left out of the role) and on 18.16 (a users.xml user with readonly=2, as
 // 18.16 has no SQL grants). `migrate --role` on 18.16 says why it cannot and exits 2.
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
@@ -49,14 +50,15 @@ const N = 60;
 const INVALID = new Set([5, 17, 40]);
 const records = Array.from({ length: N }, (_, i) => (INVALID.has(i) ? `not json ${i}` : toJson(withFields({ raw_id: `lp-${i}` }))));
 
-test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ table, under the role's grants alone; DDL is refused", async () => {
+test("26.9: the worker runs, restarts and audits under its role alone, dlq fill and audit's table check under the DLQ role; DDL and the DLQ table are refused to the worker", async () => {
   const n0 = await names("least-priv");
   const dir = `${ROOT}/.local/tmp/least-privilege-${Date.now().toString(36)}`;
   const admin = await startChdbEndpoint({ dir });
   let limited: Awaited<ReturnType<typeof startChdbEndpoint>> | undefined;
+  let dlqRole: Awaited<ReturnType<typeof startChdbEndpoint>> | undefined;
   try {
     const n = onEndpoint(n0, admin.url);
-    const printed = cli(workerEnv(n), "migrate", "--print-grants", "--user", "cdr_worker");
+    const printed = cli(workerEnv(n), "migrate", "--print-grants", "--user", "cdr_worker", "--dlq-user", "cdr_dlq");
     expect(printed.code).toBe(0);
     const statements = printed.stdout.trim().split("\n");
     expect(statements).toEqual([
@@ -64,12 +66,21 @@ test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ tab
       "REVOKE ALL ON *.* FROM cdr_worker;",
       `GRANT INSERT, SELECT ON e2e.${n.table} TO cdr_worker;`,
       `GRANT SELECT ON e2e.${n.table}_offsets TO cdr_worker;`,
-      `GRANT INSERT, SELECT ON e2e.${n.table}_dlq TO cdr_worker;`,
       "GRANT SELECT ON system.columns TO cdr_worker;",
       "GRANT SELECT ON system.processes TO cdr_worker;",
       "GRANT cdr_worker TO cdr_worker;",
       "SET DEFAULT ROLE cdr_worker TO cdr_worker;",
+      "CREATE ROLE IF NOT EXISTS cdr_dlq;",
+      "REVOKE ALL ON *.* FROM cdr_dlq;",
+      `GRANT INSERT, SELECT ON e2e.${n.table}_dlq TO cdr_dlq;`,
+      `GRANT SELECT ON e2e.${n.table} TO cdr_dlq;`,
+      `GRANT SELECT ON e2e.${n.table}_offsets TO cdr_dlq;`,
+      "GRANT SELECT ON system.columns TO cdr_dlq;",
+      "GRANT SELECT ON system.processes TO cdr_dlq;",
+      "GRANT cdr_dlq TO cdr_dlq;",
+      "SET DEFAULT ROLE cdr_dlq TO cdr_dlq;",
     ]);
+    const roleGrants = (role: string) => statements.filter((s) => s.endsWith(`TO ${role};`)).join("\n");
     // Each is 26.9's SQL (the engine parses and formats it; it has no role storage to run it in).
     const adminCh = createClient({ url: admin.url });
     for (const s of [...statements, ...userStatements("cdr_worker", "a password")]) {
@@ -80,7 +91,7 @@ test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ tab
     await admin.stop();
 
     const grants = `${secrets}/grants.sql`;
-    writeFileSync(grants, printed.stdout);
+    writeFileSync(grants, roleGrants("cdr_worker"));
     writeFileSync(`${secrets}/password`, "role-test-secret\n", { mode: 0o600 });
     limited = await startChdbEndpoint({ dir, grants, user: "cdr_worker", password: "role-test-secret" });
     const m = { ...n, clickhouseUrl: limited.url };
@@ -92,6 +103,11 @@ test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ tab
       expect(await ch.command({ query: `DROP TABLE e2e.${n.table}` }).then(() => "dropped", refusedType)).toBe("ACCESS_DENIED");
       const create = `CREATE TABLE e2e.${n.table}_2 (x UInt8) ENGINE = MergeTree ORDER BY x`;
       expect(await ch.command({ query: create }).then(() => "created", refusedType)).toBe("ACCESS_DENIED");
+      // Nor may it write or read the DLQ table: a forged row there cannot come through its credentials.
+      const forge = `INSERT INTO e2e.${n.table}_dlq (dlq_partition, dlq_offset) VALUES (0, 99)`;
+      expect(await ch.command({ query: forge }).then(() => "inserted", refusedType)).toBe("ACCESS_DENIED");
+      const peek = `SELECT count() FROM e2e.${n.table}_dlq`;
+      expect(await ch.query({ query: peek }).then(() => "read", refusedType)).toBe("ACCESS_DENIED");
       await produce(n.raw, records.slice(0, 40));
       let w = await startWorker(env);
       let s = await statsWhen(w, (s) => s.partitions["0"]?.committed_offset === 40, 30_000, "first 40 committed");
@@ -109,11 +125,32 @@ test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ tab
       expect(await count(`${n.table}_offsets`)).toBe(N - INVALID.size);
       // Its own queries it may end without KILL QUERY, as the lost-answer path does.
       await ch.command({ query: "KILL QUERY WHERE query_id = 'cdr-worker:no-such-query' SYNC" });
+      // Its audit checks the raw topic against the tables, and says it may not read the DLQ table.
       const audit = cli(env, "audit");
-      expect({ code: audit.code, stderr: audit.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(audit.code).toBe(0);
       expect(audit.stdout).toContain('"audit":"clean"');
-      // The filler under the same role: its inserts, its position and the end of its own inserts.
-      const fill = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env: { ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+      expect(audit.stderr.trim().split("\n").map((l) => JSON.parse(l).msg)).toEqual([
+        `ClickHouse user cdr_worker may not read e2e.${n.table}_dlq: run audit as the DLQ table's user (migrate --dlq-role; docs/security.md) to check it`,
+      ]);
+    } finally {
+      await ch.close();
+    }
+    await limited.stop();
+    // The DLQ role, as its own user: the filler's inserts, its position and the end of its own
+    // inserts; then audit with the DLQ table's check.
+    writeFileSync(grants, roleGrants("cdr_dlq"));
+    writeFileSync(`${secrets}/dlq-password`, "dlq-role-secret\n", { mode: 0o600 });
+    dlqRole = await startChdbEndpoint({ dir, grants, user: "cdr_dlq", password: "dlq-role-secret" });
+    const d = { ...n, clickhouseUrl: dlqRole.url };
+    const dlqEnv = workerEnv(d, { CLICKHOUSE_USER: "cdr_dlq", CLICKHOUSE_PASSWORD_FILE: `${secrets}/dlq-password` });
+    const dch = createClient({ url: dlqRole.url, username: "cdr_dlq", password: "dlq-role-secret", database: "e2e", log: { level: ClickHouseLogLevel.OFF } });
+    try {
+      const refusedType = (e: { type?: string; message: string }) => e.type ?? e.message;
+      // The DLQ role writes nothing but the DLQ table.
+      const insert = `INSERT INTO e2e.${n.table} (kafka_partition) SELECT CAST(0 AS Int32) FROM system.one WHERE 0`;
+      expect(await dch.command({ query: insert }).then(() => "inserted", refusedType)).toBe("ACCESS_DENIED");
+      const count = async (t: string) => Number((await (await dch.query({ query: `SELECT count() AS c FROM e2e.${t}`, format: "JSONEachRow" })).json<{ c: string }>())[0]!.c);
+      const fill = Bun.spawn(["bun", `${ROOT}/src/main.ts`, "dlq", "fill"], { env: { ...dlqEnv, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
       try {
         await waitFor(async () => ((await count(`${n.table}_dlq`)) === INVALID.size ? true : undefined), 30_000, "the DLQ table filled");
       } catch (e) {
@@ -123,12 +160,25 @@ test("26.9: the worker runs, restarts and audits, and dlq fill fills the DLQ tab
       fill.kill("SIGTERM");
       const [fillCode, fillErr] = await Promise.all([fill.exited, new Response(fill.stderr).text()]);
       expect({ code: fillCode, stderr: fillErr }).toEqual({ code: 0, stderr: "" });
+      const audit = cli(dlqEnv, "audit");
+      expect({ code: audit.code, stderr: audit.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(audit.stdout).toContain('"audit":"clean"');
+      expect(audit.stdout).toContain('"dlq_table_findings":0');
     } finally {
-      await ch.close();
+      await dch.close();
     }
+    await dlqRole.stop();
+    // The worker's user, now that the filler has committed: audit says the table went unchecked, and why.
+    writeFileSync(grants, roleGrants("cdr_worker"));
+    limited = await startChdbEndpoint({ dir, grants, user: "cdr_worker", password: "role-test-secret" });
+    const asWorker = cli(workerEnv({ ...n, clickhouseUrl: limited.url }, { CLICKHOUSE_USER: "cdr_worker", CLICKHOUSE_PASSWORD_FILE: `${secrets}/password` }), "audit");
+    expect(asWorker.code).toBe(0);
+    expect(asWorker.stdout).toContain('"audit":"clean"');
+    expect(asWorker.stdout).toContain(`"dlq_table":"not_checked","why":"ClickHouse user cdr_worker may not read e2e.${n.table}_dlq`);
   } finally {
     await admin.stop();
     await limited?.stop();
+    await dlqRole?.stop();
     rmSync(dir, { recursive: true, force: true });
     for (const d of [`${dir}-spool`, `${dir}-config`]) rmSync(d, { recursive: true, force: true });
   }
@@ -146,7 +196,8 @@ test("26.9: a grant left out of the role stops the worker at start with one line
     const grants = `${secrets}/grants-missing.sql`;
     // The engine enforces grants on tables; its system tables it lets every user read (clickhouse-local
     // has no select_from_system_db_requires_grant), so the grant left out is the table's SELECT.
-    writeFileSync(grants, printed.stdout.replace(`GRANT INSERT, SELECT ON e2e.${n.table}`, `GRANT INSERT ON e2e.${n.table}`));
+    const workerRole = printed.stdout.split("\n").filter((l) => l.endsWith("TO cdr_worker;")).join("\n");
+    writeFileSync(grants, workerRole.replace(`GRANT INSERT, SELECT ON e2e.${n.table}`, `GRANT INSERT ON e2e.${n.table}`));
     limited = await startChdbEndpoint({ dir, grants });
     const started = Bun.spawnSync(["bun", `${ROOT}/src/main.ts`, "run"], { env: workerEnv({ ...n, clickhouseUrl: limited.url }), stdout: "pipe", stderr: "pipe", timeout: 50_000 });
     expect(started.exitCode).toBe(2);

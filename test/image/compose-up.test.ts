@@ -18,11 +18,14 @@ const secrets = mkdtempSync(`${tmpdir()}/cdr-compose-secrets-`);
 const WORKER_PASSWORD_FILE = `${secrets}/clickhouse-worker-password`;
 writeFileSync(WORKER_PASSWORD_FILE, "compose-test-worker-secret\n");
 chmodSync(WORKER_PASSWORD_FILE, 0o644);
+const DLQ_PASSWORD_FILE = `${secrets}/clickhouse-dlq-password`;
+writeFileSync(DLQ_PASSWORD_FILE, "compose-test-dlq-secret\n");
+chmodSync(DLQ_PASSWORD_FILE, 0o644);
 const DLQ_KEY_FILE = `${secrets}/dlq-provenance-key`;
 writeFileSync(DLQ_KEY_FILE, "compose-test-dlq-provenance-key-0123456789\n");
 chmodSync(DLQ_KEY_FILE, 0o644);
 // Passed to each child: Bun.spawn's children get the environment the process started with.
-const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE: DLQ_KEY_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana", CDRWORKER_DOCS_URL: "https://git.example/cdr-worker/blob/v0.3.0/docs" } as Record<string, string>;
+const env = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf`, CLICKHOUSE_PASSWORD: "compose-test-secret", CLICKHOUSE_WORKER_PASSWORD_FILE: WORKER_PASSWORD_FILE, CLICKHOUSE_DLQ_PASSWORD_FILE: DLQ_PASSWORD_FILE, DLQ_PROVENANCE_KEY_FILE: DLQ_KEY_FILE, GRAFANA_ADMIN_PASSWORD: "compose-test-grafana", CDRWORKER_DOCS_URL: "https://git.example/cdr-worker/blob/v0.3.0/docs" } as Record<string, string>;
 const compose = async (...args: string[]) => {
   const p = Bun.spawn([`${ROOT}/.local/podman-compose/bin/podman-compose`, "-p", PROJECT, "-f", `${ROOT}/compose.yml`, "-f", `${ROOT}/compose.podman.yml`, ...args], { env, cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
@@ -148,6 +151,15 @@ async function upIngestDown(): Promise<void> {
   const dlqRows = () => run(["podman", "exec", `${PROJECT}_clickhouse_1`, "wget", "-qO-", dlqQuery]);
   await waitForServices(async () => (Number((await dlqRows()).trim()) === done.total_dlq ? true : undefined), 60_000, "the DLQ table filled");
   await run(["podman", "healthcheck", "run", `${PROJECT}_dlq-fill_1`]);
+  // As the DLQ table's own user, its own password mounted; the worker's password is not in its container,
+  // and the worker's holds none of the filler's.
+  const filler = JSON.parse(await run(["podman", "inspect", `${PROJECT}_dlq-fill_1`]))[0];
+  expect(filler.Config.Env).toContain("CLICKHOUSE_USER=cdr_dlq");
+  expect(filler.Config.Env).toContain("CLICKHOUSE_PASSWORD_FILE=/run/secrets/clickhouse-dlq-password");
+  const fillerMounts = filler.Mounts.map((m: { Destination: string }) => m.Destination);
+  expect(fillerMounts).toContain("/run/secrets/clickhouse-dlq-password");
+  expect(fillerMounts).not.toContain("/run/secrets/clickhouse-worker-password");
+  expect(worker.Mounts.map((m: { Destination: string }) => m.Destination)).not.toContain("/run/secrets/clickhouse-dlq-password");
 
   // The observability profile's Prometheus (Grafana cannot be had here): it loads the shipped rules
   // and scrapes the worker and the filler by their service names.
