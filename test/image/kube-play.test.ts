@@ -17,7 +17,9 @@ setDefaultTimeout(60_000);
 const TAG = "localhost/cdr-worker:kube";
 const PODMAN_ENV = { ...process.env, CONTAINERS_CONF: `${ROOT}/scripts/image/containers.conf` } as Record<string, string>;
 async function podman(...args: string[]): Promise<string> {
-  const p = Bun.spawn(["podman", ...args], { env: PODMAN_ENV, stdout: "pipe", stderr: "pipe" });
+  // Not from the checkout: `kube play` builds an image from a path of the image's name under its
+  // working directory, and ./cdr-worker (the binary `bun run build` makes) is such a path.
+  const p = Bun.spawn(["podman", ...args], { env: PODMAN_ENV, cwd: tmpdir(), stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`podman ${args.join(" ")} exited ${code}: ${err}`);
   return out;
