@@ -14,6 +14,7 @@ import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
 import { serverError } from "../clickhouse/insert-error.ts";
+import { ACCESS_REFUSED } from "../clickhouse/grants.ts";
 import { auditDlqTable, tableExists } from "../dlq-table/audit.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -237,7 +238,7 @@ async function auditFilledDlq(
   // The DLQ table is its own role's (grants.ts): the worker's user may not even see it. Said, not failed.
   const notChecked = (e: unknown): null => {
     const { code } = serverError(e);
-    if (code === null || !REFUSED_READ.has(code)) throw e;
+    if (code === null || !ACCESS_REFUSED.has(code)) throw e;
     const why =
       `ClickHouse user ${cfg.clickhouse.user} may not read ${table}: run audit as the DLQ table's user ` +
       "(migrate --dlq-role; docs/security.md) to check it";
@@ -267,8 +268,6 @@ async function auditFilledDlq(
   }
 }
 
-/** ACCESS_DENIED, READONLY, DATABASE_ACCESS_DENIED: the user may not read the DLQ table. */
-const REFUSED_READ = new Set([497, 164, 291]);
 
 /** Missing offsets of one partition looked up by cdr_id; past this many, the rest stay missing. */
 const MAX_REPLAY_CANDIDATES = 100_000;

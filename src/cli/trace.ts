@@ -11,6 +11,9 @@ import { recordOffsets } from "../audit/sources.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { LIST_ANSWER_BYTES, queryText } from "../clickhouse/answer.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
+import { log } from "../log.ts";
+import { serverError } from "../clickhouse/insert-error.ts";
+import { ACCESS_REFUSED } from "../clickhouse/grants.ts";
 import { provenanceKeyOf } from "./provenance-key.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -127,10 +130,28 @@ async function storedById(cfg: Config, ch: ClickHouseClient, cdrId: string): Pro
   );
 }
 
-/** The DLQ table's rows matching `where`; none where `dlq fill` has made no table. */
+/**
+ * Whether the DLQ table can be read: it exists, and this user may read it. It is the DLQ table's own
+ * role's (grants.ts): run as the worker's user, trace reads the DLQ topic instead, from its start,
+ * and says so once.
+ */
+async function dlqTableReadable(cfg: Config, ch: ClickHouseClient): Promise<boolean> {
+  const table = `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`;
+  return tableExists(ch, table).catch((e: unknown) => {
+    const { code } = serverError(e);
+    if (code === null || !ACCESS_REFUSED.has(code)) throw e;
+    if (!refusalSaid)
+      log.warn(`ClickHouse user ${cfg.clickhouse.user} may not read ${table}: the DLQ topic is read instead`, { code });
+    refusalSaid = true;
+    return false;
+  });
+}
+let refusalSaid = false;
+
+/** The DLQ table's rows matching `where`; none where `dlq fill` has made no table, or it cannot be read. */
 async function deadLettered(cfg: Config, ch: ClickHouseClient, where: string): Promise<DeadLetteredRow[]> {
   const table = `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`;
-  if (!(await tableExists(ch, table))) return [];
+  if (!(await dlqTableReadable(cfg, ch))) return [];
   return rows<DeadLetteredRow>(
     ch,
     `SELECT dlq_partition, dlq_offset, failure_reason, failed_field, toString(failed_at) AS failed_at, ` +
@@ -142,7 +163,8 @@ async function deadLettered(cfg: Config, ch: ClickHouseClient, where: string): P
 async function dlqTail(cfg: Config, ch: ClickHouseClient, source: Source) {
   const topic = cfg.kafka.topicDlq;
   const partitions = partitionCount(cfg, topic);
-  const filled = await tableExists(ch, `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`);
+  // Where the table cannot be read, the filler's commits say nothing of what it holds: all of the topic.
+  const filled = await dlqTableReadable(cfg, ch);
   const group = new Consumer({ props: clientProps(cfg, "dlqFiller"), topics: [] });
   const props = clientProps(cfg, "auditReader", `trace-dlq-${process.pid}`);
   const reader = new Consumer({ props, topics: [], readHeaders: true });

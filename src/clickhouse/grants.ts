@@ -167,7 +167,7 @@ export function userStatements(user: string, password: string): string[] {
  * ACCESS_DENIED, READONLY, DATABASE_ACCESS_DENIED (18.16's allow_databases): the user may not do this,
  * and no retry changes that.
  */
-const REFUSED = new Set([497, 164, 291]);
+export const ACCESS_REFUSED: ReadonlySet<number> = new Set([497, 164, 291]);
 /** UNKNOWN_TABLE, UNKNOWN_DATABASE: the schema check's to report (run `migrate`). */
 const MISSING = new Set([60, 81]);
 
@@ -189,7 +189,7 @@ export async function checkGrants(
     } catch (cause) {
       const { code, type, text } = serverError(cause);
       if (code !== null && MISSING.has(code)) continue;
-      const refused = code !== null && REFUSED.has(code);
+      const refused = code !== null && ACCESS_REFUSED.has(code);
       const said = withCode(text, code, type).trim();
       const what = `${need.privilege} ON ${need.on}`;
       const message = refused

@@ -171,10 +171,15 @@ test("26.9: the worker runs, restarts and audits under its role alone, dlq fill 
     // The worker's user, now that the filler has committed: audit says the table went unchecked, and why.
     writeFileSync(grants, roleGrants("cdr_worker"));
     limited = await startChdbEndpoint({ dir, grants, user: "cdr_worker", password: "role-test-secret" });
-    const asWorker = cli(workerEnv({ ...n, clickhouseUrl: limited.url }, { CLICKHOUSE_USER: "cdr_worker", CLICKHOUSE_PASSWORD_FILE: `${secrets}/password` }), "audit");
+    const workerAgain = workerEnv({ ...n, clickhouseUrl: limited.url }, { CLICKHOUSE_USER: "cdr_worker", CLICKHOUSE_PASSWORD_FILE: `${secrets}/password` });
+    const asWorker = cli(workerAgain, "audit");
     expect(asWorker.code).toBe(0);
     expect(asWorker.stdout).toContain('"audit":"clean"');
     expect(asWorker.stdout).toContain(`"dlq_table":"not_checked","why":"ClickHouse user cdr_worker may not read e2e.${n.table}_dlq`);
+    // trace, as the worker's user, finds a dead-lettered record in the DLQ topic instead.
+    const traced = cli(workerAgain, "trace", "--partition", "0", "--offset", "5");
+    expect({ code: traced.code, verdict: JSON.parse(traced.stdout.trim().split("\n").at(-1)!).verdict }).toEqual({ code: 0, verdict: "dead_lettered" });
+    expect(traced.stderr).toContain(`ClickHouse user cdr_worker may not read e2e.${n.table}_dlq: the DLQ topic is read instead`);
   } finally {
     await admin.stop();
     await limited?.stop();
