@@ -55,12 +55,18 @@ function userFile(name: string) {
 
 /** Resolves once the server answers `user` with `password` as `expect` says (its reload is periodic). */
 async function serverTakes(user: string, password: string, query: string, expectCode: string | null): Promise<void> {
+  let last = "";
+  // 18.16 looks at users.d every few seconds; on a machine busy with a whole test run (a root being
+  // provisioned beside it), a change has taken it over 30 s. A failure says what it answered last.
   await waitFor(async () => {
     const r = await fetch(`${CLICKHOUSE_URL}/?user=${user}&password=${encodeURIComponent(password)}`, { method: "POST", body: query });
     const body = await r.text();
+    last = body.slice(0, 200);
     const code = /Code: (\d+)/.exec(body)?.[1] ?? null;
     return code === expectCode ? true : undefined;
-  }, 30_000, `the server answers ${user}'s ${query} with ${expectCode ?? "success"}`);
+  }, 90_000, `the server answers ${user}'s ${query} with ${expectCode ?? "success"}`).catch((e: Error) => {
+    throw new Error(`${e.message}; its last answer: ${JSON.stringify(last)}`);
+  });
 }
 
 function passwordFile(name: string, value: string): string {
