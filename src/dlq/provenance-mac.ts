@@ -109,7 +109,7 @@ export class ProvenanceKey {
    * value and every header the worker writes (`bytes.headers`, without the MAC's own).
    */
   signEnvelope(topic: string, partition: number, offset: number, digest: string, bytes: EnvelopeBytes): string {
-    return this.#wholeMac(this.#keys[0]!, topic, partition, offset, digest, bytes)!;
+    return this.#wholeMac(this.#keys[0]!, topic, partition, offset, digest, bytes)!.toString("hex");
   }
 
   /** The MAC of a source record (hex) in the form before (2), which proves the source only. */
@@ -132,7 +132,7 @@ export class ProvenanceKey {
     let ok = false;
     for (const key of this.#keys) {
       const expected = this.#wholeMac(key, topic, partition, offset, digest, bytes);
-      ok = (expected !== null && timingSafeEqual(Buffer.from(expected, "hex"), given)) || ok;
+      ok = (expected !== null && timingSafeEqual(expected, given)) || ok;
     }
     return ok ? "whole" : null;
   }
@@ -159,6 +159,8 @@ export class ProvenanceKey {
    * Form 3 over the source, the value and the worker's headers, each part with its length in bytes
    * (no text can pass for another's boundary), the headers by name. Null when a header the worker
    * writes appears twice: no worker envelope has that, and which copy a reader takes is its own.
+   * The input is written into one buffer and hashed in one call: a call per part cost the filler
+   * more than the hash itself (scripts/bench/dlq-row.ts).
    */
   #wholeMac(
     key: Buffer,
@@ -167,19 +169,14 @@ export class ProvenanceKey {
     offset: number,
     digest: string,
     bytes: EnvelopeBytes,
-  ): string | null {
-    const signed = (bytes.headers ?? []).filter(([name]) => SIGNED_HEADERS.has(name));
-    signed.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    for (let i = 1; i < signed.length; i++) if (signed[i]![0] === signed[i - 1]![0]) return null;
-    const h = new Bun.CryptoHasher("sha256", key);
-    h.update(`v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\n`);
-    const part = (name: string, v: Uint8Array | string | null) => {
-      h.update(`${name} ${v === null ? -1 : typeof v === "string" ? Buffer.byteLength(v) : v.length}\n`);
-      if (v !== null) h.update(v);
-    };
-    part("value", bytes.value);
-    for (const [name, v] of signed) part(name, v);
-    return h.digest("hex");
+  ): Buffer | null {
+    const signed = signedHeaders(bytes.headers);
+    if (signed === null) return null;
+    const input = macInput.reset();
+    input.text(`v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\n`);
+    input.part("value", bytes.value);
+    for (const [name, v] of signed) input.part(name, v);
+    return new Bun.CryptoHasher("sha256", key).update(input.written()).digest() as Buffer;
   }
 
   #mac(key: Buffer, version: string, topic: string, partition: number, offset: number, digest: string): string {
@@ -189,3 +186,67 @@ export class ProvenanceKey {
     return new Bun.CryptoHasher("sha256", key).update(input).digest("hex");
   }
 }
+
+type Header = readonly [string, Uint8Array | string];
+
+/**
+ * The headers form 3 covers, sorted by name (stable: the order the worker writes them in is one
+ * pass); null when one appears twice.
+ */
+function signedHeaders(headers: ReadonlyArray<Header> | undefined): Header[] | null {
+  const out: Header[] = [];
+  for (const h of headers ?? []) if (SIGNED_HEADERS.has(h[0])) out.push(h);
+  for (let i = 1; i < out.length; i++) {
+    const h = out[i]!;
+    let j = i - 1;
+    for (; j >= 0 && out[j]![0] > h[0]; j--) out[j + 1] = out[j]!;
+    out[j + 1] = h;
+  }
+  for (let i = 1; i < out.length; i++) if (out[i]![0] === out[i - 1]![0]) return null;
+  return out;
+}
+
+const utf8 = new TextEncoder();
+
+/** The MAC's input as UTF-8 bytes, in a buffer kept between calls (one envelope at a time: no awaits). */
+class MacInput {
+  #buf = new Uint8Array(4096);
+  #n = 0;
+
+  reset(): this {
+    this.#n = 0;
+    return this;
+  }
+
+  #room(bytes: number): void {
+    if (this.#n + bytes <= this.#buf.length) return;
+    const grown = new Uint8Array(Math.max(this.#buf.length * 2, this.#n + bytes));
+    grown.set(this.#buf.subarray(0, this.#n));
+    this.#buf = grown;
+  }
+
+  /** Text as UTF-8 (a lone surrogate as U+FFFD, as the hasher's own update writes it). */
+  text(s: string): void {
+    this.#room(s.length * 3);
+    this.#n += utf8.encodeInto(s, this.#buf.subarray(this.#n)).written;
+  }
+
+  bytes(b: Uint8Array): void {
+    this.#room(b.length);
+    this.#buf.set(b, this.#n);
+    this.#n += b.length;
+  }
+
+  /** `<name> <length in bytes, -1 for null>\n` and the bytes. */
+  part(name: string, v: Uint8Array | string | null): void {
+    const b = typeof v === "string" ? utf8.encode(v) : v;
+    this.text(`${name} ${b === null ? -1 : b.length}\n`);
+    if (b !== null) this.bytes(b);
+  }
+
+  written(): Uint8Array {
+    return this.#buf.subarray(0, this.#n);
+  }
+}
+
+const macInput = new MacInput();

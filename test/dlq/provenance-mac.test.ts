@@ -103,6 +103,22 @@ test("the worker's envelope is proven whole, by the signing key and by a previou
   expect(proof(m, new ProvenanceKey(SECRET, { ...scope, group: "another-group" }))).toBeNull();
 });
 
+// Envelopes already in the DLQ were signed in form 3 as documented: the input, spelled out here with
+// node:crypto, stays byte for byte what the key computes (an envelope beyond ASCII, headers unsorted).
+test("form 3 is node:crypto's HMAC-SHA256 of the documented input, each part with its length in bytes", () => {
+  const value = encodeEnvelope({ reason: "invalid_rat_value", field: "rat", payload: '{"city":"Zürich 東京 \u{1F4DE}"}', payloadIsObject: true }, new Date(0), "w-ü");
+  const m = written(key, value);
+  const src = srcOf(m.headers);
+  const h = createHmac("sha256", SECRET).update(
+    `v3\n${scope.group}\n${scope.dlqTopic}\n${scope.table}\n${src.topic}\n${src.partition}\n${src.offset}\n${src.digest}\n`,
+  );
+  h.update(`value ${m.value.length}\n`).update(m.value);
+  const signed = m.headers.filter(([k]) => k !== HEADERS.sourceMac).sort(([a], [b]) => (a < b ? -1 : 1));
+  for (const [k, v] of signed) h.update(`${k} ${v.length}\n`).update(v);
+  expect(src.mac).toBe(h.digest("hex"));
+  expect(proof({ ...m, headers: [...m.headers].reverse() })).toBe("whole");
+});
+
 test("a copy with its reason, its time, any header changed, a worker header added or repeated proves nothing; a foreign header changes nothing", () => {
   const m = written();
   const other = enc.encode(m.text.replace("invalid_rat_value", "malformed_json"));
