@@ -20,7 +20,7 @@ import { MESSAGE } from "./structs.ts";
 import { compileC } from "./tinycc.ts";
 
 /** Doubles per message in the metadata array filled by `copy`. */
-export const META_STRIDE = 8;
+export const META_STRIDE = 9;
 /**
  * Slots of one message's metadata. A length of -1 means the value or key is null. The topic
  * handle is a pointer: user-space addresses on x86_64 have 47 bits, exact in a double, so no
@@ -36,7 +36,15 @@ export const META = {
   rkt: 6,
   /** The value's length before any cap (CopyCaps): the record's size. */
   valueWhole: 7,
+  /** Headers copied after the key (with_headers): HEADER_FRAME bytes, the name, the value, each. */
+  headerCount: 8,
 } as const;
+
+/**
+ * Bytes before each header's name in the slab: its name's length (u32) and its value's (i32, -1
+ * for a null value), little-endian as the machine writes them (x86_64).
+ */
+export const HEADER_FRAME = 8;
 
 const SOURCE = `
 typedef unsigned long size_t;
@@ -44,6 +52,8 @@ typedef long long i64;
 typedef void *(*memcpy_t)(void *, const void *, size_t);
 typedef void (*destroy_t)(void *);
 typedef i64 (*timestamp_t)(void *, int *);
+typedef int (*headers_t)(void *, void **);
+typedef int (*header_get_all_t)(void *, size_t, const char **, const void **, size_t *);
 
 #define AT(m, off, T) (*(T *)((char *)(m) + (off)))
 
@@ -57,13 +67,50 @@ static size_t put(memcpy_t mcpy, unsigned char *slab, size_t off, void *p, size_
 
 static size_t capped(size_t len, i64 cap) { return cap >= 0 && (i64)len > cap ? (size_t)cap : len; }
 
-/* Bytes needed to copy the payloads and keys of n messages, each at most its cap (-1: none); each
-   message's topic handle into meta, so its name can be read while the message still lives. */
-i64 batch_size(void **msgs, int n, double *meta, i64 value_cap, i64 key_cap) {
+static size_t cstrlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
+
+/* Bytes the headers of m take in the slab (HEADER_FRAME, name and value each); their count in *count. */
+static i64 headers_size(void *m, void **fns, double *count) {
+  void *hdrs = 0;
+  const char *name; const void *value; size_t size;
+  i64 total = 0;
+  *count = 0;
+  if (((headers_t)fns[3])(m, &hdrs) != 0) return 0;
+  for (size_t i = 0; ((header_get_all_t)fns[4])(hdrs, i, &name, &value, &size) == 0; i++) {
+    total += ${HEADER_FRAME} + (i64)cstrlen(name) + (value ? (i64)size : 0);
+    *count += 1;
+  }
+  return total;
+}
+
+/* Appends each header of m: its name's length, its value's (-1: null), the name, the value. */
+static size_t put_headers(memcpy_t mcpy, unsigned char *slab, size_t off, void *m, void **fns) {
+  void *hdrs = 0;
+  const char *name; const void *value; size_t size;
+  if (((headers_t)fns[3])(m, &hdrs) != 0) return off;
+  for (size_t i = 0; ((header_get_all_t)fns[4])(hdrs, i, &name, &value, &size) == 0; i++) {
+    unsigned int nlen = (unsigned int)cstrlen(name);
+    int vlen = value ? (int)size : -1;
+    mcpy(slab + off, &nlen, 4);
+    mcpy(slab + off + 4, &vlen, 4);
+    off += ${HEADER_FRAME};
+    if (nlen) mcpy(slab + off, name, nlen);
+    off += nlen;
+    if (vlen > 0) mcpy(slab + off, value, (size_t)vlen);
+    if (vlen > 0) off += (size_t)vlen;
+  }
+  return off;
+}
+
+/* Bytes needed to copy the payloads and keys of n messages, each at most its cap (-1: none), and
+   their headers when asked; each message's topic handle into meta, so its name can be read while
+   the message still lives. */
+i64 batch_size(void **msgs, int n, double *meta, i64 value_cap, i64 key_cap, int with_headers, void **fns) {
   i64 total = 0;
   for (int i = 0; i < n; i++) {
     void *m = msgs[i];
     meta[i * ${META_STRIDE} + ${META.rkt}] = (double)(unsigned long)AT(m, ${MESSAGE.rkt}, void *);
+    meta[i * ${META_STRIDE} + ${META.headerCount}] = 0;
     /* An error's payload is its text: copied whole, as a record error names its record's fate. */
     if (AT(m, ${MESSAGE.err}, int) != 0) {
       if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)AT(m, ${MESSAGE.len}, size_t);
@@ -71,13 +118,15 @@ i64 batch_size(void **msgs, int n, double *meta, i64 value_cap, i64 key_cap) {
     }
     if (AT(m, ${MESSAGE.payload}, void *)) total += (i64)capped(AT(m, ${MESSAGE.len}, size_t), value_cap);
     if (AT(m, ${MESSAGE.key}, void *)) total += (i64)capped(AT(m, ${MESSAGE.key_len}, size_t), key_cap);
+    if (with_headers) total += headers_size(m, fns, meta + i * ${META_STRIDE} + ${META.headerCount});
   }
   return total;
 }
 
-/* Copies payload then key of each message into slab, fills meta, destroys every message. */
+/* Copies payload, key and (when asked) headers of each message into slab, fills meta (all but the
+   header counts, which batch_size wrote), destroys every message. */
 int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_ts, void **fns, i64 value_cap,
-               i64 key_cap) {
+               i64 key_cap, int with_headers) {
   memcpy_t mcpy = (memcpy_t)fns[0];
   destroy_t destroy = (destroy_t)fns[1];
   timestamp_t timestamp = (timestamp_t)fns[2];
@@ -100,6 +149,7 @@ int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
     if (err == 0)
       off = put(mcpy, slab, off, AT(m, ${MESSAGE.key}, void *), capped(AT(m, ${MESSAGE.key_len}, size_t), key_cap),
                 r + ${META.keyLen});
+    if (err == 0 && with_headers) off = put_headers(mcpy, slab, off, m, fns);
     destroy(m);
   }
   return n;
@@ -107,18 +157,25 @@ int batch_copy(void **msgs, int n, unsigned char *slab, double *meta, int with_t
 `;
 
 const SYMBOLS = {
-  batch_size: { args: ["ptr", "i32", "ptr", "i64", "i64"], returns: FFIType.i64_fast },
-  batch_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr", "i64", "i64"], returns: "i32" },
+  batch_size: { args: ["ptr", "i32", "ptr", "i64", "i64", "i32", "ptr"], returns: FFIType.i64_fast },
+  batch_copy: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr", "i64", "i64", "i32"], returns: "i32" },
 } as const;
 
-/** Most bytes of each value and key copied out (-1: all); a value's whole length goes into meta. */
+/**
+ * Most bytes of each value and key copied out (-1: all); a value's whole length goes into meta.
+ * `headers`: copy every header too (never capped), after the key.
+ */
 export interface CopyCaps {
   value: number;
   key: number;
+  headers: boolean;
 }
 
 export interface BatchCopy {
-  /** Total payload + key bytes (as capped) of the first n messages in the slot array; topic handles into meta. */
+  /**
+   * Total payload + key (+ header) bytes, as capped, of the first n messages in the slot array;
+   * topic handles and header counts into meta.
+   */
   size(slots: Pointer, n: number, meta: Pointer, caps: CopyCaps): number;
   /** Copies into slab, fills meta (META_STRIDE doubles each), destroys all n messages. */
   copy(slots: Pointer, n: number, slab: Pointer, meta: Pointer, withTimestamps: boolean, caps: CopyCaps): void;
@@ -142,13 +199,16 @@ export function loadBatchCopy(): BatchCopy | null {
       BigInt(memcpy.ptr),
       BigInt(lib.rd_kafka_message_destroy!.ptr),
       BigInt(lib.rd_kafka_message_timestamp!.ptr),
+      BigInt(lib.rd_kafka_message_headers!.ptr),
+      BigInt(lib.rd_kafka_header_get_all!.ptr),
     ]);
     keepAlive.push(table);
     const tablePtr = ptr(table);
     loaded = {
-      size: (slots, n, meta, caps) => Number(symbols.batch_size(slots, n, meta, caps.value, caps.key)),
+      size: (slots, n, meta, caps) =>
+        Number(symbols.batch_size(slots, n, meta, caps.value, caps.key, caps.headers ? 1 : 0, tablePtr)),
       copy: (slots, n, slab, meta, ts, caps) =>
-        void symbols.batch_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr, caps.value, caps.key),
+        void symbols.batch_copy(slots, n, slab, meta, ts ? 1 : 0, tablePtr, caps.value, caps.key, caps.headers ? 1 : 0),
     };
   } catch (cause) {
     log.warn("kafka: native batch copy unavailable, copying per message", { cause: (cause as Error).message });

@@ -24,7 +24,7 @@ import {
 } from "./handle.ts";
 import { copyBytes, copyIntoSlab, isPassedOver, isRecordError, readExactI64, readHeaders } from "./message.ts";
 import type { Message } from "./message.ts";
-import { loadBatchCopy, META, META_STRIDE, type BatchCopy, type CopyCaps } from "./batch-copy.ts";
+import { HEADER_FRAME, loadBatchCopy, META, META_STRIDE, type BatchCopy, type CopyCaps } from "./batch-copy.ts";
 import { partitionFetches, type PartitionFetch } from "./fetch-state.ts";
 import { standingOf, type Standing } from "./heartbeat-proof.ts";
 import { RdClock } from "./rd-clock.ts";
@@ -117,6 +117,9 @@ export function consumerProperties(props: KafkaProps): KafkaProps {
 }
 
 const ERROR_TEXT = new TextDecoder("utf-8", { fatal: false });
+const HEADER_NAME = new TextDecoder("utf-8", { fatal: false });
+/** Header places whose last name is kept (#headerName): more than any writer here sends. */
+const MAX_KNOWN_HEADER_NAMES = 32;
 
 /** The client may not use the group, read the topic or talk to the cluster: no retry helps. */
 const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
@@ -140,6 +143,7 @@ export class Consumer {
   readonly #readHeaders: boolean;
   readonly #readTimestamps: boolean;
   readonly #caps: CopyCaps;
+  readonly #headerNames: Array<{ bytes: Uint8Array; name: string }> = [];
   // Per-poll scratch arrays, reused: payload pointers, lengths and the messages to destroy.
   readonly #sources: Array<Pointer | null> = [];
   readonly #lengths: number[] = [];
@@ -195,10 +199,10 @@ export class Consumer {
     this.#wakeup = new QueueWakeup(this.#queue);
     this.#readHeaders = opts.readHeaders ?? false;
     this.#readTimestamps = opts.readTimestamps ?? true;
-    this.#caps = { value: opts.valueMaxBytes ?? -1, key: opts.readKeys === false ? 0 : -1 };
+    this.#caps = { value: opts.valueMaxBytes ?? -1, key: opts.readKeys === false ? 0 : -1, headers: this.#readHeaders };
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
     this.#slotsPtr = ptr(this.#slots);
-    this.#batchCopy = opts.nativeCopy === false || this.#readHeaders ? null : loadBatchCopy();
+    this.#batchCopy = opts.nativeCopy === false ? null : loadBatchCopy();
     this.#meta = new Float64Array(this.#batchCopy ? this.#slots.length * META_STRIDE : 1);
     this.#metaPtr = ptr(this.#meta);
     // No topics: a group handle for committed() only (tools and tests reading a group's offsets).
@@ -328,6 +332,7 @@ export class Consumer {
     void slab.buffer;
     copy.copy(this.#slotsPtr, n, ptr(slab), this.#metaPtr, this.#readTimestamps, this.#caps);
     const meta = this.#meta;
+    const frames = this.#caps.headers ? new DataView(slab.buffer, slab.byteOffset, slab.byteLength) : null;
     const out: Message[] = [];
     let off = 0;
     for (let i = 0, r = 0; i < n; i++, r += META_STRIDE) {
@@ -369,10 +374,47 @@ export class Consumer {
         key: this.#caps.key === 0 ? null : key,
         headers: undefined,
       };
+      if (frames) {
+        const count = meta[r + META.headerCount]!;
+        const headers: Array<[string, Uint8Array]> = [];
+        for (let k = 0; k < count; k++) {
+          const nameLen = frames.getUint32(off, true);
+          const valueLen = frames.getInt32(off + 4, true);
+          off += HEADER_FRAME;
+          const name = this.#headerName(k, slab, off, nameLen);
+          off += nameLen;
+          // A null value is handed out empty, as the per-message path does.
+          headers.push([name, valueLen > 0 ? slab.subarray(off, off + valueLen) : new Uint8Array(0)]);
+          if (valueLen > 0) off += valueLen;
+        }
+        m.headers = headers;
+      }
       if (value !== null && meta[r + META.valueWhole]! > valueLen) m.valueBytes = meta[r + META.valueWhole]!;
       out.push(m);
     }
     return out;
+  }
+
+  /**
+   * The header name at `slab[off, off + len)`, the k-th of its message. Records of one writer carry
+   * the same names in the same order (the DLQ's envelopes, eight), so the name last decoded at that
+   * place is compared byte for byte and reused: no string is made per header.
+   */
+  #headerName(k: number, slab: Uint8Array, off: number, len: number): string {
+    const known = this.#headerNames[k];
+    if (known && known.bytes.length === len) {
+      let same = true;
+      for (let i = 0; i < len; i++)
+        if (known.bytes[i] !== slab[off + i]) {
+          same = false;
+          break;
+        }
+      if (same) return known.name;
+    }
+    const bytes = slab.slice(off, off + len);
+    const name = HEADER_NAME.decode(bytes);
+    if (k < MAX_KNOWN_HEADER_NAMES) this.#headerNames[k] = { bytes, name };
+    return name;
   }
 
   /**

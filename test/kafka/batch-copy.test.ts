@@ -19,7 +19,7 @@ test("the native batch copy is available here (else the consumer silently runs t
   expect(loadBatchCopy()).not.toBeNull();
 });
 
-test("native batch copy and per-message copy hand out identical messages: values, keys, tombstones, empty values, offsets, timestamps", async () => {
+test("native batch copy and per-message copy hand out identical messages: values, keys, headers, tombstones, empty values, offsets, timestamps", async () => {
   const topic = await createTopic("batch-copy", 3);
   cleanup.push(topic);
   const p = new Producer(props);
@@ -29,21 +29,32 @@ test("native batch copy and per-message copy hand out identical messages: values
     const kind = i % 7;
     // Sizes from empty to 64 KiB, binary bytes, and null values/keys, spread over 3 partitions.
     const value = kind === 0 ? null : kind === 1 ? new Uint8Array(0) : kind === 2 ? new Uint8Array(65_536).fill(i & 0xff) : enc.encode(`{"i":${i},"pad":"${"é".repeat(i % 50)}"}`);
-    sent.push(p.produce(topic, value, kind === 3 ? {} : { key: kind === 4 ? new Uint8Array(0) : `k${i}` }));
+    // Headers: none, the DLQ's eight-like set, names beyond ASCII, a name twice, empty and binary values.
+    const headers: Array<[string, string | Uint8Array]> =
+      i % 3 === 0 ? [] : i % 3 === 1
+        ? Array.from({ length: 8 }, (_, h) => [`dlq.h${h}`, `${i}-${h}`] as [string, string])
+        : [["zürich-東京", "v"], ["dup", new Uint8Array(0)], ["dup", new Uint8Array(300).fill(i & 0xff)], [`n${i % 5}`, "x"]];
+    sent.push(p.produce(topic, value, { headers, ...(kind === 3 ? {} : { key: kind === 4 ? new Uint8Array(0) : `k${i}` }) }));
     if (sent.length >= 500) await Promise.all(sent.splice(0));
   }
   await Promise.all(sent);
   p.close();
-  const native = await consumeN(topic, 3000, 30_000, false, true);
-  const reference = await consumeN(topic, 3000, 30_000, false, false);
+  const native = await consumeN(topic, 3000, 30_000, true, true);
+  const reference = await consumeN(topic, 3000, 30_000, true, false);
   const order = (ms: typeof native) => [...ms].sort((a, b) => a.partition - b.partition || a.offset - b.offset);
-  const plain = (ms: typeof native) => order(ms).map((m) => ({ ...m, value: m.value && [...m.value], key: m.key && [...m.key] }));
+  const plain = (ms: typeof native) =>
+    order(ms).map((m) => ({ ...m, value: m.value && [...m.value], key: m.key && [...m.key], headers: m.headers?.map(([k, v]) => [k, [...v]]) }));
   expect(native.length).toBe(3000);
   expect(plain(native)).toEqual(plain(reference));
   // The comparison is not vacuous: both paths saw tombstones, keyless messages and big payloads.
   expect(native.filter((m) => m.value === null).length).toBeGreaterThan(400);
   expect(native.filter((m) => m.key === null).length).toBeGreaterThan(400);
   expect(native.filter((m) => m.value?.length === 65_536).length).toBeGreaterThan(400);
+  expect(native.filter((m) => m.headers?.length === 0).length).toBe(1000);
+  expect(native.filter((m) => m.headers?.length === 8).length).toBe(1000);
+  expect(native.find((m) => m.headers?.length === 4)!.headers![0]![0]).toBe("zürich-東京");
+  // Without headers asked, none are handed out.
+  expect((await consumeN(topic, 3000, 30_000, false, true)).every((m) => m.headers === undefined)).toBe(true);
 });
 
 /** Every message of a topic through a consumer with these copy options. */
