@@ -17,6 +17,8 @@ export interface Drain {
    */
   sustained_records_per_s: number;
   worker_us_per_record: number;
+  /** The worker's CPU from that first scrape to the last commit, a record processed since. */
+  sustained_worker_us_per_record: number;
   clickhouse_us_per_row: number;
   kafka_us_per_record: number;
   /** Commits a second over the drain (under exactly-once, transactions). */
@@ -37,11 +39,12 @@ export async function drainOnce(texts: readonly string[], env: Record<string, st
     const kafka0 = processCpuSeconds(kafkaPid);
     const worker = await run.startWorker({ binary, extra: env });
     let last: Record<string, any>;
-    let first: { at: number; processed: number } | null = null;
+    let first: { at: number; processed: number; cpu: number } | null = null;
     for (;;) {
       await Bun.sleep(1_000);
       last = await run.stats();
-      if (!first && last.total_processed > 0) first = { at: Date.now(), processed: last.total_processed };
+      if (!first && last.total_processed > 0)
+        first = { at: Date.now(), processed: last.total_processed, cpu: run.cpuSeconds(worker.pid) };
       if (last.total_processed >= N && (await run.committedToEnd())) break;
     }
     const workerCpu = run.cpuSeconds(worker.pid);
@@ -54,6 +57,7 @@ export async function drainOnce(texts: readonly string[], env: Record<string, st
       records_per_s: Math.round(N / seconds),
       sustained_records_per_s: Math.round((N - first!.processed) / Math.max(0.001, (Date.parse(last.last_commit_at) - first!.at) / 1000)),
       worker_us_per_record: +((workerCpu * 1e6) / N).toFixed(1),
+      sustained_worker_us_per_record: +((((workerCpu - first!.cpu) * 1e6) / Math.max(1, N - first!.processed))).toFixed(1),
       clickhouse_us_per_row: +((chCpu * 1e6) / Math.max(1, last.total_clickhouse)).toFixed(1),
       kafka_us_per_record: +((kafkaCpu * 1e6) / N).toFixed(1),
       commits_per_s: +(last.commits / seconds).toFixed(1),
