@@ -159,8 +159,6 @@ export class ProvenanceKey {
    * Form 3 over the source, the value and the worker's headers, each part with its length in bytes
    * (no text can pass for another's boundary), the headers by name. Null when a header the worker
    * writes appears twice: no worker envelope has that, and which copy a reader takes is its own.
-   * The input is written into one buffer and hashed in one call: a call per part cost the filler
-   * more than the hash itself (scripts/bench/dlq-row.ts).
    */
   #wholeMac(
     key: Buffer,
@@ -172,11 +170,17 @@ export class ProvenanceKey {
   ): Buffer | null {
     const signed = signedHeaders(bytes.headers);
     if (signed === null) return null;
-    const input = macInput.reset();
-    input.text(`v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\n`);
-    input.part("value", bytes.value);
-    for (const [name, v] of signed) input.part(name, v);
-    return new Bun.CryptoHasher("sha256", key).update(input.written()).digest() as Buffer;
+    const h = new Bun.CryptoHasher("sha256", key);
+    const value = typeof bytes.value === "string" ? utf8.encode(bytes.value) : bytes.value;
+    // The text parts in one string each, the bytes as they are: few calls, no copies.
+    h.update(`v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\nvalue ${value === null ? -1 : value.length}\n`);
+    if (value !== null) h.update(value);
+    for (const [name, v] of signed) {
+      const b = typeof v === "string" ? utf8.encode(v) : v;
+      h.update(`${name} ${b.length}\n`);
+      h.update(b);
+    }
+    return h.digest() as Buffer;
   }
 
   #mac(key: Buffer, version: string, topic: string, partition: number, offset: number, digest: string): string {
@@ -208,45 +212,3 @@ function signedHeaders(headers: ReadonlyArray<Header> | undefined): Header[] | n
 
 const utf8 = new TextEncoder();
 
-/** The MAC's input as UTF-8 bytes, in a buffer kept between calls (one envelope at a time: no awaits). */
-class MacInput {
-  #buf = new Uint8Array(4096);
-  #n = 0;
-
-  reset(): this {
-    this.#n = 0;
-    return this;
-  }
-
-  #room(bytes: number): void {
-    if (this.#n + bytes <= this.#buf.length) return;
-    const grown = new Uint8Array(Math.max(this.#buf.length * 2, this.#n + bytes));
-    grown.set(this.#buf.subarray(0, this.#n));
-    this.#buf = grown;
-  }
-
-  /** Text as UTF-8 (a lone surrogate as U+FFFD, as the hasher's own update writes it). */
-  text(s: string): void {
-    this.#room(s.length * 3);
-    this.#n += utf8.encodeInto(s, this.#buf.subarray(this.#n)).written;
-  }
-
-  bytes(b: Uint8Array): void {
-    this.#room(b.length);
-    this.#buf.set(b, this.#n);
-    this.#n += b.length;
-  }
-
-  /** `<name> <length in bytes, -1 for null>\n` and the bytes. */
-  part(name: string, v: Uint8Array | string | null): void {
-    const b = typeof v === "string" ? utf8.encode(v) : v;
-    this.text(`${name} ${b === null ? -1 : b.length}\n`);
-    if (b !== null) this.bytes(b);
-  }
-
-  written(): Uint8Array {
-    return this.#buf.subarray(0, this.#n);
-  }
-}
-
-const macInput = new MacInput();
