@@ -49,43 +49,92 @@ export interface RowContext {
 
 const text = new TextDecoder();
 
+/** The last second dateTimeText wrote, and its text: the rows of one batch share their stored_at. */
+let lastSecond = -1;
+let lastText = "";
+
 /** ClickHouse DateTime text of `seconds`, clamped to what the type holds. */
 export function dateTimeText(seconds: number): string {
   const s = Number.isFinite(seconds) ? Math.min(DATETIME_MAX, Math.max(0, Math.floor(seconds))) : 0;
-  return new Date(s * 1000).toISOString().slice(0, 19).replace("T", " ");
+  if (s !== lastSecond) {
+    lastText = new Date(s * 1000).toISOString().slice(0, 19).replace("T", " ");
+    lastSecond = s;
+  }
+  return lastText;
+}
+
+/** An ISO time in UTC as the worker writes `failed_at` (toISOString), of a year DateTime holds whole. */
+const ISO_UTC = /^(19[7-9]\d|20\d\d|210[0-5])-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d{1,9})?Z$/;
+const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * The DateTime text of an envelope's `failed_at`. The worker's own form, a real instant, is its
+ * first 19 characters with a space for the T: what Date.parse and toISOString would give, without
+ * them (they cost the filler half a microsecond a row). Any other text goes through Date.parse and
+ * is clamped.
+ */
+export function failedAtText(iso: string): string {
+  const m = ISO_UTC.exec(iso);
+  if (m) {
+    const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+    const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+    const days = month === 2 && !leap ? 28 : DAYS[month - 1];
+    if (days !== undefined && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59)
+      return `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
+  }
+  return dateTimeText(Date.parse(iso) / 1000);
 }
 
 export function dlqRow(m: Message, ctx: RowContext): DlqRow {
   const stored_at = dateTimeText(ctx.storedAt);
   const read = readEnvelope(m);
-  const at = { dlq_partition: m.partition, dlq_offset: m.offset, stored_at };
   if (typeof read === "string") {
     const raw = m.value ? text.decode(m.value) : "";
+    const src = envelopeSource(m.headers);
     return fitRow({
-      ...EMPTY,
-      ...at,
-      ...sourceFields(envelopeSource(m.headers)),
+      failed_at: EPOCH_TEXT,
+      failure_reason: "",
+      failed_field: null,
+      stage: "",
+      error_detail: "",
+      attempts: null,
+      source_topic: src?.topic ?? "",
+      source_partition: src?.partition ?? -1,
+      source_offset: src?.offset ?? -1,
+      dlq_partition: m.partition,
+      dlq_offset: m.offset,
+      worker_instance: "",
       payload_sha256: payloadDigest(raw),
+      mac_verified: null,
+      raw_id: null,
+      cdr_id: null,
+      device_id: null,
+      caller_prefix: null,
       original_payload: raw,
+      payload_truncated: 0,
+      payload_as_text: "",
       unreadable: read,
+      stored_at,
     });
   }
   const { envelope: e, headers: h, payloadText } = read;
   const src = envelopeSource(h);
-  const digest = payloadDigest(payloadText);
   const lenient = lenientFields(e.original_payload, ctx.defaultRegion);
   const attempts = Number(h[HEADERS.attempts]);
   return fitRow({
-    ...at,
-    ...sourceFields(src),
-    failed_at: dateTimeText(Date.parse(e.failed_at) / 1000),
+    failed_at: failedAtText(e.failed_at),
     failure_reason: e.failure_reason,
     failed_field: e.failed_field,
     stage: read.stage,
     error_detail: h[HEADERS.detail] ?? "",
     attempts: h[HEADERS.attempts] !== undefined && Number.isInteger(attempts) && attempts >= 0 ? attempts : null,
+    source_topic: src?.topic ?? "",
+    source_partition: src?.partition ?? -1,
+    source_offset: src?.offset ?? -1,
+    dlq_partition: m.partition,
+    dlq_offset: m.offset,
     worker_instance: e.worker_instance,
-    payload_sha256: digest,
+    payload_sha256: payloadDigest(payloadText),
     mac_verified: macVerified(src, m, ctx.key),
     raw_id: lenient.raw_id,
     cdr_id: lenient.raw_id === null ? null : Bun.randomUUIDv5(lenient.raw_id, "dns"),
@@ -95,6 +144,7 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
     payload_truncated: h[HEADERS.truncated] === "true" ? 1 : 0,
     payload_as_text: h[HEADERS.asText] ?? "",
     unreadable: "",
+    stored_at,
   });
 }
 
@@ -158,42 +208,47 @@ const UINT32_MAX = 2 ** 32 - 1;
  * The row as ClickHouse takes it, whatever the record held: a lone UTF-16 surrogate (a vendor's
  * `"\ud83d"`, or a character cut at a cap) becomes U+FFFD, and a number a header gives outside its
  * column (Int32 partition, Int64 offset read exactly only up to 2^53, UInt32 attempts) becomes the
- * column's "none" (-1 or NULL). `unreadable` names each field so mended.
+ * column's "none" (-1 or NULL). `unreadable` names each field so mended. Mends `row` in place and
+ * returns it: a row that needs nothing (every worker envelope) is not copied.
  */
 export function fitRow(row: DlqRow): DlqRow {
   const mended: string[] = [];
-  const out = { ...row };
   for (const f of TEXT_FIELDS) {
-    let v = out[f];
+    let v = row[f];
     if (typeof v !== "string") continue;
-    if (v.length > FIELD_CAPS[f]) {
-      mended.push(`${f}: cut at ${FIELD_CAPS[f]} of its ${v.length} characters`);
-      v = cut(v, FIELD_CAPS[f]);
+    const cap = FIELD_CAPS[f];
+    if (v.length <= cap && v.isWellFormed()) continue;
+    if (v.length > cap) {
+      mended.push(`${f}: cut at ${cap} of its ${v.length} characters`);
+      v = cut(v, cap);
     }
     if (!v.isWellFormed()) {
       v = v.toWellFormed();
       mended.push(`${f}: a lone surrogate replaced by U+FFFD`);
     }
-    (out as Record<string, unknown>)[f] = v;
+    row[f] = v;
   }
-  if (!Number.isInteger(out.source_partition) || out.source_partition < -INT32 || out.source_partition >= INT32) {
-    out.source_partition = -1;
+  if (!Number.isInteger(row.source_partition) || row.source_partition < -INT32 || row.source_partition >= INT32) {
+    row.source_partition = -1;
     mended.push("source_partition: out of Int32");
   }
-  if (!Number.isSafeInteger(out.source_offset)) {
-    out.source_offset = -1;
+  if (!Number.isSafeInteger(row.source_offset)) {
+    row.source_offset = -1;
     mended.push("source_offset: out of the exact integers");
   }
-  if (out.attempts !== null && (!Number.isInteger(out.attempts) || out.attempts < 0 || out.attempts > UINT32_MAX)) {
-    out.attempts = null;
+  if (row.attempts !== null && (!Number.isInteger(row.attempts) || row.attempts < 0 || row.attempts > UINT32_MAX)) {
+    row.attempts = null;
     mended.push("attempts: out of UInt32");
   }
-  out.unreadable = cut([out.unreadable, ...mended].filter(Boolean).join("; "), FIELD_CAPS.unreadable).toWellFormed();
-  return out;
+  if (mended.length > 0 || row.unreadable.length > FIELD_CAPS.unreadable || !row.unreadable.isWellFormed())
+    row.unreadable = cut([row.unreadable, ...mended].filter(Boolean).join("; "), FIELD_CAPS.unreadable).toWellFormed();
+  return row;
 }
 
+const EPOCH_TEXT = "1970-01-01 00:00:00";
+
 const EMPTY: Omit<DlqRow, "dlq_partition" | "dlq_offset" | "stored_at"> = {
-  failed_at: dateTimeText(0),
+  failed_at: EPOCH_TEXT,
   failure_reason: "",
   failed_field: null,
   stage: "",
@@ -235,12 +290,6 @@ export function refusedRow(row: DlqRow, refusal: string): DlqRow {
     payload_sha256: row.payload_sha256,
     unreadable: `the server refused the row: ${refusal.slice(0, REFUSAL_CHARS)}`,
   });
-}
-
-function sourceFields(src: SignedSource | null): Pick<DlqRow, "source_topic" | "source_partition" | "source_offset"> {
-  return src
-    ? { source_topic: src.topic, source_partition: src.partition, source_offset: src.offset }
-    : { source_topic: "", source_partition: -1, source_offset: -1 };
 }
 
 /**

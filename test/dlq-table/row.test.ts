@@ -4,7 +4,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
 import { envelopeHeaders } from "../../src/dlq/publisher.ts";
 import { payloadDigest, ProvenanceKey, SOURCE_MAC_VERSION } from "../../src/dlq/provenance-mac.ts";
-import { dlqRow, FIELD_CAPS, rowBytes } from "../../src/dlq-table/row.ts";
+import { dateTimeText, dlqRow, failedAtText, FIELD_CAPS, rowBytes } from "../../src/dlq-table/row.ts";
 import { HOSTILE_DLQ } from "../fixtures/hostile-dlq.ts";
 import type { Message } from "../../src/kafka/message.ts";
 
@@ -90,4 +90,20 @@ test("every text field is capped, the cut said in unreadable and never inside a 
   // Every text column counted (the DateTime columns' few characters go in the 512).
   expect(rowBytes(row)).toBeGreaterThanOrEqual(chars - row.failed_at.length - row.stored_at.length - row.payload_sha256.length);
   expect(rowBytes(row)).toBeLessThan(FIELD_CAPS.error_detail + 10_000);
+});
+
+// failed_at's text is read from the worker's ISO form without a Date; it must be what the Date
+// route gives for every text, the worker's and any other a writer puts there.
+test("failed_at's DateTime text is the Date route's, for the worker's ISO form and for any other text", () => {
+  const viaDate = (iso: string) => dateTimeText(Date.parse(iso) / 1000);
+  const texts: string[] = [];
+  for (let i = 0; i < 5_000; i++) texts.push(new Date(Math.floor(Math.random() * 4.5e12)).toISOString());
+  texts.push(
+    "1970-01-01T00:00:00.000Z", "2105-12-31T23:59:59.999Z", "2106-02-07T06:28:15.000Z", "2200-01-01T00:00:00.000Z",
+    "1969-12-31T23:59:59.999Z", "2024-02-29T12:00:00Z", "2023-02-29T12:00:00.000Z", "2100-02-29T00:00:00.000Z",
+    "2000-02-29T00:00:00.5Z", "2024-04-31T00:00:00.000Z", "2024-13-01T00:00:00.000Z", "2024-00-10T00:00:00.000Z",
+    "2024-01-00T00:00:00.000Z", "2024-01-01T24:00:00.000Z", "2024-01-01T23:60:00.000Z", "2024-01-01T23:59:60.000Z",
+    "2024-01-01T10:00:00.000+02:00", "2024-01-01 10:00:00", "not a time", "", "2024-01-01T10:00:00.123456789Z",
+  );
+  for (const iso of texts) expect({ iso, text: failedAtText(iso) }).toEqual({ iso, text: viaDate(iso) });
 });
