@@ -9,7 +9,7 @@ import { encodeEnvelope } from "../../src/dlq/envelope.ts";
 import { envelopeHeaders } from "../../src/dlq/publisher.ts";
 import { ProvenanceKey } from "../../src/dlq/provenance-mac.ts";
 import { Producer } from "../../src/kafka/producer.ts";
-import { prepareRun, type Harness } from "../lib/harness.ts";
+import { prepareRun, type Harness, type ThreadGroup } from "../lib/harness.ts";
 
 const MAIN = new URL("../../src/main.ts", import.meta.url).pathname;
 
@@ -22,6 +22,8 @@ export interface Fill {
   filler_us_per_envelope: number;
   /** From its first row to its last: the backlog's own cost, without the start. */
   sustained_filler_us_per_envelope: number;
+  /** The whole process's CPU an envelope by thread group: where it goes. */
+  threads_us_per_envelope: Record<ThreadGroup, number>;
 }
 
 const payload = (i: number) =>
@@ -93,6 +95,7 @@ export async function fillOnce(
       let stored = first;
       while ((stored = await rows()) < N) await Bun.sleep(20);
       const cpu = run.cpuSeconds(filler.pid);
+      const threads = run.threadCpuSeconds(filler.pid);
       const ms = performance.now() - t0;
       const filled = stored - first;
       const result = {
@@ -100,6 +103,9 @@ export async function fillOnce(
         sustained_envelopes_per_s: Math.round((filled / ms) * 1000),
         filler_us_per_envelope: +((cpu * 1e6) / N).toFixed(1),
         sustained_filler_us_per_envelope: +((((cpu - cpu0) * 1e6) / filled) || 0).toFixed(1),
+        threads_us_per_envelope: Object.fromEntries(
+          Object.entries(threads).map(([group, s]) => [group, +((s * 1e6) / N).toFixed(1)]),
+        ) as Record<ThreadGroup, number>,
       };
       if (after) await after({ run, key, producer, rows });
       return result;

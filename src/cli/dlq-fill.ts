@@ -73,8 +73,10 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
   const key = provenanceKeyOf(cfg);
   const filler = new DlqFiller(consumer, new ClickHouseDlqStore(ch, database, table), {
     topic: cfg.kafka.topicDlq,
-    // The worker's own batch settings: BATCH_SIZE rows an insert, BATCH_FLUSH_INTERVAL_SECONDS at most.
+    // The worker's own batch settings: BATCH_SIZE rows an insert, up to BATCH_BACKLOG_ROWS when more
+    // wait, BATCH_FLUSH_INTERVAL_SECONDS at most.
     batchRows: cfg.batch.size,
+    backlogRows: cfg.batch.backlogRows,
     batchBytes: BATCH_BYTES,
     flushIntervalMs: cfg.batch.flushIntervalMs,
     maxBufferedBytes: MAX_BUFFERED_BYTES,

@@ -46,9 +46,15 @@ export type FillerConsumer = Pick<
 
 export interface FillerOptions {
   topic: string;
-  /** Most rows, and most payload bytes, one insert carries. */
+  /** An insert is due at this many rows (BATCH_SIZE), and at most this many payload bytes go in one. */
   batchRows: number;
   batchBytes: number;
+  /**
+   * Most rows one insert carries when more than batchRows wait (rows read while the last insert
+   * ran: a backlog), as the worker's BATCH_BACKLOG_ROWS: fewer, larger inserts and commits exactly
+   * when the filler is behind. batchRows when not given.
+   */
+  backlogRows?: number;
   /** A partition's rows go once this old, however few. */
   flushIntervalMs: number;
   /** Rows read and not yet stored, in payload bytes, past which consumption pauses. */
@@ -90,6 +96,9 @@ const PROGRESS_EVERY_MS = 10_000;
 
 interface Buffer {
   rows: DlqRow[];
+  /** Each row's rowBytes, counted once as it is read. */
+  sizes: number[];
+  /** Their sum. */
   bytes: number;
   since: number;
 }
@@ -267,9 +276,10 @@ export class DlqFiller {
     const row = dlqRow(m, { ...this.#opts.row, storedAt: Date.now() / 1000 });
     this.counts.read++;
     let b = this.#buffers.get(m.partition);
-    if (!b) this.#buffers.set(m.partition, (b = { rows: [], bytes: 0, since: performance.now() }));
-    b.rows.push(row);
+    if (!b) this.#buffers.set(m.partition, (b = { rows: [], sizes: [], bytes: 0, since: performance.now() }));
     const bytes = rowBytes(row);
+    b.rows.push(row);
+    b.sizes.push(bytes);
     b.bytes += bytes;
     this.#buffered += bytes;
   }
@@ -284,13 +294,14 @@ export class DlqFiller {
       const due = all || b.rows.length >= batchRows || b.bytes >= batchBytes || now - b.since >= flushIntervalMs;
       if (!due) continue;
       let n = 0, bytes = 0;
-      while (n < b.rows.length && n < this.#opts.batchRows && (n === 0 || bytes < this.#opts.batchBytes))
-        bytes += rowBytes(b.rows[n++]!);
+      const most = Math.max(batchRows, this.#opts.backlogRows ?? batchRows);
+      while (n < b.rows.length && n < most && (n === 0 || bytes < batchBytes))
+        bytes += b.sizes[n++]!;
       const rows = b.rows.splice(0, n);
-      const sent = rows.reduce((s, r) => s + rowBytes(r), 0);
-      b.bytes -= sent;
+      b.sizes.splice(0, n);
+      b.bytes -= bytes;
       b.since = now;
-      this.#startInsert(p, rows, sent);
+      this.#startInsert(p, rows, bytes);
       return;
     }
   }
@@ -435,7 +446,7 @@ export class DlqFiller {
     }
     for (const p of ps) {
       const b = this.#buffers.get(p);
-      if (b) this.#buffered -= b.rows.reduce((s, r) => s + rowBytes(r), 0);
+      if (b) this.#buffered -= b.bytes;
       this.#buffers.delete(p);
       this.#next.delete(p);
       this.#caughtUp.delete(p);

@@ -107,6 +107,27 @@ test("a stop waits for the commit of what it stored before closing: the group's 
   expect(c.events).toEqual(["committed 0:3", "closed"]);
 });
 
+test("rows read while an insert runs go in one insert of up to backlogRows, at most batchBytes, and each in offset order", async () => {
+  const c = new FakeConsumer(), s = new FakeStore();
+  const f = new DlqFiller(c, s, { ...options(3), backlogRows: 8 });
+  let release!: () => void;
+  s.hold = new Promise<void>((r) => (release = r));
+  c.assigned = [[{ topic: TOPIC, partition: 0 }]];
+  c.queue = [0, 1, 2].map((o) => envelope(o));
+  const run = f.run();
+  await until(() => s.sent.length === 1, "the first insert sent");
+  c.queue = Array.from({ length: 12 }, (_, k) => envelope(3 + k));
+  await until(() => c.queue.length === 0, "every record read while it runs");
+  s.hold = null;
+  release();
+  await until(() => s.rows.length === 15, "all stored");
+  f.stop();
+  await run;
+  // The first insert is due at BATCH_SIZE; the backlog behind it goes 8 rows at a time.
+  expect(s.sent).toEqual([[0, 1, 2], [3, 4, 5, 6, 7, 8, 9, 10], [11, 12, 13, 14]]);
+  expect(c.commits.at(-1)).toEqual({ topic: TOPIC, partition: 0, offset: 15n });
+});
+
 test("a revocation waits for the insert in flight; the partition's rows still buffered are dropped for the next owner", async () => {
   const c = new FakeConsumer(), s = new FakeStore();
   const f = filler(c, s, 3);
