@@ -17,23 +17,10 @@
  */
 import type { CdrRow, CellPart } from "../cdr/row.ts";
 import type { ScannedRow } from "../cdr/record-scan.ts";
+import { BinaryWriter, UUID_PAIRS } from "./binary-writer.ts";
 import { ByteBuffer } from "./byte-buffer.ts";
 
 const UNDERSCORE = 95;
-const TWO_32 = 4294967296;
-
-/** hex digit char code → value; 255 where not a hex digit. */
-const HEX = new Uint8Array(128).fill(255);
-for (let i = 0; i < 10; i++) HEX[48 + i] = i;
-for (let i = 0; i < 6; i++) HEX[97 + i] = HEX[65 + i] = 10 + i;
-
-/** Where the 16 byte pairs of a textual UUID start, in ClickHouse's byte order (each half reversed). */
-const UUID_PAIRS = (() => {
-  const text: number[] = [];
-  for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) text.push(i), i++;
-  return Uint8Array.from([...text.slice(0, 8).reverse(), ...text.slice(8).reverse()]);
-})();
-
 /** The text of the UUID whose 16 RowBinary bytes start at `at` (lower-case, as ClickHouse's toString). */
 export function uuidTextAt(buf: Uint8Array, at: number): string {
   const text = new Array<string>(36).fill("-");
@@ -59,46 +46,13 @@ uuidInput.set(DNS_NAMESPACE);
 let uuidViews: Uint8Array[] = [];
 const sha1 = new Uint8Array(20);
 
-export class RowBinaryBuffer extends ByteBuffer {
+export class RowBinaryBuffer extends BinaryWriter {
   /** cdr_id is each row's first column. */
   cdrIdAt(at: number): string {
     return uuidTextAt(this.buf, at);
   }
 
-  #varint(n: number): void {
-    const b = this.buf;
-    while (n >= 0x80) {
-      b[this.length++] = (n & 0x7f) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    b[this.length++] = n;
-  }
 
-  // Short ASCII strings are copied char by char: a Buffer.write() per field is a native call that
-  // costs more than the copy. Anything else is measured, then written as UTF-8 by the runtime.
-  #string(s: string): void {
-    const n = s.length;
-    if (n < 128) {
-      this.reserve(n + 1);
-      const b = this.buf;
-      const start = this.length + 1;
-      let i = 0;
-      for (; i < n; i++) {
-        const c = s.charCodeAt(i);
-        if (c >= 0x80) break;
-        b[start + i] = c;
-      }
-      if (i === n) {
-        b[this.length] = n;
-        this.length = start + n;
-        return;
-      }
-    }
-    const bytes = Buffer.byteLength(s, "utf8");
-    this.reserve(bytes + 10);
-    this.#varint(bytes);
-    this.length += this.buf.write(s, this.length, bytes, "utf8");
-  }
 
   /** An ASCII string known to be shorter than 128 (UUID text is not one of these: E.164 numbers). */
   #shortAscii(s: string): void {
@@ -110,43 +64,14 @@ export class RowBinaryBuffer extends ByteBuffer {
     this.length += n;
   }
 
-  #uuid(s: string): void {
-    this.reserve(16);
-    const b = this.buf;
-    const p = this.length;
-    for (let k = 0; k < 16; k++) {
-      const i = UUID_PAIRS[k]!;
-      b[p + k] = (HEX[s.charCodeAt(i) & 127]! << 4) | HEX[s.charCodeAt(i + 1) & 127]!;
-    }
-    this.length = p + 16;
-  }
 
-  #u32(v: number): void {
-    const b = this.buf;
-    const p = this.length;
-    b[p] = v;
-    b[p + 1] = v >>> 8;
-    b[p + 2] = v >>> 16;
-    b[p + 3] = v >>> 24;
-    this.length = p + 4;
-  }
 
-  #u64(v: number | bigint): void {
-    if (typeof v === "bigint") {
-      this.#u32(Number(v & 0xffffffffn));
-      this.#u32(Number((v >> 32n) & 0xffffffffn));
-      return;
-    }
-    const lo = v % TWO_32;
-    this.#u32(lo);
-    this.#u32((v - lo) / TWO_32);
-  }
 
   /** cell_id, "<lac>_<ci>", as one String: its parts are written then its length put in front. */
   #cellId(lac: CellPart, ci: CellPart): void {
     const text = typeof lac === "string" || typeof ci === "string" || typeof lac === "bigint" || typeof ci === "bigint";
     if (text) {
-      this.#string(`${lac}_${ci}`);
+      this.string(`${lac}_${ci}`);
       return;
     }
     // Two integers below 2^32: at most 21 ASCII bytes, so the length is one byte.
@@ -160,18 +85,12 @@ export class RowBinaryBuffer extends ByteBuffer {
 
 
 
-  /** A signed integer in the safe range as Int64 little-endian (two's complement). */
-  #i64(v: number): void {
-    const hi = Math.floor(v / TWO_32);
-    this.#u32(v - hi * TWO_32);
-    this.#u32(hi);
-  }
 
   /** Bytes [s, e) of a payload as a String: ASCII (record-scan.ts accepts nothing else), so copied as they are. */
   #bytes(src: Uint8Array, s: number, e: number): void {
     const n = e - s;
     this.reserve(n + 10);
-    this.#varint(n);
+    this.varint(n);
     const b = this.buf;
     const p = this.length;
     if (n > 64) b.set(src.subarray(s, e), p);
@@ -228,42 +147,42 @@ export class RowBinaryBuffer extends ByteBuffer {
     const cell = this.#cellPartLength(r.lac, r.lacStart, r.lacEnd) + 1 + this.#cellPartLength(r.ci, r.ciStart, r.ciEnd);
     this.reserve(1 + 10 + cell + 3 * 4 + 3 * 8 + 2 * 4 + 4 + 8);
     this.buf[this.length++] = r.rat;
-    this.#varint(cell);
+    this.varint(cell);
     this.#cellPart(src, r.lac, r.lacStart, r.lacEnd);
     this.buf[this.length++] = UNDERSCORE;
     this.#cellPart(src, r.ci, r.ciStart, r.ciEnd);
-    this.#u32(r.sessionStart);
-    this.#u32(r.sessionEnd);
-    this.#u32(r.sessionEnd - r.sessionStart);
-    this.#u64(r.up);
-    this.#u64(r.down);
-    this.#u64(r.up + r.down);
-    this.#u32(r.sourceIp);
-    this.#u32(ingestedAt);
-    this.#u32(partition);
-    this.#i64(offset);
+    this.u32(r.sessionStart);
+    this.u32(r.sessionEnd);
+    this.u32(r.sessionEnd - r.sessionStart);
+    this.u64(r.up);
+    this.u64(r.down);
+    this.u64(r.up + r.down);
+    this.u32(r.sourceIp);
+    this.u32(ingestedAt);
+    this.u32(partition);
+    this.i64(offset);
   }
 
   /** Appends one row; `partition` and `offset` are its Kafka provenance (-1: none). */
   add(r: CdrRow, ingestedAt: number, partition = -1, offset = -1): void {
-    this.#uuid(r.cdr_id);
-    this.#string(r.raw_id);
-    this.#string(r.device_id);
+    this.uuid(r.cdr_id);
+    this.string(r.raw_id);
+    this.string(r.device_id);
     this.#shortAscii(r.msisdn);
-    this.#string(r.service_type);
+    this.string(r.service_type);
     this.reserve(1 + 3 * 4 + 4 * 8 + 4);
     this.buf[this.length++] = r.rat;
     this.#cellId(r.lac, r.ci);
     this.reserve(3 * 4 + 3 * 8 + 2 * 4 + 4 + 8);
-    this.#u32(r.session_start_time);
-    this.#u32(r.session_end_time);
-    this.#u32(r.duration_seconds);
-    this.#u64(r.up_bytes);
-    this.#u64(r.down_bytes);
-    this.#u64(r.total_bytes);
-    this.#u32(r.source_ip);
-    this.#u32(ingestedAt);
-    this.#u32(partition);
-    this.#i64(offset);
+    this.u32(r.session_start_time);
+    this.u32(r.session_end_time);
+    this.u32(r.duration_seconds);
+    this.u64(r.up_bytes);
+    this.u64(r.down_bytes);
+    this.u64(r.total_bytes);
+    this.u32(r.source_ip);
+    this.u32(ingestedAt);
+    this.u32(partition);
+    this.i64(offset);
   }
 }
