@@ -3,7 +3,8 @@
  * proxy's endless body, or a version string of megabytes that would land in metric labels, must
  * cost a bounded read and a clear error instead.
  */
-import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
+import type { ClickHouseClient, ClickHouseSettings, ExecResult } from "@clickhouse/client";
+import type Stream from "node:stream";
 import { CdrWorkerError } from "../errors.ts";
 import { refusal } from "./insert-error.ts";
 
@@ -136,4 +137,22 @@ export function versionOf(answer: string): string {
     throw new CdrWorkerError("CLICKHOUSE_ANSWER", `SELECT version() answered ${said}: not a version`, true);
   }
   return v;
+}
+
+/**
+ * An exception as each supported server writes it: `Code: 241. DB::Exception:`, or 18.16's
+ * `Code: 241, e.displayText() =`.
+ */
+const EXCEPTION_TEXT = /\bCode: \d+[.,] (?:e\.displayText\(\) = )?DB::Exception\b/;
+
+/**
+ * Reads an insert's answer (`exec` with `ignore_error_response`) and throws its refusal, if any.
+ * Judged whole: a server that sent its headers early (progress headers in a user's profile), or a
+ * proxy, writes the exception into a 200 body; an insert's own answer has none.
+ */
+export async function readInsertAnswer(r: ExecResult<Stream.Readable>, signal?: AbortSignal): Promise<void> {
+  const answer = await readCapped(r.stream, LIST_ANSWER_BYTES, "an insert's answer", signal);
+  const status = r.http_status_code ?? 200;
+  if (status >= 300 || r.response_headers["x-clickhouse-exception-code"] !== undefined || EXCEPTION_TEXT.test(answer))
+    throw refusal(status, r.response_headers, answer);
 }

@@ -33,7 +33,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import { Readable } from "node:stream";
 import { systemClock, type Clock } from "../time/clock.ts";
 import { CdrWorkerError } from "../errors.ts";
-import { ClickHouseInsertError, classifyInsertError, refusal } from "./insert-error.ts";
+import { ClickHouseInsertError, classifyInsertError } from "./insert-error.ts";
 import { AUTHENTICATION_CODES, saysNothingOfRows } from "./insert-error.ts";
 import { renewCredentials } from "./credentials.ts";
 import type { UncertainAttempt } from "./insert-error.ts";
@@ -41,9 +41,9 @@ import { COLUMNS } from "./row-format.ts";
 import type { DeliveredOffsets, Owned } from "../ownership/delivered.ts";
 import { offsetsTable, tableProblems } from "./migrate.ts";
 import { boundsInsertLife, insertSettings } from "./server-version.ts";
-import { ANSWER_DEADLINE_MARGIN_MS, queryText, readCapped } from "./answer.ts";
+import { ANSWER_DEADLINE_MARGIN_MS, queryText, readInsertAnswer } from "./answer.ts";
 import type { Ping } from "./client.ts";
-import { LIST_ANSWER_BYTES, ROWS_ANSWER_BYTES, SMALL_ANSWER_BYTES } from "./answer.ts";
+import { ROWS_ANSWER_BYTES, SMALL_ANSWER_BYTES } from "./answer.ts";
 import { Endpoints, type Endpoint, type WorkerRefusal } from "./endpoints.ts";
 import { INSERT_END_MARGIN_MS, INSERT_QUERY_ID_PREFIX, RunningInserts } from "./running-inserts.ts";
 import { rowLookupQueries, storedRowKeys, type RowLookup } from "./row-lookup.ts";
@@ -51,11 +51,6 @@ import { rowLookupQueries, storedRowKeys, type RowLookup } from "./row-lookup.ts
 /** Awaited right before an insert's send; may resolve to the time (monotonic ms) its request ends by. */
 export type Admit = () => Promise<number | undefined | void>;
 
-/**
- * An exception as each supported server writes it: `Code: 241. DB::Exception:`, or 18.16's
- * `Code: 241, e.displayText() =`.
- */
-const EXCEPTION_TEXT = /\bCode: \d+[.,] (?:e\.displayText\(\) = )?DB::Exception\b/;
 /** Longest the writer trusts its last look at the table's schema after a refused insert. */
 const SCHEMA_LOOK_MS = 2_000;
 
@@ -414,12 +409,7 @@ export class ClickHouseWriter {
       },
       ignore_error_response: true,
     });
-    const answer = await readCapped(r.stream, LIST_ANSWER_BYTES, "an insert's answer", signal);
-    const status = r.http_status_code ?? 200;
-    // Judged whole: a server that sent its headers early (progress headers in a user's profile), or
-    // a proxy, writes the exception into a 200 body; an insert's own answer has none.
-    if (status >= 300 || r.response_headers["x-clickhouse-exception-code"] !== undefined || EXCEPTION_TEXT.test(answer))
-      throw refusal(status, r.response_headers, answer);
+    await readInsertAnswer(r, signal);
   }
 
   /**
