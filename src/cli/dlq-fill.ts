@@ -4,7 +4,7 @@
  */
 import { checkGrants } from "../clickhouse/grants.ts";
 import { createClickHouse } from "../clickhouse/client.ts";
-import { dlqTable } from "../clickhouse/migrate.ts";
+import { checkDlqSchema, dlqTable } from "../clickhouse/migrate.ts";
 import type { Config } from "../config.ts";
 import { provenanceKeyOf } from "./provenance-key.ts";
 import { fillerMetricsText } from "../dlq-table/filler-metrics.ts";
@@ -22,7 +22,6 @@ import {
   type SessionTerms,
 } from "../kafka/group-session.ts";
 import { log } from "../log.ts";
-import { queryText, SMALL_ANSWER_BYTES } from "../clickhouse/answer.ts";
 import { clientProps, dlqFillerGroup } from "./kafka-clients.ts";
 import { onShutdownSignals } from "./signals.ts";
 
@@ -60,12 +59,9 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
   if (partitions == null)
     throw new CdrWorkerError("TOPOLOGY", `topic ${cfg.kafka.topicDlq} missing; run \`cdr-worker topics ensure\``);
   const ch = createClickHouse(cfg.clickhouse);
-  const exists = await queryText(ch, `EXISTS TABLE ${database}.${dlqTable(table)}`, SMALL_ANSWER_BYTES);
-  if (exists.trim() !== "1")
-    throw new CdrWorkerError(
-      "CLICKHOUSE_SCHEMA",
-      `table ${database}.${dlqTable(table)} does not exist; run \`cdr-worker migrate\``,
-    );
+  // Its rows are RowBinary, exact only against the columns of sql/002_dlq.sql: one line a column
+  // that differs (or the table missing), before anything is read.
+  await checkDlqSchema(ch, database, table);
   // Its own role's grants (grants.ts dlqNeeds): one line naming a missing one, before anything is read.
   await checkGrants(ch, cfg.clickhouse.user, database, table, "dlq");
   const topics = [cfg.kafka.topicDlq];

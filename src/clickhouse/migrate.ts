@@ -220,25 +220,46 @@ export async function tableProblems(ch: ClickHouseClient, database: string, tabl
 
 export function schemaProblems(
   columns: ReadonlyArray<{ name: string; type: string; default_kind?: string }>,
+  want: ReadonlyMap<string, string> = COLUMN_TYPES,
+  source = "sql/001_cdr.sql",
+  writer = "the worker",
 ): string[] {
   const have = new Map(columns.map((c) => [c.name, c]));
   const problems: string[] = [];
-  for (const [name, want] of COLUMN_TYPES) {
+  for (const [name, type] of want) {
     const c = have.get(name);
     if (!c)
       problems.push(
-        `column ${name} is missing; the worker writes it as ${want} (sql/001_cdr.sql)` +
-          (ADDED_COLUMNS.some((a) => a.name === name) ? ": run `cdr-worker migrate`, which adds it" : ""),
+        `column ${name} is missing; ${writer} writes it as ${type} (${source})` +
+          (want === COLUMN_TYPES && ADDED_COLUMNS.some((a) => a.name === name) ? ": run `cdr-worker migrate`, which adds it" : ""),
       );
-    else if (!sameType(c.type, want))
+    else if (!sameType(c.type, type))
       problems.push(
-        `column ${name} is ${c.type}; the worker writes ${want}, and a binary insert would store ` +
-          `other values in it: make the column ${want} as in sql/001_cdr.sql`,
+        `column ${name} is ${c.type}; ${writer} writes ${type}, and a binary insert would store ` +
+          `other values in it: make the column ${type} as in ${source}`,
       );
     else if (c.default_kind === "MATERIALIZED" || c.default_kind === "ALIAS")
-      problems.push(`column ${name} is ${c.default_kind}, so no insert may write it; the worker writes it as ${want}`);
+      problems.push(`column ${name} is ${c.default_kind}, so no insert may write it; ${writer} writes it as ${type}`);
   }
   return problems;
+}
+
+/** The DLQ table's columns by name (sql/002_dlq.sql): what the filler's binary rows are exact against. */
+export const DLQ_COLUMN_TYPES: ReadonlyMap<string, string> = new Map(DLQ_COLUMNS.map((c) => [c.name, c.type]));
+
+/**
+ * Throws CLICKHOUSE_SCHEMA when the DLQ table is missing (run `migrate`), and SchemaMismatchError
+ * (exit 2) naming each column the filler writes that is missing, of another type, or not
+ * insertable: its rows are RowBinary (dlq-table/row-binary.ts), read by position and width.
+ */
+export async function checkDlqSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
+  plainIdentifiers({ database, table });
+  const name = dlqTable(table);
+  const columns = await readColumns(ch, database, name);
+  if (columns.length === 0)
+    throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${name} does not exist; run \`cdr-worker migrate\``);
+  const problems = schemaProblems(columns, DLQ_COLUMN_TYPES, "sql/002_dlq.sql", "the DLQ table's filler");
+  if (problems.length) throw new SchemaMismatchError(`${database}.${name}`, problems);
 }
 
 function sameType(have: string, want: string): boolean {

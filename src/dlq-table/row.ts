@@ -148,7 +148,11 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
   });
 }
 
-/** The row's text columns: each must be well-formed Unicode, or the server refuses the JSON row. */
+/**
+ * The row's text columns: each is made well-formed Unicode, so that its UTF-8 in the table is the
+ * text a reader gets back (a lone surrogate has no UTF-8; the binary body would write U+FFFD
+ * unannounced).
+ */
 const TEXT_FIELDS = [
   "failure_reason",
   "failed_field",

@@ -6,10 +6,12 @@
  * it does not answer, the filler waits.
  */
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
-import { LIST_ANSWER_BYTES, queryText, SMALL_ANSWER_BYTES, versionOf, withDeadline } from "../clickhouse/answer.ts";
+import { Readable } from "node:stream";
+import { LIST_ANSWER_BYTES, queryText, readInsertAnswer, SMALL_ANSWER_BYTES, versionOf, withDeadline } from "../clickhouse/answer.ts";
 import { insertSettings } from "../clickhouse/server-version.ts";
 import { dlqTable, plainIdentifiers } from "../clickhouse/migrate.ts";
 import type { DlqRow } from "./row.ts";
+import { DLQ_INSERT_COLUMNS, DlqRowBinary } from "./row-binary.ts";
 
 /**
  * Through a Distributed table, an insert and a later read of the position must go to the same
@@ -39,6 +41,8 @@ export class ClickHouseDlqStore implements DlqStore {
   readonly #ch: ClickHouseClient;
   readonly #target: string;
   #settings: ClickHouseSettings | null = null;
+  /** The insert body's buffer, reused: the filler sends one insert at a time. */
+  readonly #body = new DlqRowBinary();
 
   constructor(ch: ClickHouseClient, database: string, table: string) {
     plainIdentifiers({ database, table });
@@ -59,16 +63,27 @@ export class ClickHouseDlqStore implements DlqStore {
 
   async insert(rows: readonly DlqRow[], queryId: string, deadlineMs: number): Promise<void> {
     const clickhouse_settings = await this.#insertSettings();
-    await withDeadline(deadlineMs, `insert into ${this.#target}`, undefined, (abort_signal) =>
-      this.#ch.insert({
-        table: this.#target,
-        values: rows as DlqRow[],
-        format: "JSONEachRow",
+    // A copy of its own: a request still being torn down never reads a buffer the next one writes.
+    const body = Buffer.from(this.encode(rows));
+    await withDeadline(deadlineMs, `insert into ${this.#target}`, undefined, async (abort_signal) => {
+      const r = await this.#ch.exec({
+        query: `INSERT INTO ${this.#target} (${DLQ_INSERT_COLUMNS}) FORMAT RowBinary`,
+        values: Readable.from([body], { objectMode: false }),
         query_id: queryId,
         abort_signal,
         clickhouse_settings,
-      }),
-    );
+        ignore_error_response: true,
+      });
+      // Read whole, as the worker's: the server's full words, also when they come in a 200 answer.
+      await readInsertAnswer(r, abort_signal);
+    });
+  }
+
+  /** The rows as the insert's RowBinary body (a view of the reused buffer, valid until the next call). */
+  protected encode(rows: readonly DlqRow[]): Uint8Array {
+    this.#body.reset();
+    for (const r of rows) this.#body.add(r);
+    return this.#body.bytes();
   }
 
   async endInsert(queryId: string): Promise<void> {

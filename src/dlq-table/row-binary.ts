@@ -1,0 +1,124 @@
+/**
+ * The DLQ table's rows as ClickHouse RowBinary, the columns of sql/002_dlq.sql in its order: the
+ * filler's insert body. Nothing is escaped and nothing is parsed by the server, so no text a DLQ
+ * record holds can make it refuse the row, and a row costs a few writes into one reused buffer
+ * instead of a JSON text (JSON.stringify was the filler's largest cost an envelope).
+ *
+ * Read by position and width, the body is exact only against the columns below, so each column's
+ * writer comes from its type in the SQL file (a type without one stops the module from loading),
+ * and `dlq fill` checks the table's columns against them before it starts (migrate.ts
+ * checkDlqSchema). test/clickhouse/dlq-table.test.ts reads every column back on both servers.
+ *   Nullable(T)  a byte, 1 for NULL; else 0 and T
+ *   DateTime     UInt32 seconds, from the row's "YYYY-MM-DD hh:mm:ss" text (UTC)
+ *   UInt8, UInt32, Int32, Int64, String, UUID: clickhouse/binary-writer.ts
+ * Each row is self-contained, so any run of rows is itself a valid body.
+ */
+import { BinaryWriter } from "../clickhouse/binary-writer.ts";
+import { DLQ_COLUMNS } from "../clickhouse/migrate.ts";
+import type { DlqRow } from "./row.ts";
+
+type Write = (w: DlqRowBinary, v: unknown) => void;
+
+/** The writer of a value of this column type. */
+function writerOf(type: string): Write {
+  const nullable = /^Nullable\((.+)\)$/.exec(type);
+  if (nullable) {
+    const inner = writerOf(nullable[1]!);
+    return (w, v) => {
+      w.byte(v === null ? 1 : 0);
+      if (v !== null) inner(w, v);
+    };
+  }
+  if (/^DateTime(\('[^']*'\))?$/.test(type)) return (w, v) => w.dateTime(v as string);
+  switch (type) {
+    case "String":
+      return (w, v) => w.text(v as string);
+    case "UInt8":
+      return (w, v) => w.byte(v as number);
+    case "UInt32":
+    case "Int32":
+      return (w, v) => w.int32(v as number);
+    case "Int64":
+      return (w, v) => w.int64(v as number);
+    case "UUID":
+      return (w, v) => w.uuidText(v as string);
+  }
+  throw new Error(`sql/002_dlq.sql: column type ${type} has no RowBinary writer (src/dlq-table/row-binary.ts)`);
+}
+
+const COLUMNS = DLQ_COLUMNS.map((c) => ({ name: c.name as keyof DlqRow, write: writerOf(c.type) }));
+
+/** The text columns: what a row's bound counts by length (3 bytes a UTF-16 unit at most, and a length). */
+const TEXT_COLUMNS = DLQ_COLUMNS.filter((c) => /^(Nullable\()?String\)?$/.test(c.type)).map((c) => c.name as keyof DlqRow);
+/** Every other column at its widest (a UUID's 16 bytes and a null flag), each. */
+const FIXED_BYTES = 17 * DLQ_COLUMNS.length;
+
+/** The insert's column list: the body's order. */
+export const DLQ_INSERT_COLUMNS = DLQ_COLUMNS.map((c) => c.name).join(", ");
+
+const UINT32_MAX = 2 ** 32 - 1;
+
+export class DlqRowBinary extends BinaryWriter {
+  /** The last DateTime text and its seconds: a batch's rows share their stored_at. */
+  #lastTime = "";
+  #lastSeconds = 0;
+
+  /** Appends the row; room for all of it is made once, so each value is written unchecked. */
+  add(row: DlqRow): void {
+    let bound = FIXED_BYTES;
+    for (const name of TEXT_COLUMNS) bound += 3 * ((row[name] as string | null)?.length ?? 0) + 10;
+    this.reserve(bound);
+    for (const c of COLUMNS) c.write(this, row[c.name]);
+  }
+
+  byte(v: number): void {
+    this.buf[this.length++] = v;
+  }
+
+  int32(v: number): void {
+    this.u32(v);
+  }
+
+  int64(v: number): void {
+    this.i64(v);
+  }
+
+  text(s: string): void {
+    this.string(s);
+  }
+
+  uuidText(s: string): void {
+    this.uuid(s);
+  }
+
+  /** A row's DateTime text (row.ts dateTimeText: UTC, within the type) as its seconds; 0 if unreadable. */
+  dateTime(text: string): void {
+    if (text !== this.#lastTime) {
+      this.#lastSeconds = secondsOf(text);
+      this.#lastTime = text;
+    }
+    this.u32(this.#lastSeconds);
+  }
+}
+
+/** "YYYY-MM-DD hh:mm:ss" (UTC) as seconds within DateTime's range; 0 for any other text. */
+function secondsOf(t: string): number {
+  if (t.length !== 19) return 0;
+  const v = [0, 0, 0, 0, 0, 0];
+  // The six numbers' places; the separators between them are checked as they come.
+  for (let i = 0, k = 0; i < 19; i++) {
+    const c = t.charCodeAt(i);
+    if (i === 4 || i === 7 || i === 10 || i === 13 || i === 16) {
+      if (c !== SEPARATORS[k]) return 0;
+      k++;
+      continue;
+    }
+    if (c < 48 || c > 57) return 0;
+    v[k] = v[k]! * 10 + (c - 48);
+  }
+  const ms = Date.UTC(v[0]!, v[1]! - 1, v[2]!, v[3]!, v[4]!, v[5]!);
+  return Number.isFinite(ms) ? Math.min(UINT32_MAX, Math.max(0, ms / 1000)) : 0;
+}
+
+/** "-", "-", " ", ":", ":" as char codes: what stands between the six numbers. */
+const SEPARATORS = [45, 45, 32, 58, 58];
