@@ -231,7 +231,9 @@ export function schemaProblems(
     if (!c)
       problems.push(
         `column ${name} is missing; ${writer} writes it as ${type} (${source})` +
-          (want === COLUMN_TYPES && ADDED_COLUMNS.some((a) => a.name === name) ? ": run `cdr-worker migrate`, which adds it" : ""),
+          (want === COLUMN_TYPES && ADDED_COLUMNS.some((a) => a.name === name)
+            ? ": run `cdr-worker migrate`, which adds it"
+            : ""),
       );
     else if (!sameType(c.type, type))
       problems.push(
@@ -257,7 +259,10 @@ export async function checkDlqSchema(ch: ClickHouseClient, database: string, tab
   const name = dlqTable(table);
   const columns = await readColumns(ch, database, name);
   if (columns.length === 0)
-    throw new CdrWorkerError("CLICKHOUSE_SCHEMA", `table ${database}.${name} does not exist; run \`cdr-worker migrate\``);
+    throw new CdrWorkerError(
+      "CLICKHOUSE_SCHEMA",
+      `table ${database}.${name} does not exist; run \`cdr-worker migrate\``,
+    );
   const problems = schemaProblems(columns, DLQ_COLUMN_TYPES, "sql/002_dlq.sql", "the DLQ table's filler");
   if (problems.length) throw new SchemaMismatchError(`${database}.${name}`, problems);
 }

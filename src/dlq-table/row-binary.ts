@@ -49,7 +49,9 @@ function writerOf(type: string): Write {
 const COLUMNS = DLQ_COLUMNS.map((c) => ({ name: c.name as keyof DlqRow, write: writerOf(c.type) }));
 
 /** The text columns: what a row's bound counts by length (3 bytes a UTF-16 unit at most, and a length). */
-const TEXT_COLUMNS = DLQ_COLUMNS.filter((c) => /^(Nullable\()?String\)?$/.test(c.type)).map((c) => c.name as keyof DlqRow);
+const TEXT_COLUMNS = DLQ_COLUMNS.filter((c) => /^(Nullable\()?String\)?$/.test(c.type)).map(
+  (c) => c.name as keyof DlqRow,
+);
 /** Every other column at its widest (a UUID's 16 bytes and a null flag), each. */
 const FIXED_BYTES = 17 * DLQ_COLUMNS.length;
 

@@ -76,7 +76,9 @@ const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 export function failedAtText(iso: string): string {
   const m = ISO_UTC.exec(iso);
   if (m) {
-    const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+    const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+      number, number, number, number, number, number,
+    ];
     const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
     const days = month === 2 && !leap ? 28 : DAYS[month - 1];
     if (days !== undefined && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59)

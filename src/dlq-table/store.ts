@@ -7,7 +7,8 @@
  */
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import { Readable } from "node:stream";
-import { LIST_ANSWER_BYTES, queryText, readInsertAnswer, SMALL_ANSWER_BYTES, versionOf, withDeadline } from "../clickhouse/answer.ts";
+import { LIST_ANSWER_BYTES, queryText, readInsertAnswer, SMALL_ANSWER_BYTES } from "../clickhouse/answer.ts";
+import { versionOf, withDeadline } from "../clickhouse/answer.ts";
 import { insertSettings } from "../clickhouse/server-version.ts";
 import { dlqTable, plainIdentifiers } from "../clickhouse/migrate.ts";
 import type { DlqRow } from "./row.ts";

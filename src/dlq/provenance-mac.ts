@@ -173,7 +173,8 @@ export class ProvenanceKey {
     const h = new Bun.CryptoHasher("sha256", key);
     const value = typeof bytes.value === "string" ? utf8.encode(bytes.value) : bytes.value;
     // The text parts in one string each, the bytes as they are: few calls, no copies.
-    h.update(`v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\nvalue ${value === null ? -1 : value.length}\n`);
+    const source = `${topic}\n${partition}\n${offset}\n${digest}`;
+    h.update(`v${MAC_VERSION}\n${this.#scope}\n${source}\nvalue ${value === null ? -1 : value.length}\n`);
     if (value !== null) h.update(value);
     for (const [name, v] of signed) {
       const b = typeof v === "string" ? utf8.encode(v) : v;

@@ -69,7 +69,8 @@ async function tableOffsets(n: Names, where = "1"): Promise<string[]> {
 test("dlq fill: one row per committed DLQ record across kill -9, a ClickHouse outage and lost answers; no aborted envelope", async () => {
   const n = await names("dlq-fill");
   const proxy = TcpProxy.inFrontOf(n.clickhouseUrl);
-  const env = workerEnv(n, { BATCH_SIZE: "40", BATCH_FLUSH_INTERVAL_SECONDS: "0.05" });
+  // Inserts of 40 rows, never more: every round kills the filler a few inserts in, a backlog too.
+  const env = workerEnv(n, { BATCH_SIZE: "40", BATCH_BACKLOG_ROWS: "40", BATCH_FLUSH_INTERVAL_SECONDS: "0.05" });
   await deadLettered(n, env);
   // What a read_committed reader never sees: an aborted transaction's envelopes; what it must count
   // though no envelope: records anyone may write to the DLQ.
