@@ -34,7 +34,7 @@ producer.close();
 
 const proxy = TcpProxy.inFrontOf(process.env.CLICKHOUSE_URL ?? "http://127.0.0.1:8123");
 if (LOSS > 0) proxy.loseAnswers((i) => (i % LOSS === 1 ? "reset" : null));
-const env = run.env({ LOG_LEVEL: "info", CLICKHOUSE_URL: proxy.url, BATCH_SIZE: "100", BATCH_FLUSH_INTERVAL_SECONDS: "0.1", KAFKA_PROP_SESSION_TIMEOUT_MS: "6000", STATS_PORT: "0" });
+const env = run.env({ LOG_LEVEL: "info", CLICKHOUSE_URL: proxy.url, BATCH_SIZE: "100", BATCH_BACKLOG_ROWS: "100", BATCH_FLUSH_INTERVAL_SECONDS: "0.1", KAFKA_PROP_SESSION_TIMEOUT_MS: "6000", STATS_PORT: "0" });
 const counts = async () => {
   const q = `SELECT count() AS rows, uniqExact(dlq_partition, dlq_offset) AS offsets FROM ${run.database}.${run.table}_dlq`;
   const [r] = await (await run.ch.query({ query: q, format: "JSONEachRow" })).json<{ rows: string; offsets: string }>();
