@@ -133,6 +133,8 @@ export class DlqFiller {
   /** Owned partitions whose position is being read (paused meanwhile). */
   readonly #reading = new Map<number, Promise<void>>();
   readonly #buffers = new Map<number, Buffer>();
+  /** What each row is made with; its storedAt set as each is read (the insert sets the stored one). */
+  readonly #rowContext: RowContext;
   #buffered = 0;
   #paused = false;
   #insert: Insert | null = null;
@@ -155,6 +157,7 @@ export class DlqFiller {
     this.#consumer = consumer;
     this.#store = store;
     this.#opts = opts;
+    this.#rowContext = { ...opts.row, storedAt: 0 };
     this.#lease = new MembershipLease(opts.lease);
     consumer.onStanding((s) => this.#lease.stand(s));
   }
@@ -273,7 +276,9 @@ export class DlqFiller {
       this.counts.skipped++; // stored before the last commit: the table is the position
       return;
     }
-    const row = dlqRow(m, { ...this.#opts.row, storedAt: Date.now() / 1000 });
+    // One context for every row: a spread per row was a measurable share of the filler's CPU.
+    this.#rowContext.storedAt = Date.now() / 1000;
+    const row = dlqRow(m, this.#rowContext);
     this.counts.read++;
     let b = this.#buffers.get(m.partition);
     if (!b) this.#buffers.set(m.partition, (b = { rows: [], sizes: [], bytes: 0, since: performance.now() }));

@@ -34,9 +34,17 @@ function fromObject(o: Record<string, unknown>, name: string): string | null {
   return null;
 }
 
+/** Each field's pattern, made once: a RegExp per row and field cost more than its match. */
+const PAIRS = new Map<string, RegExp>();
+
 /** A string or a number after `"name":`, the first such pair in the text. */
 function fromText(text: string, name: string): string | null {
-  const at = new RegExp(`"${name}"\\s*:\\s*("(?:[^"\\\\]|\\\\.){0,${MAX_FIELD_CHARS * 6}}"|-?\\d{1,40})`).exec(text);
+  let pair = PAIRS.get(name);
+  if (!pair) {
+    pair = new RegExp(`"${name}"\\s*:\\s*("(?:[^"\\\\]|\\\\.){0,${MAX_FIELD_CHARS * 6}}"|-?\\d{1,40})`);
+    PAIRS.set(name, pair);
+  }
+  const at = pair.exec(text);
   if (!at) return null;
   const literal = at[1]!;
   if (!literal.startsWith('"')) return literal;

@@ -64,7 +64,7 @@ export function dateTimeText(seconds: number): string {
 }
 
 /** An ISO time in UTC as the worker writes `failed_at` (toISOString), of a year DateTime holds whole. */
-const ISO_UTC = /^(19[7-9]\d|20\d\d|210[0-5])-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d{1,9})?Z$/;
+const ISO_UTC = /^(?:19[7-9]\d|20\d\d|210[0-5])-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z$/;
 const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
 /**
@@ -74,17 +74,22 @@ const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
  * is clamped.
  */
 export function failedAtText(iso: string): string {
-  const m = ISO_UTC.exec(iso);
-  if (m) {
-    const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
-      number, number, number, number, number, number,
-    ];
+  if (ISO_UTC.test(iso)) {
+    const year = digits(iso, 0, 4), month = digits(iso, 5, 2), day = digits(iso, 8, 2);
     const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
     const days = month === 2 && !leap ? 28 : DAYS[month - 1];
+    const [hour, minute, second] = [digits(iso, 11, 2), digits(iso, 14, 2), digits(iso, 17, 2)];
     if (days !== undefined && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59)
       return `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
   }
   return dateTimeText(Date.parse(iso) / 1000);
+}
+
+/** The number `s[at, at + n)` spells in ASCII digits (the caller has matched them). */
+function digits(s: string, at: number, n: number): number {
+  let v = 0;
+  for (let i = at; i < at + n; i++) v = v * 10 + s.charCodeAt(i) - 48;
+  return v;
 }
 
 export function dlqRow(m: Message, ctx: RowContext): DlqRow {

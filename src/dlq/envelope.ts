@@ -60,15 +60,14 @@ export function envelopeSource(
   const partition = Number(h[HEADERS.sourcePartition]);
   const offset = Number(h[HEADERS.sourceOffset]);
   if (topic === undefined || !Number.isInteger(partition) || !Number.isInteger(offset)) return null;
+  const src: { topic: string; partition: number; offset: number; digest?: string; mac?: string; macVersion?: string } =
+    { topic, partition, offset };
+  // Set only where present (a spread per field was a share of the DLQ filler's CPU an envelope).
   const [digest, mac, macVersion] = [h[HEADERS.sourceDigest], h[HEADERS.sourceMac], h[HEADERS.macVersion]];
-  return {
-    topic,
-    partition,
-    offset,
-    ...(digest !== undefined ? { digest } : {}),
-    ...(mac !== undefined ? { mac } : {}),
-    ...(macVersion !== undefined ? { macVersion } : {}),
-  };
+  if (digest !== undefined) src.digest = digest;
+  if (mac !== undefined) src.mac = mac;
+  if (macVersion !== undefined) src.macVersion = macVersion;
+  return src;
 }
 
 /**
