@@ -29,7 +29,12 @@ function writerOf(type: string): Write {
       if (v !== null) inner(w, v);
     };
   }
-  if (/^DateTime(\('[^']*'\))?$/.test(type)) return (w, v) => w.dateTime(v as string);
+  if (/^DateTime(\('[^']*'\))?$/.test(type)) {
+    // Each DateTime column keeps its last text and seconds: a batch's rows share their stored_at,
+    // and a worker's envelopes of one second their failed_at.
+    const last = { text: "", seconds: 0 };
+    return (w, v) => w.dateTime(v as string, last);
+  }
   switch (type) {
     case "String":
       return (w, v) => w.text(v as string);
@@ -61,10 +66,6 @@ export const DLQ_INSERT_COLUMNS = DLQ_COLUMNS.map((c) => c.name).join(", ");
 const UINT32_MAX = 2 ** 32 - 1;
 
 export class DlqRowBinary extends BinaryWriter {
-  /** The last DateTime text and its seconds: a batch's rows share their stored_at. */
-  #lastTime = "";
-  #lastSeconds = 0;
-
   /** Appends the row; room for all of it is made once, so each value is written unchecked. */
   add(row: DlqRow): void {
     let bound = FIXED_BYTES;
@@ -93,13 +94,16 @@ export class DlqRowBinary extends BinaryWriter {
     this.uuid(s);
   }
 
-  /** A row's DateTime text (row.ts dateTimeText: UTC, within the type) as its seconds; 0 if unreadable. */
-  dateTime(text: string): void {
-    if (text !== this.#lastTime) {
-      this.#lastSeconds = secondsOf(text);
-      this.#lastTime = text;
+  /**
+   * A row's DateTime text (row.ts dateTimeText: UTC, within the type) as its seconds, 0 if
+   * unreadable; `last` is the column's last text and its seconds.
+   */
+  dateTime(text: string, last: { text: string; seconds: number }): void {
+    if (text !== last.text) {
+      last.seconds = secondsOf(text);
+      last.text = text;
     }
-    this.u32(this.#lastSeconds);
+    this.u32(last.seconds);
   }
 }
 
