@@ -98,28 +98,16 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
   if (typeof read === "string") {
     const raw = m.value ? text.decode(m.value) : "";
     const src = envelopeSource(m.headers);
+    // Rare (a record anyone wrote there): built from EMPTY, as the refused row is.
     return fitRow({
-      failed_at: EPOCH_TEXT,
-      failure_reason: "",
-      failed_field: null,
-      stage: "",
-      error_detail: "",
-      attempts: null,
+      ...EMPTY,
       source_topic: src?.topic ?? "",
       source_partition: src?.partition ?? -1,
       source_offset: src?.offset ?? -1,
       dlq_partition: m.partition,
       dlq_offset: m.offset,
-      worker_instance: "",
       payload_sha256: payloadDigest(raw),
-      mac_verified: null,
-      raw_id: null,
-      cdr_id: null,
-      device_id: null,
-      caller_prefix: null,
       original_payload: raw,
-      payload_truncated: 0,
-      payload_as_text: "",
       unreadable: read,
       stored_at,
     });
