@@ -1,5 +1,7 @@
 /**
- * Copying a fetched batch out of librdkafka in two native calls instead of ~10 per message.
+ * Copying a fetched batch out of librdkafka in two native calls instead of ~10 per message, and its
+ * headers when asked (names, values and their lengths into the same slab: per header through
+ * bun:ffi, the DLQ's eight cost 10–11 µs a record against 4–5 here).
  *
  * Reading each rd_kafka_message_t field through bun:ffi, one memcpy call and one destroy call per
  * message cost ~1.6 µs a message: the consumer could not keep up with kcat. This is a small C

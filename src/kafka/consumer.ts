@@ -47,7 +47,10 @@ export interface ConsumerOptions {
   topics: string[];
   /** Most messages one poll returns. */
   maxBatch?: number;
-  /** Copy message headers too (costs FFI calls per header). */
+  /**
+   * Copy message headers too: into the batch's slab by the native copy (librdkafka parses them,
+   * about 3 µs a record for the DLQ's eight), or FFI calls per header without it.
+   */
   readHeaders?: boolean;
   /** Read each message's timestamp (one FFI call per message); default true. */
   readTimestamps?: boolean;
