@@ -2,6 +2,8 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { kafkaPropName, kafkaPropVariable, loadConfig, shutdownBelowBudget, VARIABLES } from "../src/config.ts";
+import { provenanceKeyOf } from "../src/cli/provenance-key.ts";
+import { payloadDigest } from "../src/dlq/provenance-mac.ts";
 import { ConfigError } from "../src/errors.ts";
 import { ROOT } from "./support/services.ts";
 
@@ -222,4 +224,22 @@ test("SHUTDOWN_TIMEOUT_SECONDS: by default one insert's retry budget plus 10 s; 
   expect(short).toMatchObject({ variable: "SHUTDOWN_TIMEOUT_SECONDS", value: "30" });
   expect(short!.expected).toStartWith("expected at least 80: one insert's retry budget");
   expect(() => loadConfig({ SHUTDOWN_TIMEOUT_SECONDS: "0" })).toThrow(`SHUTDOWN_TIMEOUT_SECONDS="0": expected a number from 1 to 3600`);
+});
+
+// The cutoff of the older MAC forms (docs/security.md) as the operator writes it, into the key the
+// commands build: from that instant an older form's envelope proves nothing, form 3's still does.
+test("DLQ_PROVENANCE_OLDER_FORMS_UNTIL: a date is its UTC midnight, a time its instant, the key disowns the older forms from it; any other text is one line", () => {
+  const key = "k".repeat(32);
+  expect(loadConfig({ DLQ_PROVENANCE_OLDER_FORMS_UNTIL: "2027-01-15" }).dlq.olderFormsUntil).toBe(Date.UTC(2027, 0, 15));
+  expect(loadConfig({ DLQ_PROVENANCE_OLDER_FORMS_UNTIL: "2027-01-15T06:00:00+02:00" }).dlq.olderFormsUntil).toBe(Date.UTC(2027, 0, 15, 4));
+  expect(loadConfig({}).dlq.olderFormsUntil).toBeUndefined();
+  const digest = payloadDigest('{"raw_id":"r"}');
+  const signer = provenanceKeyOf(loadConfig({ DLQ_PROVENANCE_KEY: key }))!;
+  const mac = signer.sign("cdr.raw", 1, 7, digest);
+  const at = (until: string) => provenanceKeyOf(loadConfig({ DLQ_PROVENANCE_KEY: key, DLQ_PROVENANCE_OLDER_FORMS_UNTIL: until }))!;
+  expect(at("2999-01-01").verify("cdr.raw", 1, 7, digest, mac, "2")).toBe(true);
+  expect(at("2000-01-01").verify("cdr.raw", 1, 7, digest, mac, "2")).toBe(false);
+  expect(() => loadConfig({ DLQ_PROVENANCE_OLDER_FORMS_UNTIL: "next year" })).toThrow(
+    'config error: DLQ_PROVENANCE_OLDER_FORMS_UNTIL="next year": expected an ISO 8601 date (2027-01-15) or UTC time (2027-01-15T00:00:00Z)',
+  );
 });
