@@ -13,8 +13,7 @@ import { keepPosition, NextDlqStarts, readKeptPosition, type KeptPosition } from
 import { PARENT_PID_VARIABLE } from "../audit/schedule.ts";
 import { answeringClient } from "../clickhouse/client.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
-import { serverError } from "../clickhouse/insert-error.ts";
-import { ACCESS_REFUSED } from "../clickhouse/grants.ts";
+import { accessRefused } from "../clickhouse/grants.ts";
 import { auditDlqTable, tableExists } from "../dlq-table/audit.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -237,8 +236,8 @@ async function auditFilledDlq(
   const table = `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`;
   // The DLQ table is its own role's (grants.ts): the worker's user may not even see it. Said, not failed.
   const notChecked = (e: unknown): null => {
-    const { code } = serverError(e);
-    if (code === null || !ACCESS_REFUSED.has(code)) throw e;
+    const code = accessRefused(e);
+    if (code === null) throw e;
     const why =
       `ClickHouse user ${cfg.clickhouse.user} may not read ${table}: run audit as the DLQ table's user ` +
       "(migrate --dlq-role; docs/security.md) to check it";

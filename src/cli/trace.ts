@@ -12,8 +12,7 @@ import { answeringClient } from "../clickhouse/client.ts";
 import { LIST_ANSWER_BYTES, queryText } from "../clickhouse/answer.ts";
 import { dlqTable, offsetsTable } from "../clickhouse/migrate.ts";
 import { log } from "../log.ts";
-import { serverError } from "../clickhouse/insert-error.ts";
-import { ACCESS_REFUSED } from "../clickhouse/grants.ts";
+import { accessRefused } from "../clickhouse/grants.ts";
 import { provenanceKeyOf } from "./provenance-key.ts";
 import type { Config } from "../config.ts";
 import { CdrWorkerError } from "../errors.ts";
@@ -138,8 +137,8 @@ async function storedById(cfg: Config, ch: ClickHouseClient, cdrId: string): Pro
 async function dlqTableReadable(cfg: Config, ch: ClickHouseClient): Promise<boolean> {
   const table = `${cfg.clickhouse.database}.${dlqTable(cfg.clickhouse.table)}`;
   return tableExists(ch, table).catch((e: unknown) => {
-    const { code } = serverError(e);
-    if (code === null || !ACCESS_REFUSED.has(code)) throw e;
+    const code = accessRefused(e);
+    if (code === null) throw e;
     if (!refusalSaid)
       log.warn(`ClickHouse user ${cfg.clickhouse.user} may not read ${table}: the DLQ topic is read instead`, { code });
     refusalSaid = true;

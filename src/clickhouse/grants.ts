@@ -167,7 +167,13 @@ export function userStatements(user: string, password: string): string[] {
  * ACCESS_DENIED, READONLY, DATABASE_ACCESS_DENIED (18.16's allow_databases): the user may not do this,
  * and no retry changes that.
  */
-export const ACCESS_REFUSED: ReadonlySet<number> = new Set([497, 164, 291]);
+const ACCESS_REFUSED: ReadonlySet<number> = new Set([497, 164, 291]);
+
+/** The server's code when a query failed because the user may not do it (ACCESS_REFUSED); else null. */
+export function accessRefused(e: unknown): number | null {
+  const { code } = serverError(e);
+  return code !== null && ACCESS_REFUSED.has(code) ? code : null;
+}
 /** UNKNOWN_TABLE, UNKNOWN_DATABASE: the schema check's to report (run `migrate`). */
 const MISSING = new Set([60, 81]);
 

@@ -167,31 +167,45 @@ async function readColumns(
  */
 export async function checkSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
   plainIdentifiers({ database, table });
-  const read = async (name: string) => {
-    try {
-      return await readColumns(ch, database, name);
-    } catch (cause) {
-      // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
-      // access) will not without an operator.
-      const { code, type, text } = serverError(cause);
-      const message = `cannot read the schema of ${database}.${name}: ${withCode(text, code, type).trim()}`;
-      throw new CdrWorkerError("CLICKHOUSE_SCHEMA", message, code === null, { cause });
-    }
-  };
-  const missing = (name: string, why = "") =>
-    new CdrWorkerError(
-      "CLICKHOUSE_SCHEMA",
-      `table ${database}.${name} does not exist${why}; run \`cdr-worker migrate\``,
-    );
-  const columns = await read(table);
-  if (columns.length === 0) throw missing(table);
-  const problems = schemaProblems(columns);
-  if (problems.length) throw new SchemaMismatchError(`${database}.${table}`, problems);
-  if ((await read(offsetsTable(table))).length === 0)
-    throw missing(offsetsTable(table), " (the replay check reads the stored offsets there)");
+  await checkColumns(ch, database, table, CDR_SCHEMA);
+  if ((await readOrSay(ch, database, offsetsTable(table))).length === 0)
+    throw missingTable(database, offsetsTable(table), " (the replay check reads the stored offsets there)");
 }
 
-/** What keeps the worker from writing exactly into a table of these columns; empty when nothing. */
+/**
+ * The same for the DLQ table and its filler (sql/002_dlq.sql): its rows are RowBinary too
+ * (dlq-table/row-binary.ts), read by position and width.
+ */
+export async function checkDlqSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
+  plainIdentifiers({ database, table });
+  await checkColumns(ch, database, dlqTable(table), DLQ_SCHEMA);
+}
+
+async function checkColumns(ch: ClickHouseClient, database: string, name: string, spec: TableSpec): Promise<void> {
+  const columns = await readOrSay(ch, database, name);
+  if (columns.length === 0) throw missingTable(database, name);
+  const problems = schemaProblems(columns, spec);
+  if (problems.length) throw new SchemaMismatchError(`${database}.${name}`, problems);
+}
+
+/** A table's columns; a read that fails says which table, and whether a retry can help. */
+async function readOrSay(ch: ClickHouseClient, database: string, name: string) {
+  try {
+    return await readColumns(ch, database, name);
+  } catch (cause) {
+    // No server answer (refused, reset, timed out) may pass; a server's refusal (authentication,
+    // access) will not without an operator.
+    const { code, type, text } = serverError(cause);
+    const message = `cannot read the schema of ${database}.${name}: ${withCode(text, code, type).trim()}`;
+    throw new CdrWorkerError("CLICKHOUSE_SCHEMA", message, code === null, { cause });
+  }
+}
+
+function missingTable(database: string, name: string, why = ""): CdrWorkerError {
+  const message = `table ${database}.${name} does not exist${why}; run \`cdr-worker migrate\``;
+  return new CdrWorkerError("CLICKHOUSE_SCHEMA", message);
+}
+
 /**
  * `migrate --cluster` over a table one server made (not the Distributed table the cluster DDL makes)
  * would half-convert it: empty `_local` and offsets tables beside the old table, which keeps every
@@ -218,22 +232,44 @@ export async function tableProblems(ch: ClickHouseClient, database: string, tabl
   return columns.length === 0 ? [`table ${database}.${table} does not exist`] : schemaProblems(columns);
 }
 
+/** A table's columns as a writer of binary rows needs them, and where they are written down. */
+interface TableSpec {
+  types: ReadonlyMap<string, string>;
+  source: string;
+  writer: string;
+  /** Columns `migrate` adds to a table made before them. */
+  added: ReadonlyArray<{ name: string }>;
+}
+
+const CDR_SCHEMA: TableSpec = {
+  types: COLUMN_TYPES,
+  source: "sql/001_cdr.sql",
+  writer: "the worker",
+  added: ADDED_COLUMNS,
+};
+
+/** The DLQ table's (sql/002_dlq.sql): what the filler's binary rows are exact against. */
+const DLQ_SCHEMA: TableSpec = {
+  types: new Map(DLQ_COLUMNS.map((c) => [c.name, c.type])),
+  source: "sql/002_dlq.sql",
+  writer: "the DLQ table's filler",
+  added: [],
+};
+
+/** What keeps the writer from writing exactly into a table of these columns; empty when nothing. */
 export function schemaProblems(
   columns: ReadonlyArray<{ name: string; type: string; default_kind?: string }>,
-  want: ReadonlyMap<string, string> = COLUMN_TYPES,
-  source = "sql/001_cdr.sql",
-  writer = "the worker",
+  spec: TableSpec = CDR_SCHEMA,
 ): string[] {
+  const { types, source, writer, added } = spec;
   const have = new Map(columns.map((c) => [c.name, c]));
   const problems: string[] = [];
-  for (const [name, type] of want) {
+  for (const [name, type] of types) {
     const c = have.get(name);
     if (!c)
       problems.push(
         `column ${name} is missing; ${writer} writes it as ${type} (${source})` +
-          (want === COLUMN_TYPES && ADDED_COLUMNS.some((a) => a.name === name)
-            ? ": run `cdr-worker migrate`, which adds it"
-            : ""),
+          (added.some((a) => a.name === name) ? ": run `cdr-worker migrate`, which adds it" : ""),
       );
     else if (!sameType(c.type, type))
       problems.push(
@@ -244,27 +280,6 @@ export function schemaProblems(
       problems.push(`column ${name} is ${c.default_kind}, so no insert may write it; ${writer} writes it as ${type}`);
   }
   return problems;
-}
-
-/** The DLQ table's columns by name (sql/002_dlq.sql): what the filler's binary rows are exact against. */
-export const DLQ_COLUMN_TYPES: ReadonlyMap<string, string> = new Map(DLQ_COLUMNS.map((c) => [c.name, c.type]));
-
-/**
- * Throws CLICKHOUSE_SCHEMA when the DLQ table is missing (run `migrate`), and SchemaMismatchError
- * (exit 2) naming each column the filler writes that is missing, of another type, or not
- * insertable: its rows are RowBinary (dlq-table/row-binary.ts), read by position and width.
- */
-export async function checkDlqSchema(ch: ClickHouseClient, database: string, table: string): Promise<void> {
-  plainIdentifiers({ database, table });
-  const name = dlqTable(table);
-  const columns = await readColumns(ch, database, name);
-  if (columns.length === 0)
-    throw new CdrWorkerError(
-      "CLICKHOUSE_SCHEMA",
-      `table ${database}.${name} does not exist; run \`cdr-worker migrate\``,
-    );
-  const problems = schemaProblems(columns, DLQ_COLUMN_TYPES, "sql/002_dlq.sql", "the DLQ table's filler");
-  if (problems.length) throw new SchemaMismatchError(`${database}.${name}`, problems);
 }
 
 function sameType(have: string, want: string): boolean {

@@ -133,7 +133,7 @@ export class DlqFiller {
   /** Owned partitions whose position is being read (paused meanwhile). */
   readonly #reading = new Map<number, Promise<void>>();
   readonly #buffers = new Map<number, Buffer>();
-  /** What each row is made with; its storedAt set as each is read (the insert sets the stored one). */
+  /** What each row is made with. Its stored_at is the insert's to set (#storeRows): none is read here. */
   readonly #rowContext: RowContext;
   #buffered = 0;
   #paused = false;
@@ -276,8 +276,6 @@ export class DlqFiller {
       this.counts.skipped++; // stored before the last commit: the table is the position
       return;
     }
-    // One context for every row: a spread per row was a measurable share of the filler's CPU.
-    this.#rowContext.storedAt = Date.now() / 1000;
     const row = dlqRow(m, this.#rowContext);
     this.counts.read++;
     let b = this.#buffers.get(m.partition);

@@ -78,7 +78,7 @@ export function failedAtText(iso: string): string {
     const year = digits(iso, 0, 4), month = digits(iso, 5, 2), day = digits(iso, 8, 2);
     const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
     const days = month === 2 && !leap ? 28 : DAYS[month - 1];
-    const [hour, minute, second] = [digits(iso, 11, 2), digits(iso, 14, 2), digits(iso, 17, 2)];
+    const hour = digits(iso, 11, 2), minute = digits(iso, 14, 2), second = digits(iso, 17, 2);
     if (days !== undefined && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59)
       return `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
   }

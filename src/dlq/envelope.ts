@@ -46,13 +46,23 @@ export const HEADERS = {
 
 const headerText = new TextDecoder();
 
+/** A source record as an envelope's headers name it, with its digest and MAC where they are there. */
+export interface EnvelopeSource {
+  topic: string;
+  partition: number;
+  offset: number;
+  digest?: string;
+  mac?: string;
+  macVersion?: string;
+}
+
 /**
  * The raw record an envelope stands for, from its headers (as text, or as a message's raw header
  * bytes: an envelope whose body is not JSON still names its source); null without them.
  */
 export function envelopeSource(
   headers: Record<string, string> | ReadonlyArray<readonly [string, Uint8Array]> | undefined,
-): { topic: string; partition: number; offset: number; digest?: string; mac?: string; macVersion?: string } | null {
+): EnvelopeSource | null {
   const h = Array.isArray(headers)
     ? Object.fromEntries(headers.map(([k, v]) => [k, headerText.decode(v)]))
     : ((headers ?? {}) as Record<string, string>);
@@ -60,8 +70,7 @@ export function envelopeSource(
   const partition = Number(h[HEADERS.sourcePartition]);
   const offset = Number(h[HEADERS.sourceOffset]);
   if (topic === undefined || !Number.isInteger(partition) || !Number.isInteger(offset)) return null;
-  const src: { topic: string; partition: number; offset: number; digest?: string; mac?: string; macVersion?: string } =
-    { topic, partition, offset };
+  const src: EnvelopeSource = { topic, partition, offset };
   // Set only where present (a spread per field was a share of the DLQ filler's CPU an envelope).
   const [digest, mac, macVersion] = [h[HEADERS.sourceDigest], h[HEADERS.sourceMac], h[HEADERS.macVersion]];
   if (digest !== undefined) src.digest = digest;

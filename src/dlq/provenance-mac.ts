@@ -22,7 +22,7 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { CdrWorkerError } from "../errors.ts";
-import { HEADERS } from "./envelope.ts";
+import { HEADERS, type EnvelopeSource as SignedSource } from "./envelope.ts";
 
 /** Fewest characters a signing key may have: 128 bits as hex (`openssl rand -hex 16` gives 32). */
 export const MIN_KEY_CHARS = 32;
@@ -74,14 +74,7 @@ export function payloadDigest(payload: string): string {
 const HEX64 = /^[0-9a-f]{64}$/;
 
 /** A source record as an envelope's headers name it (dlq/envelope.ts `envelopeSource`). */
-export interface SignedSource {
-  topic: string;
-  partition: number;
-  offset: number;
-  digest?: string;
-  mac?: string;
-  macVersion?: string;
-}
+export type { SignedSource };
 
 export class ProvenanceKey {
   readonly #keys: Buffer[];
@@ -194,21 +187,18 @@ export class ProvenanceKey {
 
 type Header = readonly [string, Uint8Array | string];
 
-/**
- * The headers form 3 covers, sorted by name (stable: the order the worker writes them in is one
- * pass); null when one appears twice.
- */
+/** The headers form 3 covers, sorted by name; null when one appears twice. */
 function signedHeaders(headers: ReadonlyArray<Header> | undefined): Header[] | null {
+  // A repeat ends it at once: a record anyone wrote may carry a worker header thousands of times.
+  const seen = new Set<string>();
   const out: Header[] = [];
-  for (const h of headers ?? []) if (SIGNED_HEADERS.has(h[0])) out.push(h);
-  for (let i = 1; i < out.length; i++) {
-    const h = out[i]!;
-    let j = i - 1;
-    for (; j >= 0 && out[j]![0] > h[0]; j--) out[j + 1] = out[j]!;
-    out[j + 1] = h;
+  for (const h of headers ?? []) {
+    if (!SIGNED_HEADERS.has(h[0])) continue;
+    if (seen.has(h[0])) return null;
+    seen.add(h[0]);
+    out.push(h);
   }
-  for (let i = 1; i < out.length; i++) if (out[i]![0] === out[i - 1]![0]) return null;
-  return out;
+  return out.sort(([a], [b]) => (a < b ? -1 : 1));
 }
 
 const utf8 = new TextEncoder();
