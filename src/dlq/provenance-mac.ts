@@ -22,7 +22,8 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { CdrWorkerError } from "../errors.ts";
-import { HEADERS, type EnvelopeSource as SignedSource } from "./envelope.ts";
+import { type EnvelopeSource as SignedSource } from "./envelope.ts";
+import { feedMacInput } from "./mac-input.ts";
 
 /** Fewest characters a signing key may have: 128 bits as hex (`openssl rand -hex 16` gives 32). */
 export const MIN_KEY_CHARS = 32;
@@ -32,9 +33,6 @@ export const MIN_PREVIOUS_KEY_CHARS = 16;
 export const MAC_VERSION = "3";
 /** The form before it, which proves the source only; it and the first verify until the cutoff. */
 export const SOURCE_MAC_VERSION = "2";
-
-/** The headers form 3 covers: every header the worker writes but the MAC itself. */
-const SIGNED_HEADERS: ReadonlySet<string> = new Set(Object.values(HEADERS).filter((h) => h !== HEADERS.sourceMac));
 
 /** A DLQ record as it lies in the topic (a Message), or as the worker is about to send it: what form 3 covers. */
 export interface EnvelopeBytes {
@@ -78,6 +76,8 @@ export type { SignedSource };
 
 export class ProvenanceKey {
   readonly #keys: Buffer[];
+  /** A hasher keyed with each key, copied for each MAC of form 3. */
+  readonly #keyed: Bun.CryptoHasher[];
   readonly #scope: string;
   readonly #olderUntil: number | undefined;
   readonly #now: () => number;
@@ -91,6 +91,7 @@ export class ProvenanceKey {
         `DLQ_PROVENANCE_KEYS_PREVIOUS: each at least ${MIN_PREVIOUS_KEY_CHARS} characters`,
       );
     this.#keys = [key, ...previous].map((k) => Buffer.from(k, "utf8"));
+    this.#keyed = this.#keys.map((k) => new Bun.CryptoHasher("sha256", k));
     // Newlines separate the fields; none of them holds one (Kafka and ClickHouse names cannot).
     this.#scope = `${scope.group}\n${scope.dlqTopic}\n${scope.table}`;
     this.#olderUntil = older.until;
@@ -102,7 +103,7 @@ export class ProvenanceKey {
    * value and every header the worker writes (`bytes.headers`, without the MAC's own).
    */
   signEnvelope(topic: string, partition: number, offset: number, digest: string, bytes: EnvelopeBytes): string {
-    return this.#wholeMac(this.#keys[0]!, topic, partition, offset, digest, bytes)!.toString("hex");
+    return this.#wholeMac(0, topic, partition, offset, digest, bytes)!.toString("hex");
   }
 
   /** The MAC of a source record (hex) in the form before (2), which proves the source only. */
@@ -123,7 +124,7 @@ export class ProvenanceKey {
     if (!HEX64.test(mac) || !HEX64.test(digest)) return null;
     const given = Buffer.from(mac, "hex");
     let ok = false;
-    for (const key of this.#keys) {
+    for (let key = 0; key < this.#keys.length; key++) {
       const expected = this.#wholeMac(key, topic, partition, offset, digest, bytes);
       ok = (expected !== null && timingSafeEqual(expected, given)) || ok;
     }
@@ -149,32 +150,21 @@ export class ProvenanceKey {
   }
 
   /**
-   * Form 3 over the source, the value and the worker's headers, each part with its length in bytes
-   * (no text can pass for another's boundary), the headers by name. Null when a header the worker
-   * writes appears twice: no worker envelope has that, and which copy a reader takes is its own.
+   * Form 3 over the source, the value and the worker's headers (mac-input.ts). Null when a header
+   * the worker writes appears twice. From the key's hasher made once: keying one per envelope cost
+   * a fifth of the MAC.
    */
   #wholeMac(
-    key: Buffer,
+    key: number,
     topic: string,
     partition: number,
     offset: number,
     digest: string,
     bytes: EnvelopeBytes,
   ): Buffer | null {
-    const signed = signedHeaders(bytes.headers);
-    if (signed === null) return null;
-    const h = new Bun.CryptoHasher("sha256", key);
-    const value = typeof bytes.value === "string" ? utf8.encode(bytes.value) : bytes.value;
-    // The text parts in one string each, the bytes as they are: few calls, no copies.
-    const source = `${topic}\n${partition}\n${offset}\n${digest}`;
-    h.update(`v${MAC_VERSION}\n${this.#scope}\n${source}\nvalue ${value === null ? -1 : value.length}\n`);
-    if (value !== null) h.update(value);
-    for (const [name, v] of signed) {
-      const b = typeof v === "string" ? utf8.encode(v) : v;
-      h.update(`${name} ${b.length}\n`);
-      h.update(b);
-    }
-    return h.digest() as Buffer;
+    const h = this.#keyed[key]!.copy();
+    const prefix = `v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\n`;
+    return feedMacInput(h, prefix, bytes.value, bytes.headers) ? (h.digest() as Buffer) : null;
   }
 
   #mac(key: Buffer, version: string, topic: string, partition: number, offset: number, digest: string): string {
@@ -184,22 +174,3 @@ export class ProvenanceKey {
     return new Bun.CryptoHasher("sha256", key).update(input).digest("hex");
   }
 }
-
-type Header = readonly [string, Uint8Array | string];
-
-/** The headers form 3 covers, sorted by name; null when one appears twice. */
-function signedHeaders(headers: ReadonlyArray<Header> | undefined): Header[] | null {
-  // A repeat ends it at once: a record anyone wrote may carry a worker header thousands of times.
-  const seen = new Set<string>();
-  const out: Header[] = [];
-  for (const h of headers ?? []) {
-    if (!SIGNED_HEADERS.has(h[0])) continue;
-    if (seen.has(h[0])) return null;
-    seen.add(h[0]);
-    out.push(h);
-  }
-  return out.sort(([a], [b]) => (a < b ? -1 : 1));
-}
-
-const utf8 = new TextEncoder();
-
