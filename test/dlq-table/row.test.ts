@@ -1,7 +1,8 @@
 // A DLQ record as a row: where its source was, and whether the worker's MAC proves the envelope
 // (1), disproves it (0) or was not there to check (null), as the table's `mac_verified` says.
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { encodeEnvelope, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { encodeEnvelope, encodeEnvelopeOf, HEADERS, provenanceHeaders } from "../../src/dlq/envelope.ts";
+import { readEnvelope } from "../../src/dlq/reader.ts";
 import { envelopeHeaders } from "../../src/dlq/publisher.ts";
 import { payloadDigest, ProvenanceKey, SOURCE_MAC_VERSION } from "../../src/dlq/provenance-mac.ts";
 import { dateTimeText, dlqRow, failedAtText, FIELD_CAPS, rowBytes } from "../../src/dlq-table/row.ts";
@@ -106,4 +107,29 @@ test("failed_at's DateTime text is the Date route's, for the worker's ISO form a
     "2024-01-01T10:00:00.000+02:00", "2024-01-01 10:00:00", "not a time", "", "2024-01-01T10:00:00.123456789Z",
   );
   for (const iso of texts) expect({ iso, text: failedAtText(iso) }).toEqual({ iso, text: viaDate(iso) });
+});
+
+// A proven envelope's row takes its digest from the worker's header instead of hashing the payload
+// again: it must be the digest of the payload the row holds, for every form the worker writes; a
+// cut payload's row hashes what it holds.
+test("a proven envelope's payload_sha256 is its payload's, for objects, texts, payloads past common readers and cut ones", () => {
+  const deep = `{"raw_id":"r","x":${"[".repeat(2_000)}${"]".repeat(2_000)}}`;
+  const inputs = [
+    { reason: "invalid_rat_value", field: "rat", payload: '{"raw_id":"r","rat":7,"up":18446744073709551615}', payloadIsObject: true },
+    { reason: "malformed_json", field: null, payload: PAYLOAD, payloadIsObject: false },
+    { reason: "malformed_json", field: null, payload: deep, payloadIsObject: true },
+    { reason: "malformed_json", field: null, payload: "x".repeat(2 * 1024 * 1024), payloadIsObject: false },
+    { reason: "malformed_json", field: null, payload: "y".repeat(1000), payloadIsObject: false, wholeBytes: 20_000_000 },
+  ] as const;
+  for (const input of inputs) {
+    const { text, truncated, asText } = encodeEnvelopeOf(input, new Date(0), "w");
+    const provenance = { topic: "cdr.raw", partition: 2, offset: 41, stage: "decode", detail: "d", truncated, asText } as const;
+    const headers = envelopeHeaders(provenance, text, input.payload, key).map(([k, v]) => [k, enc.encode(v)] as [string, Uint8Array]);
+    const m: Message = { topic: "cdr.raw.dlq", partition: 0, offset: 7, timestamp: -1, key: null, value: enc.encode(text), headers };
+    const read = readEnvelope(m);
+    if (typeof read === "string") throw new Error(read);
+    const r = row(m);
+    const what = { payload: input.payload.slice(0, 40), truncated };
+    expect({ ...what, mac: r.mac_verified, digest: r.payload_sha256 }).toEqual({ ...what, mac: 1, digest: payloadDigest(read.payloadText) });
+  }
 });
