@@ -10,6 +10,7 @@ import type { RangeReader } from "../kafka/consumer.ts";
 import type { Message } from "../kafka/message.ts";
 import { FAILURE_REASONS } from "../cdr/fields.ts";
 import { DLQ_STAGES, ENVELOPE_HEAD, envelopeTail, HEADERS, type DlqEnvelope, type DlqStage } from "./envelope.ts";
+import { headerTexts } from "./header-text.ts";
 
 export interface StoredEnvelope {
   partition: number;
@@ -173,7 +174,7 @@ export function readEnvelope(m: Message): StoredEnvelope | string {
   const envelope = value as DlqEnvelope;
   const payloadText = payloadTextOf(raw, envelope);
   if (payloadText === null) return "original_payload nests too deep to be written out again";
-  const headers = Object.fromEntries((m.headers ?? []).map(([k, v]) => [k, decoder.decode(v)]));
+  const headers = headerTexts(m.headers);
   return {
     partition: m.partition,
     offset: m.offset,
