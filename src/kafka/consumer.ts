@@ -38,6 +38,9 @@ import { GroupMetadata } from "./transaction.ts";
 /** How long one watermark query waits before it is asked again (queryWatermarks). */
 const WATERMARK_SLICE_MS = 2_000;
 
+/** The largest slab a consumer keeps for its next batches (ConsumerOptions.reuseSlab). */
+const REUSED_SLAB_MAX_BYTES = 4 * 1024 * 1024;
+
 /** Between two asks of a coordinator that answered it is moving (committed). */
 const COMMITTED_RETRY_MS = 200;
 
@@ -67,6 +70,12 @@ export interface ConsumerOptions {
    * path, which tests use as the reference. Ignored when headers are read (they need the message).
    */
   nativeCopy?: boolean;
+  /**
+   * The bytes of a poll's messages (values, keys, headers) are the caller's only until its next
+   * poll, which copies into the same memory: for a caller that turns each message into something of
+   * its own at once (the DLQ filler), so no batch allocates and frees a slab of its own.
+   */
+  reuseSlab?: boolean;
   /**
    * Pause each newly assigned partition inside the assignment callback, before librdkafka can hand
    * out any of its records; the caller resumes it. The poll that serves an assignment can return
@@ -144,6 +153,8 @@ export class Consumer {
   readonly #slots: BigUint64Array;
   readonly #slotsPtr: Pointer;
   readonly #readHeaders: boolean;
+  readonly #reuseSlab: boolean;
+  #slab: Uint8Array | null = null;
   readonly #readTimestamps: boolean;
   readonly #caps: CopyCaps;
   readonly #headerNames: Array<{ bytes: Uint8Array; name: string }> = [];
@@ -201,6 +212,7 @@ export class Consumer {
     this.#commitQueue = lib.rd_kafka_queue_new(rk)!;
     this.#wakeup = new QueueWakeup(this.#queue);
     this.#readHeaders = opts.readHeaders ?? false;
+    this.#reuseSlab = opts.reuseSlab ?? false;
     this.#readTimestamps = opts.readTimestamps ?? true;
     this.#caps = { value: opts.valueMaxBytes ?? -1, key: opts.readKeys === false ? 0 : -1, headers: this.#readHeaders };
     this.#slots = new BigUint64Array(opts.maxBatch ?? 2048);
@@ -328,7 +340,7 @@ export class Consumer {
 
   /** Two native calls for the whole batch; per message only the JS object and a view. */
   #copyNative(copy: BatchCopy, n: number): Message[] {
-    const slab = new Uint8Array(Math.max(1, copy.size(this.#slotsPtr, n, this.#metaPtr, this.#caps)));
+    const slab = this.#slabFor(Math.max(1, copy.size(this.#slotsPtr, n, this.#metaPtr, this.#caps)));
     // Names now, while the messages hold their topic handles: copy() destroys them.
     this.#resolveTopics(n);
     // See copyIntoSlab: move a small array's inline storage to a real buffer before ptr().
@@ -396,6 +408,17 @@ export class Consumer {
       out.push(m);
     }
     return out;
+  }
+
+  /**
+   * The memory a batch of `size` bytes is copied into: the last batch's, where it may be reused and
+   * fits. A batch past REUSED_SLAB_MAX_BYTES (large envelopes) gets its own, so a burst of them
+   * leaves nothing held for the life of the process.
+   */
+  #slabFor(size: number): Uint8Array {
+    if (!this.#reuseSlab || size > REUSED_SLAB_MAX_BYTES) return new Uint8Array(size);
+    if (this.#slab === null || this.#slab.length < size) this.#slab = new Uint8Array(Math.max(size, 64 * 1024));
+    return this.#slab;
   }
 
   /**

@@ -89,3 +89,37 @@ test("with a value cap and no keys, both paths copy each value's first bytes onl
     expect(got[5]!.value!.every((b) => b === 65 + 5)).toBe(true);
   }
 });
+
+test("with the slab reused, each poll's messages read whole before the next poll, which copies into the same memory", async () => {
+  const topic = await createTopic("batch-copy-reuse", 1);
+  cleanup.push(topic);
+  const p = new Producer(props);
+  const enc = new TextEncoder();
+  const sent: Promise<unknown>[] = [];
+  // Sizes that grow past the first slab's, so it is replaced by a larger one too.
+  const text = (i: number) => `${i}:${"x".repeat(i < 1000 ? i % 97 : 20_000)}`;
+  for (let i = 0; i < 2000; i++) sent.push(p.produce(topic, enc.encode(text(i)), { partition: 0, headers: [["h", `${i}`]] }));
+  await Promise.all(sent);
+  p.close();
+  const c = new Consumer({ props: { ...props, "group.id": uniqueName("reuse") }, topics: [topic], readHeaders: true, maxBatch: 64, reuseSlab: true });
+  const read: string[] = [];
+  const buffers = new Set<ArrayBufferLike>();
+  let polls = 0;
+  try {
+    const deadline = Date.now() + 30_000;
+    while (read.length < 2000 && Date.now() < deadline) {
+      await c.waitForMessages(100);
+      const batch = c.poll();
+      if (batch.length > 0) polls++;
+      // As the filler takes them: each message made into something of its own at once.
+      for (const m of batch) read.push(`${new TextDecoder().decode(m.value!)}|${new TextDecoder().decode(m.headers![0]![1])}`);
+      for (const m of batch) buffers.add(m.value!.buffer);
+    }
+  } finally {
+    await c.close();
+  }
+  expect(read).toEqual(Array.from({ length: 2000 }, (_, i) => `${text(i)}|${i}`));
+  // The memory is reused: a slab for each size it grew to, not one a poll.
+  expect(polls).toBeGreaterThan(20);
+  expect(buffers.size).toBeLessThanOrEqual(5);
+});
