@@ -48,6 +48,8 @@ function fromText(text: string, name: string): string | null {
   if (!at) return null;
   const literal = at[1]!;
   if (!literal.startsWith('"')) return literal;
+  // Without an escape a string's text is its value; JSON.parse of it cost the filler 0.4 µs an envelope.
+  if (!literal.includes("\\")) return cap(literal.slice(1, -1));
   try {
     return cap(JSON.parse(literal) as string);
   } catch {

@@ -72,3 +72,11 @@ test("a worker header repeated feeds nothing, and the next record's input holds 
   expect(fed("v", [...HEADERS_OF_A_WORKER, ["traceparent", "00-def"]])).toBe(reference("v", HEADERS_OF_A_WORKER));
   expect(fed("v", [[HEADERS.stage, "decode"]])).toBe(reference("v", [[HEADERS.stage, "decode"]]));
 });
+
+test("a prefix beyond ASCII is its UTF-8, a lone surrogate as U+FFFD, as the hasher writes a string", () => {
+  for (const prefix of ["v3\ngroup-ü\nd\nt\ncdr.räw\n0\n1\nab\n", "v3\ng\nd\nt\nx\uD800y\n0\n1\nab\n", "ü"]) {
+    const h = new Bun.CryptoHasher("sha256", KEY);
+    expect(feedMacInput(h, prefix, "v", [])).toBe(true);
+    expect(h.digest("hex")).toBe(createHmac("sha256", KEY).update(prefix).update("value 1\nv").digest("hex"));
+  }
+});
