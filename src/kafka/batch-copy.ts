@@ -56,6 +56,7 @@ typedef void (*destroy_t)(void *);
 typedef i64 (*timestamp_t)(void *, int *);
 typedef int (*headers_t)(void *, void **);
 typedef int (*header_get_all_t)(void *, size_t, const char **, const void **, size_t *);
+typedef size_t (*strlen_t)(const char *);
 
 #define AT(m, off, T) (*(T *)((char *)(m) + (off)))
 
@@ -69,8 +70,6 @@ static size_t put(memcpy_t mcpy, unsigned char *slab, size_t off, void *p, size_
 
 static size_t capped(size_t len, i64 cap) { return cap >= 0 && (i64)len > cap ? (size_t)cap : len; }
 
-static size_t cstrlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
-
 /* Bytes the headers of m take in the slab (HEADER_FRAME, name and value each); their count in *count. */
 static i64 headers_size(void *m, void **fns, double *count) {
   void *hdrs = 0;
@@ -79,7 +78,7 @@ static i64 headers_size(void *m, void **fns, double *count) {
   *count = 0;
   if (((headers_t)fns[3])(m, &hdrs) != 0) return 0;
   for (size_t i = 0; ((header_get_all_t)fns[4])(hdrs, i, &name, &value, &size) == 0; i++) {
-    total += ${HEADER_FRAME} + (i64)cstrlen(name) + (value ? (i64)size : 0);
+    total += ${HEADER_FRAME} + (i64)((strlen_t)fns[5])(name) + (value ? (i64)size : 0);
     *count += 1;
   }
   return total;
@@ -91,10 +90,11 @@ static size_t put_headers(memcpy_t mcpy, unsigned char *slab, size_t off, void *
   const char *name; const void *value; size_t size;
   if (((headers_t)fns[3])(m, &hdrs) != 0) return off;
   for (size_t i = 0; ((header_get_all_t)fns[4])(hdrs, i, &name, &value, &size) == 0; i++) {
-    unsigned int nlen = (unsigned int)cstrlen(name);
+    unsigned int nlen = (unsigned int)((strlen_t)fns[5])(name);
     int vlen = value ? (int)size : -1;
-    mcpy(slab + off, &nlen, 4);
-    mcpy(slab + off + 4, &vlen, 4);
+    /* x86_64 stores unaligned words as they are. */
+    *(unsigned int *)(slab + off) = nlen;
+    *(int *)(slab + off + 4) = vlen;
     off += ${HEADER_FRAME};
     if (nlen) mcpy(slab + off, name, nlen);
     off += nlen;
@@ -197,12 +197,15 @@ export function loadBatchCopy(): BatchCopy | null {
     // Function pointers of the symbols bun:ffi already resolved: TinyCC needs to link nothing.
     const lib = rdk() as unknown as Record<string, { ptr: Pointer }>;
     const memcpy = libc.memcpy as unknown as { ptr: Pointer };
+    // libc's strlen for header names: TinyCC compiles a byte loop without optimizing it.
+    const strlen = libc.strlen as unknown as { ptr: Pointer };
     const table = new BigUint64Array([
       BigInt(memcpy.ptr),
       BigInt(lib.rd_kafka_message_destroy!.ptr),
       BigInt(lib.rd_kafka_message_timestamp!.ptr),
       BigInt(lib.rd_kafka_message_headers!.ptr),
       BigInt(lib.rd_kafka_header_get_all!.ptr),
+      BigInt(strlen.ptr),
     ]);
     keepAlive.push(table);
     const tablePtr = ptr(table);

@@ -6,6 +6,8 @@ export const libc = dlopen("libc.so.6", {
   // Copying a poll's payloads into one slab: one FFI call per message and no JS allocation
   // besides the view (toArrayBuffer + slice made two objects and a copy each).
   memcpy: { args: ["ptr", "ptr", "usize"], returns: "ptr" },
+  // Header names' lengths in the native batch copy (batch-copy.ts): only its address is used.
+  strlen: { args: ["ptr"], returns: "usize" },
   // The wake-up pipe librdkafka writes to when a queue gets something (queue-wakeup.ts).
   pipe2: { args: ["ptr", "i32"], returns: "i32" },
   close: { args: ["i32"], returns: "i32" },
