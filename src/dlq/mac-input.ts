@@ -57,7 +57,7 @@ export function feedMacInput(
   }
   if (most > scratch.length) scratch = new Uint8Array(Math.max(most, scratch.length * 2));
   const buf = scratch;
-  let at = writeText(buf, 0, prefix);
+  let at = utf8.encodeInto(prefix, buf).written;
   at = copy(buf, at, VALUE);
   if (v === null) {
     buf[at++] = 0x2d; // "-1"
@@ -113,19 +113,4 @@ function writeUint(buf: Uint8Array, at: number, n: number): number {
   for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
   for (let i = at + digits - 1, x = n; i >= at; i--, x = Math.floor(x / 10)) buf[i] = 0x30 + (x % 10);
   return at + digits;
-}
-
-/**
- * `s` as UTF-8 at `at`: char by char while it is ASCII (the worker's prefix always is), the rest by
- * the encoder (a lone surrogate as U+FFFD, as the hasher writes a string). The encoder's call cost
- * more than the prefix's 150 characters copied.
- */
-function writeText(buf: Uint8Array, at: number, s: string): number {
-  const n = s.length;
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0x80) return at + i + utf8.encodeInto(s.slice(i), buf.subarray(at + i)).written;
-    buf[at + i] = c;
-  }
-  return at + n;
 }
