@@ -42,8 +42,14 @@ export class ClickHouseDlqStore implements DlqStore {
   readonly #ch: ClickHouseClient;
   readonly #target: string;
   #settings: ClickHouseSettings | null = null;
-  /** The insert body's buffer, reused: the filler sends one insert at a time. */
-  readonly #body = new DlqRowBinary();
+  /**
+   * Two bodies, used in turn: inserts run one at a time, so the one an insert wrote is rewritten
+   * only after the next insert has ended, and a request still being torn down never reads a body
+   * the next one writes. Copying each body for that instead cost the filler 0.3 µs an envelope
+   * (3.6 MB allocated, copied and freed an insert under a backlog).
+   */
+  readonly #bodies = [new DlqRowBinary(), new DlqRowBinary()];
+  #turn = 0;
 
   constructor(ch: ClickHouseClient, database: string, table: string) {
     plainIdentifiers({ database, table });
@@ -64,8 +70,8 @@ export class ClickHouseDlqStore implements DlqStore {
 
   async insert(rows: readonly DlqRow[], queryId: string, deadlineMs: number): Promise<void> {
     const clickhouse_settings = await this.#insertSettings();
-    // A copy of its own: a request still being torn down never reads a buffer the next one writes.
-    const body = Buffer.from(this.encode(rows));
+    const encoded = this.encode(rows);
+    const body = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     await withDeadline(deadlineMs, `insert into ${this.#target}`, undefined, async (abort_signal) => {
       const r = await this.#ch.exec({
         query: `INSERT INTO ${this.#target} (${DLQ_INSERT_COLUMNS}) FORMAT RowBinary`,
@@ -80,11 +86,13 @@ export class ClickHouseDlqStore implements DlqStore {
     });
   }
 
-  /** The rows as the insert's RowBinary body (a view of the reused buffer, valid until the next call). */
+  /** The rows as the insert's RowBinary body (a view of a reused buffer, valid until the call after next). */
   protected encode(rows: readonly DlqRow[]): Uint8Array {
-    this.#body.reset();
-    for (const r of rows) this.#body.add(r);
-    return this.#body.bytes();
+    const body = this.#bodies[this.#turn]!;
+    this.#turn = 1 - this.#turn;
+    body.reset();
+    for (const r of rows) body.add(r);
+    return body.bytes();
   }
 
   async endInsert(queryId: string): Promise<void> {
