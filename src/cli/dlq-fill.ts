@@ -66,7 +66,14 @@ export async function dlqFillCommand(cfg: Config): Promise<ExitKind> {
   await checkGrants(ch, cfg.clickhouse.user, database, table, "dlq");
   const topics = [cfg.kafka.topicDlq];
   // Each message becomes a row at once (filler.ts #take): its bytes are not kept past the next poll.
-  const consumer = new Consumer({ props, topics, readHeaders: true, assignPaused: true, maxBatch: 512, reuseSlab: true });
+  const consumer = new Consumer({
+    props,
+    topics,
+    readHeaders: true,
+    assignPaused: true,
+    maxBatch: 512,
+    reuseSlab: true,
+  });
   const key = provenanceKeyOf(cfg);
   const filler = new DlqFiller(consumer, new ClickHouseDlqStore(ch, database, table), {
     topic: cfg.kafka.topicDlq,
