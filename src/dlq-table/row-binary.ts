@@ -53,19 +53,11 @@ function writerOf(type: string): Write {
 
 const COLUMNS = DLQ_COLUMNS.map((c) => ({ name: c.name as keyof DlqRow, write: writerOf(c.type) }));
 
-/** The text columns: what a row's bound counts by length (3 bytes a UTF-16 unit at most, and a length). */
-const TEXT_COLUMNS = DLQ_COLUMNS.filter((c) => /^(Nullable\()?String\)?$/.test(c.type)).map(
-  (c) => c.name as keyof DlqRow,
-);
-/** Every other column at its widest (a UUID's 16 bytes and a null flag), each. */
+/**
+ * Every column but the texts at its widest (a UUID's 16 bytes and a null flag), each: the room kept
+ * free before a row and after each text, which makes its own (BinaryWriter.string).
+ */
 const FIXED_BYTES = 17 * DLQ_COLUMNS.length;
-
-/** Most bytes a row takes: room made once for it. */
-function rowBound(row: DlqRow): number {
-  let bound = FIXED_BYTES;
-  for (const name of TEXT_COLUMNS) bound += 3 * ((row[name] as string | null)?.length ?? 0) + 10;
-  return bound;
-}
 
 /** The insert's column list: the body's order. */
 export const DLQ_INSERT_COLUMNS = DLQ_COLUMNS.map((c) => c.name).join(", ");
@@ -95,12 +87,7 @@ const storedAtLast = { text: "", seconds: 0 };
 export class DlqRowBinary extends BinaryWriter {
   /** Appends the row, each column written as its type in sql/002_dlq.sql says (WRITTEN). */
   add(row: DlqRow): void {
-    const texts =
-      row.failure_reason.length + (row.failed_field?.length ?? 0) + row.stage.length + row.error_detail.length +
-      row.source_topic.length + row.worker_instance.length + row.payload_sha256.length + (row.raw_id?.length ?? 0) +
-      (row.device_id?.length ?? 0) + (row.caller_prefix?.length ?? 0) + row.original_payload.length +
-      row.payload_as_text.length + row.unreadable.length;
-    this.reserve(FIXED_BYTES + 3 * texts + 10 * TEXT_COLUMNS.length);
+    this.reserve(FIXED_BYTES);
     this.dateTime(row.failed_at, failedAtLast);
     this.text(row.failure_reason);
     this.nullableText(row.failed_field);
@@ -131,7 +118,7 @@ export class DlqRowBinary extends BinaryWriter {
    * write the same bytes (test/dlq-table/row-binary.test.ts and the dlq-table-row fuzz target).
    */
   addByColumns(row: DlqRow): void {
-    this.reserve(rowBound(row));
+    this.reserve(FIXED_BYTES);
     for (const c of COLUMNS) c.write(this, row[c.name]);
   }
 
@@ -159,6 +146,7 @@ export class DlqRowBinary extends BinaryWriter {
 
   text(s: string): void {
     this.string(s);
+    this.reserve(FIXED_BYTES);
   }
 
   uuidText(s: string): void {

@@ -3,6 +3,7 @@
  * offset, error detail, attempts) rides in Kafka headers, as Kafka Connect's dead-letter queues do.
  */
 import { MAX_PAYLOAD_CHARS, type FailureReason } from "../cdr/fields.ts";
+import { headerTexts } from "./header-text.ts";
 import { unportable } from "./portable-json.ts";
 
 export interface DlqEnvelope {
@@ -44,8 +45,6 @@ export const HEADERS = {
   macVersion: "dlq.source.mac.version",
 } as const;
 
-const headerText = new TextDecoder();
-
 /** A source record as an envelope's headers name it, with its digest and MAC where they are there. */
 export interface EnvelopeSource {
   topic: string;
@@ -64,7 +63,7 @@ export function envelopeSource(
   headers: Record<string, string> | ReadonlyArray<readonly [string, Uint8Array]> | undefined,
 ): EnvelopeSource | null {
   const h = Array.isArray(headers)
-    ? Object.fromEntries(headers.map(([k, v]) => [k, headerText.decode(v)]))
+    ? headerTexts(headers)
     : ((headers ?? {}) as Record<string, string>);
   const topic = h[HEADERS.sourceTopic];
   const partition = Number(h[HEADERS.sourcePartition]);

@@ -26,7 +26,9 @@ const SPLIT_BYTES = 64 * 1024;
 
 /** Each signed header's value in this record, by slot; reset after every use. */
 const found: Array<Bytes | undefined> = new Array(SIGNED.length).fill(undefined);
-let scratch = new Uint8Array(16 * 1024);
+/** The scratch's size kept between records: a worker's envelope fits, its value past SPLIT_BYTES aside. */
+const KEPT_SCRATCH_BYTES = 128 * 1024;
+let scratch = new Uint8Array(KEPT_SCRATCH_BYTES);
 
 /** Something that takes bytes: a keyed hasher. */
 export interface Sink {
@@ -80,6 +82,8 @@ export function feedMacInput(
     at = copy(buf, at, b);
   }
   sink.update(buf.subarray(0, at));
+  // A record anyone wrote may carry a worker header of megabytes: its room is not kept after it.
+  if (scratch.length > KEPT_SCRATCH_BYTES) scratch = new Uint8Array(KEPT_SCRATCH_BYTES);
   return true;
 }
 

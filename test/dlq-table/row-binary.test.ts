@@ -21,6 +21,8 @@ function bodies(rows: DlqRow[]): [Uint8Array, Uint8Array] {
   for (const r of rows) {
     fast.add(r);
     reference.addByColumns(r);
+    // Every byte written landed in the buffer: a write past its end is dropped without a word.
+    expect([fast.bytes().length, reference.bytes().length]).toEqual([fast.length, reference.length]);
   }
   return [fast.bytes(), reference.bytes()];
 }
@@ -46,4 +48,17 @@ test("add writes the reference's bytes, row by row and as a batch", () => {
   const [fast, reference] = bodies(rows);
   expect(fast.length).toBeGreaterThan(rows.length * 100);
   expect(Buffer.compare(fast, reference)).toBe(0);
+});
+
+test("a row whose text ends at the buffer's end still lands whole: the columns after it find their room", () => {
+  const base = dlqRow(HOSTILE_DLQ[0]!.message, { storedAt: 1_700_000_000 });
+  // The payload's length moves the short texts after it across a 1 KiB buffer's end, byte by byte.
+  for (let n = 0; n < 1_200; n++) {
+    const row = { ...base, original_payload: "p".repeat(n), payload_as_text: "", unreadable: "short" };
+    for (const write of ["add", "addByColumns"] as const) {
+      const w = new DlqRowBinary(1_024);
+      w[write](row);
+      expect({ n, write, landed: w.bytes().length }).toEqual({ n, write, landed: w.length });
+    }
+  }
 });
